@@ -1,0 +1,30 @@
+//! API types of `poddebug.dev/v1alpha1`, strict decoding, the ephemeral-container rules of
+//! kube-apiserver, debug profiles, and the Kubernetes `Status` error model.
+//!
+//! This crate has no async runtime and no network access: everything here is a pure function of
+//! its inputs, so the other crates (and fuzzers) can call it freely.
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod convert;
+pub mod decode;
+pub mod field;
+pub mod names;
+pub mod profile;
+pub mod status;
+pub mod validation;
+
+pub use api::{
+    DebugPhase, DebugProfile, DebugProfileList, PodDebugContainer, PodDebugContainerList,
+    PodDebugContainerStatus, StopRequest,
+};
+pub use field::{ErrorList, FieldError, FieldErrorKind, FieldValue};
+pub use profile::Profile;
+pub use status::ApiError;
+
+/// The API group served by poddebug.
+pub const GROUP: &str = "poddebug.dev";
+/// The only version of the group.
+pub const VERSION: &str = "v1alpha1";
+/// `GROUP/VERSION`, the `apiVersion` of every object of the group.
+pub const API_VERSION: &str = "poddebug.dev/v1alpha1";
