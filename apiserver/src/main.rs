@@ -1,1 +1,28 @@
-fn main() {}
+//! The `poddebug-apiserver` binary.
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let opts = poddebug_apiserver::options::Options::parse();
+    poddebug_apiserver::logging::init(opts.log_format, opts.verbosity);
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(poddebug_apiserver::run(opts)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "fatal");
+            eprintln!("error: {e}");
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                eprintln!("  caused by: {s}");
+                src = s.source();
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

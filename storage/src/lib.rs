@@ -1,1 +1,42 @@
-//! placeholder
+//! REST storage of poddebug: each verb of the debug API mapped onto the real pod through the
+//! Kubernetes API. The pod is the source of truth; nothing is stored here.
+//!
+//! Handlers in `poddebug-apiserver` talk to [`DebugBackend`], never to kube-rs directly, so they
+//! can be tested with an in-memory backend while the end-to-end suite runs [`KubeBackend`]
+//! against the fake kube-apiserver.
+//!
+//! How each verb maps onto the pod:
+//! - create: `GET pods/POD`, then `PUT pods/POD/ephemeralcontainers` with the resourceVersion read
+//!   (retried on 409 Conflict), then a core/v1 Event `DebugContainerCreated` (see [`KubeBackend`]).
+//! - get / list / watch: pods read (or watched) and turned into one object per debug name.
+//! - stop: `pods/exec` of a fixed script inside the debug container itself ([`STOP_SCRIPT`]),
+//!   recorded in the pod annotation [`STOP_REQUESTS_ANNOTATION`] and an Event `DebugContainerStopped`.
+#![warn(missing_docs)]
+
+mod annotation;
+mod backend;
+mod config;
+mod create;
+mod error;
+mod events;
+mod impersonation;
+mod kube_backend;
+mod naming;
+mod policy;
+mod read;
+mod state;
+mod stop;
+mod stop_script;
+mod target;
+mod wait;
+mod watch;
+
+pub use annotation::STOP_REQUESTS_ANNOTATION;
+pub use backend::*;
+pub use config::BackendConfig;
+pub use error::StorageError;
+pub use events::{REASON_CREATED, REASON_STOPPED};
+pub use impersonation::{ImpersonationLayer, impersonation_headers};
+pub use kube_backend::KubeBackend;
+pub use policy::glob_match;
+pub use stop_script::STOP_SCRIPT;

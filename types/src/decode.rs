@@ -1,1 +1,464 @@
-//! TODO
+//! Strict decoding of request bodies, the way kube-apiserver decodes with
+//! `fieldValidation=Strict`.
+//!
+//! serde and k8s-openapi accept unknown fields silently and let a repeated key win over the
+//! first one. Both hide typos (`"imagePulPolicy"`) and smuggled values, so every problem is
+//! collected and answered with one 400 listing them all, in the order they occur in the body:
+//! `strict decoding error: unknown field "container.foo", duplicate field "metadata.name"`.
+//!
+//! Duplicate keys are found while parsing (serde_json keeps the last value of a repeated key
+//! and says nothing); unknown fields are reported by `serde_ignored` while the parsed value is
+//! turned into the typed object.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::api::{KIND_POD_DEBUG_CONTAINER, PodDebugContainer};
+use crate::status::ApiError;
+use crate::{API_VERSION, VERSION};
+
+/// Largest body accepted: kube-apiserver's default `--max-request-body-bytes` (3 MiB), so a
+/// body we accept is never refused later for its size.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// One key of a JSON document: an object member or an array index.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// Render a path as Go's strict decoder does: `container.env[0].name`.
+fn render_path(segments: &[Segment]) -> String {
+    let mut out = String::new();
+    for seg in segments {
+        match seg {
+            Segment::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Segment::Index(i) => {
+                out.push('[');
+                out.push_str(&i.to_string());
+                out.push(']');
+            }
+        }
+    }
+    out
+}
+
+/// A problem found by strict decoding, with the position of its key in the document so that
+/// problems found by different passes can be reported in document order.
+#[derive(Debug)]
+struct Problem {
+    order: usize,
+    text: String,
+}
+
+/// What the parsing pass learned: duplicate keys, and the document position of the first
+/// occurrence of every key path.
+#[derive(Default)]
+struct ParseState {
+    counter: usize,
+    first_seen: HashMap<String, usize>,
+    problems: Vec<Problem>,
+}
+
+/// A `DeserializeSeed` that builds a `serde_json::Value` while remembering where it is.
+struct Tracking<'a> {
+    state: &'a mut ParseState,
+    path: &'a mut Vec<Segment>,
+}
+
+impl<'de> DeserializeSeed<'de> for Tracking<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Tracking<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        loop {
+            self.path.push(Segment::Index(out.len()));
+            let next = seq.next_element_seed(Tracking { state: &mut *self.state, path: &mut *self.path });
+            self.path.pop();
+            match next? {
+                Some(v) => out.push(v),
+                None => break,
+            }
+        }
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        let mut keys = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            self.path.push(Segment::Key(key.clone()));
+            let rendered = render_path(self.path);
+            let order = self.state.counter;
+            self.state.counter += 1;
+            if keys.insert(key.clone()) {
+                self.state.first_seen.entry(rendered).or_insert(order);
+            } else {
+                self.state.problems.push(Problem { order, text: format!("duplicate field {rendered:?}") });
+            }
+            let value = map.next_value_seed(Tracking { state: &mut *self.state, path: &mut *self.path });
+            self.path.pop();
+            // The last value of a repeated key wins, as in Go; the duplicate is reported anyway.
+            out.insert(key, value?);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// A body parsed into JSON, with the strict-decoding problems found so far.
+struct StrictValue {
+    value: Value,
+    state: ParseState,
+}
+
+/// Parse `body` into a JSON value, recording duplicate keys. An empty (or all-whitespace) body
+/// gives `None`.
+fn parse_tracking(body: &[u8]) -> Result<Option<StrictValue>, ApiError> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ApiError::RequestEntityTooLarge(format!(
+            "Request entity too large: limit is {MAX_BODY_BYTES}"
+        )));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let mut state = ParseState::default();
+    let mut path = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value = Tracking { state: &mut state, path: &mut path }
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?;
+    Ok(Some(StrictValue { value, state }))
+}
+
+/// Turn a serde_ignored path into our segments (options and newtypes add no segment).
+fn ignored_segments(path: &serde_ignored::Path<'_>, out: &mut Vec<Segment>) {
+    match path {
+        serde_ignored::Path::Root => {}
+        serde_ignored::Path::Seq { parent, index } => {
+            ignored_segments(parent, out);
+            out.push(Segment::Index(*index));
+        }
+        serde_ignored::Path::Map { parent, key } => {
+            ignored_segments(parent, out);
+            out.push(Segment::Key(key.clone()));
+        }
+        serde_ignored::Path::Some { parent }
+        | serde_ignored::Path::NewtypeStruct { parent }
+        | serde_ignored::Path::NewtypeVariant { parent } => ignored_segments(parent, out),
+    }
+}
+
+/// Decode an already parsed value into `T`, adding unknown fields to the problems, and fail
+/// with one BadRequest if there is any problem.
+fn finish_strict<T: DeserializeOwned>(strict: StrictValue, what: &str) -> Result<T, ApiError> {
+    let StrictValue { value, mut state } = strict;
+    let mut unknown = Vec::new();
+    let typed: Result<T, _> = serde_ignored::deserialize(value, |path| {
+        let mut segs = Vec::new();
+        ignored_segments(&path, &mut segs);
+        unknown.push(render_path(&segs));
+    });
+    let typed = typed.map_err(|e| {
+        ApiError::BadRequest(format!("{what} in version {VERSION:?} cannot be handled as a {what}: {e}"))
+    })?;
+    for path in unknown {
+        let order = state.first_seen.get(&path).copied().unwrap_or(usize::MAX);
+        state.problems.push(Problem { order, text: format!("unknown field {path:?}") });
+    }
+    if state.problems.is_empty() {
+        return Ok(typed);
+    }
+    state.problems.sort_by_key(|p| p.order);
+    let texts: Vec<String> = state.problems.into_iter().map(|p| p.text).collect();
+    Err(ApiError::BadRequest(format!("strict decoding error: {}", texts.join(", "))))
+}
+
+/// Strictly decode a JSON body into any type: malformed JSON, a value of the wrong type,
+/// unknown fields and duplicate keys are all a 400 BadRequest. `what` names the kind in
+/// messages. An empty body decodes to `T::default()`.
+pub fn decode_strict<T: DeserializeOwned + Default>(body: &[u8], what: &str) -> Result<T, ApiError> {
+    match parse_tracking(body)? {
+        None => Ok(T::default()),
+        Some(strict) if strict.value.is_null() => Ok(T::default()),
+        Some(strict) => finish_strict(strict, what),
+    }
+}
+
+/// Check an optional `apiVersion` / `kind` member against the value this endpoint serves.
+fn check_type_meta(obj: &Map<String, Value>) -> Result<(), ApiError> {
+    if let Some(Value::String(v)) = obj.get("apiVersion")
+        && !v.is_empty()
+        && v != API_VERSION
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the API version in the data ({v}) does not match the expected API version ({API_VERSION})"
+        )));
+    }
+    if let Some(Value::String(k)) = obj.get("kind")
+        && !k.is_empty()
+        && k != KIND_POD_DEBUG_CONTAINER
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the kind in the data ({k}) does not match the expected kind ({KIND_POD_DEBUG_CONTAINER})"
+        )));
+    }
+    Ok(())
+}
+
+/// Strictly decode the body of a create request for a `PodDebugContainer`.
+///
+/// * an empty body (no bytes, or only whitespace) or `null` is the default object;
+/// * malformed JSON, or a value of the wrong type, is a 400;
+/// * `apiVersion`, if given, must be `poddebug.dev/v1alpha1` and `kind`, if given,
+///   `PodDebugContainer` (400 otherwise);
+/// * unknown fields and repeated keys anywhere (inside `container` and `metadata` too) are one
+///   400 naming them all, in document order;
+/// * `status` is read-only: it is dropped before decoding, whatever it holds;
+/// * a member whose value is `null` is treated as absent, as Go's decoder leaves the field
+///   at its zero value.
+pub fn decode_pod_debug_container(body: &[u8]) -> Result<PodDebugContainer, ApiError> {
+    let Some(mut strict) = parse_tracking(body)? else {
+        return Ok(PodDebugContainer::default());
+    };
+    match &mut strict.value {
+        Value::Null => return Ok(PodDebugContainer::default()),
+        Value::Object(obj) => {
+            check_type_meta(obj)?;
+            obj.remove("status");
+            obj.retain(|_, v| !v.is_null());
+        }
+        // Let the typed decoder produce its "invalid type" message.
+        _ => {}
+    }
+    let mut pdc: PodDebugContainer = finish_strict(strict, KIND_POD_DEBUG_CONTAINER)?;
+    pdc.status = None;
+    Ok(pdc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bad_request(body: &str) -> String {
+        match decode_pod_debug_container(body.as_bytes()) {
+            Err(ApiError::BadRequest(m)) => m,
+            other => panic!("expected BadRequest for {body}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_bodies_are_the_default_object() {
+        for body in ["", "   ", "\n\t\r ", "null", " null "] {
+            assert_eq!(decode_pod_debug_container(body.as_bytes()).unwrap(), PodDebugContainer::default(), "{body:?}");
+        }
+        assert_eq!(decode_pod_debug_container(b"{}").unwrap(), PodDebugContainer::default());
+    }
+
+    #[test]
+    fn a_full_object_decodes() {
+        let body = r#"{
+            "apiVersion": "poddebug.dev/v1alpha1",
+            "kind": "PodDebugContainer",
+            "metadata": {"name": "dbg", "namespace": "ns", "labels": {"a": "b"}},
+            "container": {"image": "busybox", "command": ["sh"], "stdin": true, "tty": true,
+                          "env": [{"name": "A", "value": "1"}],
+                          "securityContext": {"runAsUser": 0}},
+            "targetContainerName": "app",
+            "profile": "netadmin"
+        }"#;
+        let pdc = decode_pod_debug_container(body.as_bytes()).unwrap();
+        assert_eq!(pdc.metadata.name.as_deref(), Some("dbg"));
+        // k8s-openapi 0.29 makes `name` optional on input: absent means "".
+        assert_eq!(pdc.container.name, "");
+        assert_eq!(pdc.container.image.as_deref(), Some("busybox"));
+        assert_eq!(pdc.container.env.as_ref().map(Vec::len), Some(1));
+        assert_eq!(pdc.target_container_name.as_deref(), Some("app"));
+        assert_eq!(pdc.profile.as_deref(), Some("netadmin"));
+        assert_eq!(pdc.api_version, "poddebug.dev/v1alpha1");
+    }
+
+    #[test]
+    fn status_is_ignored_and_nulls_are_absent() {
+        let body = r#"{"status": {"phase": "Nonsense", "extra": 1}, "container": null, "metadata": null, "profile": null}"#;
+        let pdc = decode_pod_debug_container(body.as_bytes()).unwrap();
+        assert_eq!(pdc, PodDebugContainer::default());
+        let body = r#"{"container": {"name": null, "env": [{"name": null, "value": "x"}]}}"#;
+        let pdc = decode_pod_debug_container(body.as_bytes()).unwrap();
+        assert_eq!(pdc.container.name, "");
+        assert_eq!(pdc.container.env.unwrap()[0].name, "");
+    }
+
+    #[test]
+    fn strict_errors_table() {
+        let cases = [
+            (r#"{"foo": 1}"#, r#"strict decoding error: unknown field "foo""#),
+            (r#"{"container": {"foo": 1}}"#, r#"strict decoding error: unknown field "container.foo""#),
+            (
+                r#"{"metadata": {"name": "a", "name": "b"}}"#,
+                r#"strict decoding error: duplicate field "metadata.name""#,
+            ),
+            (
+                r#"{"container": {"foo": 1}, "metadata": {"name": "a", "name": "b"}}"#,
+                r#"strict decoding error: unknown field "container.foo", duplicate field "metadata.name""#,
+            ),
+            (
+                r#"{"metadata": {"name": "a", "name": "b"}, "container": {"foo": 1}}"#,
+                r#"strict decoding error: duplicate field "metadata.name", unknown field "container.foo""#,
+            ),
+            (
+                r#"{"container": {"env": [{"name": "A"}, {"name": "B", "valeu": "x"}]}}"#,
+                r#"strict decoding error: unknown field "container.env[1].valeu""#,
+            ),
+            (
+                r#"{"container": {"securityContext": {"capabilities": {"add": ["X"], "ad": []}}}}"#,
+                r#"strict decoding error: unknown field "container.securityContext.capabilities.ad""#,
+            ),
+            (
+                r#"{"metadata": {"labels": {"a": "1", "a": "2"}, "nmae": "x"}}"#,
+                r#"strict decoding error: duplicate field "metadata.labels.a", unknown field "metadata.nmae""#,
+            ),
+            (
+                r#"{"profile": "general", "profile": "sysadmin"}"#,
+                r#"strict decoding error: duplicate field "profile""#,
+            ),
+            (
+                r#"{"targetContainerName": "a", "x": 1, "y": 2, "x": 3}"#,
+                r#"strict decoding error: unknown field "x", unknown field "y", duplicate field "x""#,
+            ),
+            (
+                r#"{"container": {"imagePulPolicy": "Always", "volumeMounts": [{"name": "d", "mountPath": "/d", "readonly": true}]}}"#,
+                r#"strict decoding error: unknown field "container.imagePulPolicy", unknown field "container.volumeMounts[0].readonly""#,
+            ),
+        ];
+        for (body, want) in cases {
+            assert_eq!(bad_request(body), want, "body {body}");
+        }
+    }
+
+    #[test]
+    fn status_contents_are_not_checked() {
+        assert!(decode_pod_debug_container(br#"{"status": {"x": 1, "x": 2}}"#).is_err());
+        assert!(decode_pod_debug_container(br#"{"status": {"x": 1}}"#).is_ok());
+    }
+
+    #[test]
+    fn type_meta_must_match() {
+        assert_eq!(
+            bad_request(r#"{"apiVersion": "v1"}"#),
+            "the API version in the data (v1) does not match the expected API version (poddebug.dev/v1alpha1)"
+        );
+        assert_eq!(
+            bad_request(r#"{"apiVersion": "poddebug.dev/v1", "kind": "PodDebugContainer"}"#),
+            "the API version in the data (poddebug.dev/v1) does not match the expected API version (poddebug.dev/v1alpha1)"
+        );
+        assert_eq!(
+            bad_request(r#"{"kind": "Pod"}"#),
+            "the kind in the data (Pod) does not match the expected kind (PodDebugContainer)"
+        );
+        assert!(decode_pod_debug_container(br#"{"apiVersion": "", "kind": ""}"#).is_ok());
+        assert!(decode_pod_debug_container(br#"{"kind": "PodDebugContainer"}"#).is_ok());
+    }
+
+    #[test]
+    fn malformed_json_and_wrong_types() {
+        assert!(bad_request("{").starts_with("couldn't get version/kind; json parse error: "));
+        assert!(bad_request("{} {}").starts_with("couldn't get version/kind; json parse error: trailing characters"));
+        assert!(bad_request("{\"a\":}").starts_with("couldn't get version/kind; json parse error: "));
+        let m = bad_request(r#"{"container": {"image": 5}}"#);
+        assert!(
+            m.starts_with("PodDebugContainer in version \"v1alpha1\" cannot be handled as a PodDebugContainer: invalid type: integer `5`"),
+            "{m}"
+        );
+        assert!(bad_request("[]").contains("cannot be handled as a PodDebugContainer: invalid type: sequence"));
+        assert!(bad_request("\"x\"").contains("cannot be handled as a PodDebugContainer"));
+        assert!(bad_request(r#"{"apiVersion": 5}"#).contains("cannot be handled as a PodDebugContainer"));
+    }
+
+    #[test]
+    fn too_large_bodies_are_refused() {
+        let body = vec![b' '; MAX_BODY_BYTES + 1];
+        match decode_pod_debug_container(&body) {
+            Err(e @ ApiError::RequestEntityTooLarge(_)) => {
+                assert_eq!(e.code(), 413);
+                assert_eq!(e.message(), "Request entity too large: limit is 3145728");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn generic_strict_decoding() {
+        #[derive(serde::Deserialize, Default, Debug, PartialEq)]
+        struct Small {
+            #[serde(default)]
+            a: u32,
+        }
+        assert_eq!(decode_strict::<Small>(b"", "Small").unwrap(), Small::default());
+        assert_eq!(decode_strict::<Small>(br#"{"a": 3}"#, "Small").unwrap(), Small { a: 3 });
+        assert_eq!(
+            decode_strict::<Small>(br#"{"a": 3, "b": 1, "a": 4}"#, "Small").unwrap_err(),
+            ApiError::BadRequest(r#"strict decoding error: unknown field "b", duplicate field "a""#.into())
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_overflowed() {
+        let body = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(matches!(decode_pod_debug_container(body.as_bytes()), Err(ApiError::BadRequest(_))));
+    }
+}

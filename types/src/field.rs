@@ -92,6 +92,13 @@ pub enum FieldValue {
     Raw(String),
 }
 
+impl FieldValue {
+    /// A value Go prints through `json.Marshal`: a named string type or a `*string`.
+    pub fn json_str(s: &str) -> Self {
+        FieldValue::Raw(go_json_quote(s))
+    }
+}
+
 impl From<&str> for FieldValue {
     fn from(s: &str) -> Self {
         FieldValue::Str(s.to_owned())
@@ -130,6 +137,33 @@ pub fn go_quote(s: &str) -> String {
             c if (c as u32) < 0x20 || c as u32 == 0x7f => {
                 out.push_str(&format!("\\x{:02x}", c as u32));
             }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Quote a string the way Go's `encoding/json` marshals it.
+///
+/// apimachinery renders a bad value that is not a plain Go `string` (a named string type such as
+/// `PullPolicy`, or a `*string`) with `json.Marshal`, not `%q`. The two differ for a few
+/// characters: JSON escapes `<`, `>` and `&` as `\u003c`-style sequences and control characters
+/// as `\u00XX`.
+pub fn go_json_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
     }

@@ -261,7 +261,9 @@ impl ApiError {
                         .map(|e| StatusCause {
                             reason: Some(e.kind.reason().to_owned()),
                             message: Some(e.body()),
-                            field: Some(e.field.clone()),
+                            // Go's StatusCause.Field is `omitempty`: the static-pod error
+                            // (path "") has no `field` key at all.
+                            field: non_empty(&e.field),
                         })
                         .collect(),
                 ),
@@ -305,7 +307,14 @@ impl ApiError {
                 format!("Operation cannot be fulfilled on {resource} {}: {reason}", go_quote(name))
             }
             ApiError::Forbidden { resource, name, reason, .. } => {
-                format!("{resource} {} is forbidden: {reason}", go_quote(name))
+                // apimachinery NewForbidden: no resource, no name, or both.
+                if resource.is_empty() {
+                    format!("forbidden: {reason}")
+                } else if name.is_empty() {
+                    format!("{resource} is forbidden: {reason}")
+                } else {
+                    format!("{resource} {} is forbidden: {reason}", go_quote(name))
+                }
             }
             other => other.to_string(),
         }

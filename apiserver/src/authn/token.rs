@@ -1,0 +1,176 @@
+//! Bearer tokens, checked with a TokenReview against the cluster and cached for
+//! `--authentication-token-webhook-cache-ttl`. Browsers, which cannot set `Authorization` on a
+//! WebSocket, send the token as the subprotocol `base64url.bearer.authorization.k8s.io.<token>`.
+//!
+//! The cache is keyed by a SHA-256 of the token, so tokens are never kept in memory longer than
+//! the request, nor logged.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use http::{HeaderMap, HeaderValue, header};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use poddebug_storage::Caller;
+use sha2::{Digest, Sha256};
+
+use super::WS_BEARER_PROTOCOL_PREFIX;
+
+/// Why a token did not authenticate.
+#[derive(Debug, Clone)]
+pub enum TokenError {
+    /// The cluster said no.
+    Rejected(String),
+    /// The TokenReview could not be made.
+    Unavailable(String),
+}
+
+/// Upper bound on cached entries; expired ones are dropped first.
+const MAX_CACHE_ENTRIES: usize = 10_000;
+
+/// TokenReview-backed authenticator with a TTL cache.
+pub struct TokenAuthenticator {
+    client: kube::Client,
+    ttl: Duration,
+    cache: Mutex<HashMap<[u8; 32], (Instant, Result<Caller, String>)>>,
+}
+
+impl TokenAuthenticator {
+    /// A new authenticator using `client` (from `--authentication-kubeconfig`).
+    pub fn new(client: kube::Client, ttl: Duration) -> Self {
+        TokenAuthenticator { client, ttl, cache: Mutex::new(HashMap::new()) }
+    }
+
+    /// Authenticate a token, from the cache when fresh.
+    pub async fn authenticate(&self, token: &str) -> Result<Caller, TokenError> {
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Ok(cache) = self.cache.lock() {
+            if let Some((at, res)) = cache.get(&key) {
+                if at.elapsed() < self.ttl {
+                    return res.clone().map_err(TokenError::Rejected);
+                }
+            }
+        }
+        let res = self.review(token).await?;
+        if let Ok(mut cache) = self.cache.lock() {
+            if cache.len() >= MAX_CACHE_ENTRIES {
+                let ttl = self.ttl;
+                cache.retain(|_, (at, _)| at.elapsed() < ttl);
+                if cache.len() >= MAX_CACHE_ENTRIES {
+                    cache.clear();
+                }
+            }
+            cache.insert(key, (Instant::now(), res.clone()));
+        }
+        res.map_err(TokenError::Rejected)
+    }
+
+    async fn review(&self, token: &str) -> Result<Result<Caller, String>, TokenError> {
+        let api: kube::Api<TokenReview> = kube::Api::all(self.client.clone());
+        let review = TokenReview {
+            spec: TokenReviewSpec { token: Some(token.to_owned()), audiences: None },
+            ..Default::default()
+        };
+        let out = api
+            .create(&kube::api::PostParams::default(), &review)
+            .await
+            .map_err(|e| TokenError::Unavailable(e.to_string()))?;
+        let Some(status) = out.status else {
+            return Ok(Err("invalid bearer token".to_owned()));
+        };
+        if status.authenticated != Some(true) {
+            let msg = status.error.filter(|e| !e.is_empty()).unwrap_or_else(|| "invalid bearer token".to_owned());
+            return Ok(Err(msg));
+        }
+        let Some(u) = status.user else { return Ok(Err("invalid bearer token".to_owned())) };
+        Ok(Ok(super::with_authenticated_group(Caller {
+            user: u.username.unwrap_or_default(),
+            uid: u.uid.filter(|s| !s.is_empty()),
+            groups: u.groups.unwrap_or_default(),
+            extra: u.extra.unwrap_or_default().into_iter().collect(),
+        })))
+    }
+}
+
+/// Take the bearer token out of the request: the `Authorization: Bearer` header, or else the
+/// WebSocket bearer subprotocol (which is removed from `Sec-WebSocket-Protocol`, keeping the
+/// other offered protocols).
+pub fn take_bearer(headers: &mut HeaderMap) -> Option<String> {
+    if let Some(v) = headers.get(header::AUTHORIZATION) {
+        let token = v
+            .to_str()
+            .ok()
+            .and_then(|s| {
+                let (scheme, rest) = s.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim().to_owned())
+            })
+            .filter(|t| !t.is_empty());
+        headers.remove(header::AUTHORIZATION);
+        if token.is_some() {
+            return token;
+        }
+    }
+    let protos: Vec<String> = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect();
+    let mut token = None;
+    let mut kept = Vec::new();
+    for p in protos {
+        match p.strip_prefix(WS_BEARER_PROTOCOL_PREFIX) {
+            Some(enc) => {
+                if token.is_none() {
+                    token = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                        .decode(enc.trim_end_matches('='))
+                        .ok()
+                        .and_then(|b| String::from_utf8(b).ok())
+                        .filter(|t| !t.is_empty());
+                }
+            }
+            None => kept.push(p),
+        }
+    }
+    if token.is_some() {
+        headers.remove(header::SEC_WEBSOCKET_PROTOCOL);
+        if !kept.is_empty() {
+            if let Ok(v) = HeaderValue::from_str(&kept.join(", ")) {
+                headers.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
+            }
+        }
+    }
+    token
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_header_is_taken_and_removed() {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abc.def"));
+        assert_eq!(take_bearer(&mut h).as_deref(), Some("abc.def"));
+        assert!(h.get(header::AUTHORIZATION).is_none());
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic Zm9v"));
+        assert_eq!(take_bearer(&mut h), None);
+        assert!(h.get(header::AUTHORIZATION).is_none(), "other schemes are dropped too");
+    }
+
+    #[test]
+    fn websocket_subprotocol_token_is_taken_and_other_protocols_kept() {
+        let enc = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("my-token");
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_str(&format!("v5.channel.k8s.io, {WS_BEARER_PROTOCOL_PREFIX}{enc}, v4.channel.k8s.io")).unwrap(),
+        );
+        assert_eq!(take_bearer(&mut h).as_deref(), Some("my-token"));
+        assert_eq!(h.get(header::SEC_WEBSOCKET_PROTOCOL).unwrap(), "v5.channel.k8s.io, v4.channel.k8s.io");
+    }
+}

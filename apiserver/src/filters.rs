@@ -1,0 +1,188 @@
+//! The handler chain every request goes through, in the order of the generic apiserver's:
+//! authentication, authorization, in-flight limit and timeout (skipped for long-running
+//! requests), then the handler; one log line and the metrics at the end.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use poddebug_types::ApiError;
+
+use crate::authn::PeerCertificates;
+use crate::authz::{self, Attributes, Decision};
+use crate::error::status_response;
+use crate::state::AppState;
+
+/// Query parameters as a map (first value wins).
+pub fn query_map(query: Option<&str>) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    if let Some(q) = query {
+        for (k, v) in form_urlencoded_pairs(q) {
+            m.entry(k).or_insert(v);
+        }
+    }
+    m
+}
+
+fn form_urlencoded_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            let dec = |s: &str| percent_encoding::percent_decode_str(&s.replace('+', " ")).decode_utf8_lossy().into_owned();
+            (dec(k), dec(v))
+        })
+        .collect()
+}
+
+/// Long-running requests (watches, attach, log) are exempt from the in-flight limit and the
+/// request timeout, as kube-apiserver's `BasicLongRunningRequestCheck` exempts them.
+pub fn is_long_running(attrs: &Attributes) -> bool {
+    match attrs {
+        Attributes::Resource { verb, subresource, .. } => {
+            verb == "watch" || subresource == "attach" || subresource == "log"
+        }
+        Attributes::NonResource { .. } => false,
+    }
+}
+
+/// Go's `time.Duration.String()` for whole seconds, as used in kube's timeout message.
+pub fn go_duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    let ms = d.subsec_millis();
+    if secs == 0 {
+        return format!("{ms}ms");
+    }
+    let s = if ms > 0 { format!("{s}.{ms:03}").trim_end_matches('0').to_owned() } else { s.to_string() };
+    if h > 0 {
+        format!("{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// The chain.
+pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let query = query_map(req.uri().query());
+    let attrs = authz::request_attributes(&method, &path, &query);
+    st.metrics.inflight.inc();
+    let peer = req.extensions().get::<PeerCertificates>().cloned().unwrap_or_default();
+
+    let (resp, user) = match authorize(&st, &mut req, &peer, &attrs).await {
+        Err(e) => (status_response(&e), None),
+        Ok(auth) => {
+            let user = auth.user.user.clone();
+            req.extensions_mut().insert(auth);
+            req.extensions_mut().insert(attrs.clone());
+            (run(&st, req, next, &attrs).await, Some(user))
+        }
+    };
+
+    st.metrics.inflight.dec();
+    let code = resp.status().as_u16();
+    let elapsed = start.elapsed();
+    st.metrics.observe_request(attrs.verb(), &attrs.resource_label(), code, elapsed);
+    // One line per request. Never log headers: they may carry tokens.
+    tracing::info!(
+        user = user.as_deref().unwrap_or(""),
+        verb = attrs.verb(),
+        method = %method,
+        path = %path,
+        code,
+        duration_ms = elapsed.as_secs_f64() * 1000.0,
+        "request"
+    );
+    resp
+}
+
+async fn authorize(
+    st: &AppState,
+    req: &mut Request,
+    peer: &PeerCertificates,
+    attrs: &Attributes,
+) -> Result<crate::authn::Authenticated, ApiError> {
+    let auth = st.authn.authenticate(req.headers_mut(), peer).await?;
+    if authz::always_allowed_path(&st.config.always_allow_paths, req.uri().path()) {
+        return Ok(auth);
+    }
+    check(st, &auth.user, attrs).await?;
+    // A WebSocket attach arrives as GET; like kube-apiserver (1.35+), it also needs `create`.
+    if let Attributes::Resource { subresource, verb, .. } = attrs {
+        if subresource == "attach" && verb == "get" {
+            check(st, &auth.user, &attrs.with_verb("create")).await?;
+        }
+    }
+    Ok(auth)
+}
+
+/// Authorize one set of attributes: Ok, 403 worded as kube-apiserver words it, or 503 when the
+/// authorizer cannot answer (never an allow).
+pub async fn check(st: &AppState, user: &poddebug_storage::Caller, attrs: &Attributes) -> Result<(), ApiError> {
+    match st.authz.authorize(user, attrs).await {
+        Ok(Decision::Allow) => Ok(()),
+        Ok(Decision::Deny(reason)) => Err(authz::forbidden(user, attrs, &reason)),
+        Err(e) => {
+            tracing::warn!(error = %e, "authorization failed");
+            Err(ApiError::ServiceUnavailable(
+                "the authorization service is unavailable, please try again later".to_owned(),
+            ))
+        }
+    }
+}
+
+async fn run(st: &AppState, req: Request, next: Next, attrs: &Attributes) -> Response {
+    if is_long_running(attrs) {
+        return next.run(req).await;
+    }
+    let _permit = if st.config.max_requests_inflight > 0 {
+        match st.inflight.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                return status_response(&ApiError::TooManyRequests {
+                    message: "Too many requests, please try again later.".to_owned(),
+                    retry_after_seconds: 1,
+                });
+            }
+        }
+    } else {
+        None
+    };
+    match tokio::time::timeout(st.config.request_timeout, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => status_response(&ApiError::Timeout(format!(
+            "request did not complete within {}",
+            go_duration(st.config.request_timeout)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(go_duration(Duration::from_secs(60)), "1m0s");
+        assert_eq!(go_duration(Duration::from_secs(5)), "5s");
+        assert_eq!(go_duration(Duration::from_secs(3725)), "1h2m5s");
+        assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
+    }
+
+    #[test]
+    fn query_parsing_decodes() {
+        let q = query_map(Some("labelSelector=app%3Dweb&watch=true&x=a+b&watch=false"));
+        assert_eq!(q["labelSelector"], "app=web");
+        assert_eq!(q["watch"], "true");
+        assert_eq!(q["x"], "a b");
+    }
+}

@@ -1,0 +1,178 @@
+//! `pods/POD/debug[/NAME]`: create, read, list and stop debug containers of one pod.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use axum::Extension;
+use http::{HeaderMap, StatusCode};
+use poddebug_storage::{CreateRequest, ListOptions, StopOutcome, StopRequest};
+use poddebug_types::{ApiError, GROUP, Profile, VERSION};
+
+use super::{json_response, list};
+use crate::authn::Authenticated;
+use crate::authz::Attributes;
+use crate::error::Error;
+use crate::filters::check;
+use crate::state::AppState;
+
+/// Longest `?timeoutSeconds=` honoured for `?wait=true` (the request timeout still applies).
+const MAX_WAIT: Duration = Duration::from_secs(600);
+
+fn flag(q: &BTreeMap<String, String>, k: &str) -> bool {
+    matches!(q.get(k).map(String::as_str), Some("true" | "1" | ""))
+}
+
+fn seconds(q: &BTreeMap<String, String>, k: &str) -> Result<Option<u64>, ApiError> {
+    match q.get(k) {
+        None => Ok(None),
+        Some(v) => v
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| ApiError::BadRequest(format!("{k}: invalid value {v:?}: must be a non-negative integer"))),
+    }
+}
+
+/// `POST .../pods/POD/debug` (generated name).
+pub async fn create_generated(
+    st: State<AppState>,
+    Path((ns, pod)): Path<(String, String)>,
+    q: Query<BTreeMap<String, String>>,
+    auth: Extension<Authenticated>,
+    body: Body,
+) -> Result<Response, Error> {
+    create(st, ns, pod, None, q.0, auth.0, body).await
+}
+
+/// `POST .../pods/POD/debug/NAME`.
+pub async fn create_named(
+    st: State<AppState>,
+    Path((ns, pod, name)): Path<(String, String, String)>,
+    q: Query<BTreeMap<String, String>>,
+    auth: Extension<Authenticated>,
+    body: Body,
+) -> Result<Response, Error> {
+    create(st, ns, pod, Some(name), q.0, auth.0, body).await
+}
+
+async fn create(
+    State(st): State<AppState>,
+    ns: String,
+    pod: String,
+    url_name: Option<String>,
+    q: BTreeMap<String, String>,
+    auth: Authenticated,
+    body: Body,
+) -> Result<Response, Error> {
+    let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
+    let pdc = poddebug_types::decode::decode_pod_debug_container(&bytes)?;
+
+    let body_name = pdc.metadata.name.clone().filter(|n| !n.is_empty());
+    if let (Some(u), Some(b)) = (&url_name, &body_name) {
+        if u != b {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({b}) does not match the name on the URL ({u})"
+            ))
+            .into());
+        }
+    }
+    if let Some(body_ns) = pdc.metadata.namespace.as_deref().filter(|n| !n.is_empty()) {
+        if body_ns != ns {
+            return Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".to_owned(),
+            )
+            .into());
+        }
+    }
+    let name = url_name.or(body_name);
+    let errs = poddebug_types::validation::validate_pod_debug_container(&pdc, name.as_deref());
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(GROUP, "PodDebugContainer", name.as_deref().unwrap_or(""), errs).into());
+    }
+
+    let profile = match pdc.profile.as_deref() {
+        Some(p) => Profile::parse(p).ok_or_else(|| ApiError::BadRequest(format!("unknown profile {p:?}")))?,
+        None => st.config.default_profile,
+    };
+    if st.config.profile_requires_permission(profile) {
+        let attrs = Attributes::Resource {
+            verb: "use".to_owned(),
+            group: GROUP.to_owned(),
+            version: VERSION.to_owned(),
+            resource: "debugprofiles".to_owned(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: profile.as_str().to_owned(),
+        };
+        check(&st, &auth.user, &attrs).await?;
+    }
+
+    let wait = if flag(&q, "wait") {
+        let secs = seconds(&q, "timeoutSeconds")?.map(Duration::from_secs).unwrap_or(Duration::from_secs(30));
+        Some(secs.min(MAX_WAIT).min(st.config.request_timeout.saturating_sub(Duration::from_secs(1))))
+    } else {
+        None
+    };
+    let created = st
+        .backend
+        .create(CreateRequest { namespace: ns, pod, name, body: pdc, profile, caller: auth.user.clone(), wait })
+        .await?;
+    json_response(StatusCode::CREATED, &created)
+}
+
+/// `GET .../pods/POD/debug/NAME`.
+pub async fn get(
+    State(st): State<AppState>,
+    Path((ns, pod, name)): Path<(String, String, String)>,
+    Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    let obj = st.backend.get(&ns, &pod, &name, &auth.user).await?;
+    if super::table::wants_table(&headers) {
+        let include = q.get("includeObject").map(String::as_str).unwrap_or("Metadata");
+        return json_response(StatusCode::OK, &super::table::table(std::slice::from_ref(&obj), None, include));
+    }
+    json_response(StatusCode::OK, &obj)
+}
+
+/// `GET .../pods/POD/debug`: the debug containers of one pod.
+pub async fn list_in_pod(
+    st: State<AppState>,
+    Path((ns, pod)): Path<(String, String)>,
+    auth: Extension<Authenticated>,
+    headers: HeaderMap,
+    q: Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    let opts = ListOptions { namespace: Some(ns), pod: Some(pod), ..Default::default() };
+    list::respond(st.0, opts, auth.0, headers, q.0, false).await
+}
+
+/// `DELETE .../pods/POD/debug/NAME`: stop the debug container's processes.
+pub async fn delete(
+    State(st): State<AppState>,
+    Path((ns, pod, name)): Path<(String, String, String)>,
+    Query(q): Query<BTreeMap<String, String>>,
+    Extension(auth): Extension<Authenticated>,
+    body: Body,
+) -> Result<Response, Error> {
+    // DeleteOptions may come in the body (kubectl sends them); only gracePeriodSeconds matters.
+    let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
+    let mut grace = seconds(&q, "gracePeriodSeconds")?;
+    if grace.is_none() && !bytes.iter().all(u8::is_ascii_whitespace) {
+        let opts: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
+        grace = opts.get("gracePeriodSeconds").and_then(serde_json::Value::as_u64);
+    }
+    let grace_period = Duration::from_secs(grace.unwrap_or(10).min(300));
+    let outcome = st
+        .backend
+        .stop(StopRequest { namespace: ns, pod, name, grace_period, caller: auth.user.clone() })
+        .await?;
+    match outcome {
+        StopOutcome::Terminated(obj) => json_response(StatusCode::OK, &obj),
+        StopOutcome::InProgress(obj) => json_response(StatusCode::ACCEPTED, &obj),
+    }
+}

@@ -1,0 +1,102 @@
+//! Lists of debug containers (`poddebugcontainers`, and `pods/POD/debug`), as JSON, as a
+//! Table, or as a watch.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use axum::Extension;
+use http::{HeaderMap, StatusCode};
+use poddebug_storage::ListOptions;
+use poddebug_types::ApiError;
+
+use super::json_response;
+use crate::authn::Authenticated;
+use crate::error::Error;
+use crate::state::AppState;
+
+/// Answer a list (or a watch when `?watch=true`).
+pub async fn respond(
+    st: AppState,
+    mut opts: ListOptions,
+    auth: Authenticated,
+    headers: HeaderMap,
+    q: BTreeMap<String, String>,
+    qualify_names: bool,
+) -> Result<Response, Error> {
+    opts.label_selector = q.get("labelSelector").filter(|s| !s.is_empty()).cloned();
+    opts.field_selector = q.get("fieldSelector").filter(|s| !s.is_empty()).cloned();
+    let table = super::table::wants_table(&headers);
+    if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
+        return super::watch::respond(st, opts, auth, table, q, qualify_names).await;
+    }
+    let mut list = st.backend.list(&opts, &auth.user).await?;
+    if qualify_names {
+        list.items.iter_mut().for_each(qualify);
+    }
+    if table {
+        let include = q.get("includeObject").map(String::as_str).unwrap_or("Metadata");
+        return json_response(
+            StatusCode::OK,
+            &super::table::table(&list.items, list.metadata.resource_version.as_deref(), include),
+        );
+    }
+    json_response(StatusCode::OK, &list)
+}
+
+/// Name a debug container as the `poddebugcontainers` resource names it: `POD.NAME`.
+pub fn qualify(p: &mut poddebug_types::PodDebugContainer) {
+    if let (Some(pod), Some(name)) = (p.status.as_ref().map(|s| s.pod_name.clone()), p.metadata.name.clone()) {
+        p.metadata.name = Some(format!("{pod}.{name}"));
+    }
+}
+
+/// `GET /apis/poddebug.dev/v1alpha1/poddebugcontainers` (all namespaces).
+pub async fn all_namespaces(
+    State(st): State<AppState>,
+    Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    respond(st, ListOptions::default(), auth, headers, q, true).await
+}
+
+/// `GET .../namespaces/NS/poddebugcontainers`.
+pub async fn in_namespace(
+    State(st): State<AppState>,
+    Path(ns): Path<String>,
+    Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    respond(st, ListOptions { namespace: Some(ns), ..Default::default() }, auth, headers, q, true).await
+}
+
+/// `GET .../namespaces/NS/poddebugcontainers/POD.NAME`: the object name joins pod and debug
+/// container with a dot. Pod names may contain dots and debug container names (DNS labels)
+/// cannot, so the split is at the last dot.
+pub async fn get_one(
+    State(st): State<AppState>,
+    Path((ns, full)): Path<(String, String)>,
+    Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    let Some((pod, name)) = full.rsplit_once('.') else {
+        return Err(ApiError::not_found("poddebugcontainers", poddebug_types::GROUP, &full).into());
+    };
+    let obj = st.backend.get(&ns, pod, name, &auth.user).await.map_err(|e| {
+        // Report the name the client asked for, in this resource's terms.
+        match e.to_api_error() {
+            ApiError::NotFound { .. } => Error::Api(ApiError::not_found("poddebugcontainers", poddebug_types::GROUP, &full)),
+            _ => Error::Storage(e),
+        }
+    })?;
+    let mut obj = obj;
+    obj.metadata.name = Some(full);
+    if super::table::wants_table(&headers) {
+        let include = q.get("includeObject").map(String::as_str).unwrap_or("Metadata");
+        return json_response(StatusCode::OK, &super::table::table(std::slice::from_ref(&obj), None, include));
+    }
+    json_response(StatusCode::OK, &obj)
+}

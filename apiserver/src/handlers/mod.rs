@@ -1,0 +1,32 @@
+//! HTTP handlers: they parse, authorize what the chain cannot know yet (profiles), call the
+//! storage, and encode. No Kubernetes calls happen here.
+
+pub mod body;
+pub mod debug;
+pub mod discovery;
+pub mod health;
+pub mod list;
+pub mod profiles;
+pub mod table;
+pub mod watch;
+
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse, Response};
+use http::{StatusCode, header};
+use serde::Serialize;
+
+use crate::error::Error;
+use poddebug_types::ApiError;
+
+/// A JSON response with `Content-Type: application/json`.
+pub fn json_response<T: Serialize>(code: StatusCode, value: &T) -> Result<Response, Error> {
+    let body = serde_json::to_vec(value).map_err(|_| ApiError::Internal("encoding the response failed".to_owned()))?;
+    let mut resp = (code, body).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(resp)
+}
+
+/// 404 for any path this server does not serve.
+pub async fn not_found() -> Error {
+    Error::Api(ApiError::PathNotFound)
+}

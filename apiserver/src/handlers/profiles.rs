@@ -1,0 +1,77 @@
+//! `debugprofiles`: the profiles and the policy in force, so `kubectl get debugprofiles`
+//! explains what each profile does and whether it needs the `use` permission.
+
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use http::{HeaderMap, StatusCode};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use poddebug_types::api::{KIND_DEBUG_PROFILE, KIND_DEBUG_PROFILE_LIST};
+use poddebug_types::{API_VERSION, ApiError, DebugProfile, DebugProfileList, GROUP, Profile};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+use super::json_response;
+use crate::config::Config;
+use crate::error::Error;
+use crate::state::AppState;
+
+/// The object describing one profile under this server's configuration.
+pub fn describe(p: Profile, cfg: &Config) -> DebugProfile {
+    DebugProfile {
+        api_version: API_VERSION.to_owned(),
+        kind: KIND_DEBUG_PROFILE.to_owned(),
+        metadata: ObjectMeta { name: Some(p.as_str().to_owned()), ..Default::default() },
+        description: p.description().to_owned(),
+        sets: p.sets(),
+        requires_use_permission: cfg.profile_requires_permission(p),
+        default: cfg.default_profile == p,
+    }
+}
+
+fn table(items: &[DebugProfile]) -> serde_json::Value {
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {},
+        "columnDefinitions": [
+            {"name": "Name", "type": "string", "format": "name", "description": "Profile name", "priority": 0},
+            {"name": "Default", "type": "boolean", "format": "", "description": "Used when a request names no profile", "priority": 0},
+            {"name": "Requires-Use", "type": "boolean", "format": "", "description": "Needs the verb use on debugprofiles/<name>", "priority": 0},
+            {"name": "Description", "type": "string", "format": "", "description": "What the profile does", "priority": 0},
+        ],
+        "rows": items.iter().map(|p| json!({
+            "cells": [p.metadata.name, p.default, p.requires_use_permission, p.description],
+            "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": p.metadata},
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `GET /apis/poddebug.dev/v1alpha1/debugprofiles`.
+pub async fn list(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, Error> {
+    let items: Vec<DebugProfile> = Profile::ALL.iter().map(|p| describe(*p, &st.config)).collect();
+    if super::table::wants_table(&headers) {
+        return json_response(StatusCode::OK, &table(&items));
+    }
+    let list = DebugProfileList {
+        api_version: API_VERSION.to_owned(),
+        kind: KIND_DEBUG_PROFILE_LIST.to_owned(),
+        metadata: Default::default(),
+        items,
+    };
+    json_response(StatusCode::OK, &list)
+}
+
+/// `GET /apis/poddebug.dev/v1alpha1/debugprofiles/NAME`.
+pub async fn get(
+    State(st): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    Query(_q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    let p = Profile::parse(&name).ok_or_else(|| ApiError::not_found("debugprofiles", GROUP, &name))?;
+    let obj = describe(p, &st.config);
+    if super::table::wants_table(&headers) {
+        return json_response(StatusCode::OK, &table(std::slice::from_ref(&obj)));
+    }
+    json_response(StatusCode::OK, &obj)
+}

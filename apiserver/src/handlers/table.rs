@@ -1,0 +1,149 @@
+//! The `meta.k8s.io/v1` Table form that `kubectl get` asks for, so debug containers print as
+//! columns (name, pod, image, target, state, age) like built-in resources.
+
+use http::HeaderMap;
+use jiff::Timestamp;
+use poddebug_types::PodDebugContainer;
+use serde_json::{Value, json};
+
+/// Whether the client asked for a Table (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`).
+pub fn wants_table(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| {
+            let params: Vec<&str> = media.split(';').map(str::trim).collect();
+            params.contains(&"as=Table") && params.contains(&"g=meta.k8s.io") && (params.contains(&"v=v1") || params.contains(&"v=v1beta1"))
+        })
+}
+
+/// kubectl's short human duration (`45s`, `12m`, `5h`, `3d`, `2y`).
+pub fn human_age(since: Option<Timestamp>, now: Timestamp) -> String {
+    let Some(since) = since else { return "<unknown>".to_owned() };
+    let secs = (now.as_second() - since.as_second()).max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 60 * 120 => format!("{}m", s / 60),
+        s if s < 3600 * 48 => format!("{}h", s / 3600),
+        s if s < 86400 * 365 * 2 => format!("{}d", s / 86400),
+        s => format!("{}y", s / (86400 * 365)),
+    }
+}
+
+fn column(name: &str, ty: &str, format: &str, description: &str, priority: i32) -> Value {
+    json!({"name": name, "type": ty, "format": format, "description": description, "priority": priority})
+}
+
+/// The column definitions.
+pub fn columns() -> Vec<Value> {
+    vec![
+        column("Name", "string", "name", "Name of the debug container", 0),
+        column("Pod", "string", "", "The pod it runs in", 0),
+        column("Image", "string", "", "Container image", 0),
+        column("Target", "string", "", "Target container whose namespaces it joins", 0),
+        column("State", "string", "", "Waiting, Running or Terminated (with reason)", 0),
+        column("Age", "string", "", "Time since it was created", 0),
+    ]
+}
+
+fn state_cell(p: &PodDebugContainer) -> String {
+    let Some(st) = &p.status else { return "Waiting".to_owned() };
+    let reason = st.state.as_ref().and_then(|s| {
+        s.waiting
+            .as_ref()
+            .and_then(|w| w.reason.clone())
+            .or_else(|| s.terminated.as_ref().map(|t| t.reason.clone().unwrap_or_else(|| format!("ExitCode:{}", t.exit_code))))
+    });
+    match reason {
+        Some(r) if !r.is_empty() => format!("{}: {r}", st.phase.as_str()),
+        _ => st.phase.as_str().to_owned(),
+    }
+}
+
+/// One row; `include_object` is `None`, `Object` or `Metadata` (the default).
+pub fn row(p: &PodDebugContainer, include_object: &str, now: Timestamp) -> Value {
+    let pod = p.status.as_ref().map(|s| s.pod_name.clone()).unwrap_or_default();
+    let cells = json!([
+        p.metadata.name.clone().unwrap_or_default(),
+        pod,
+        p.container.image.clone().unwrap_or_default(),
+        p.target_container_name.clone().unwrap_or_default(),
+        state_cell(p),
+        human_age(p.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
+    ]);
+    let object = match include_object {
+        "None" => Value::Null,
+        "Object" => serde_json::to_value(p).unwrap_or(Value::Null),
+        _ => json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": serde_json::to_value(&p.metadata).unwrap_or(Value::Null),
+        }),
+    };
+    let mut r = json!({ "cells": cells });
+    if !object.is_null() {
+        r["object"] = object;
+    }
+    r
+}
+
+/// A whole Table.
+pub fn table(items: &[PodDebugContainer], resource_version: Option<&str>, include_object: &str) -> Value {
+    let now = Timestamp::now();
+    let mut meta = json!({});
+    if let Some(rv) = resource_version {
+        meta["resourceVersion"] = json!(rv);
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": columns(),
+        "rows": items.iter().map(|p| row(p, include_object, now)).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_kubectl_accept_header() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            http::header::ACCEPT,
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json".parse().unwrap(),
+        );
+        assert!(wants_table(&h));
+        let mut h = HeaderMap::new();
+        h.insert(http::header::ACCEPT, "application/json".parse().unwrap());
+        assert!(!wants_table(&h));
+    }
+
+    #[test]
+    fn ages_are_human() {
+        let now = Timestamp::from_second(1_000_000).unwrap();
+        let at = |s: i64| Some(Timestamp::from_second(1_000_000 - s).unwrap());
+        assert_eq!(human_age(at(5), now), "5s");
+        assert_eq!(human_age(at(600), now), "10m");
+        assert_eq!(human_age(at(3 * 3600), now), "3h");
+        assert_eq!(human_age(at(3 * 86400), now), "3d");
+        assert_eq!(human_age(None, now), "<unknown>");
+    }
+
+    #[test]
+    fn rows_carry_metadata_by_default() {
+        let mut p = PodDebugContainer::default();
+        p.metadata.name = Some("dbg".into());
+        p.container.image = Some("busybox".into());
+        let t = table(&[p], Some("42"), "Metadata");
+        assert_eq!(t["rows"][0]["cells"][0], "dbg");
+        assert_eq!(t["rows"][0]["cells"][2], "busybox");
+        assert_eq!(t["rows"][0]["cells"][4], "Waiting");
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+        assert_eq!(t["metadata"]["resourceVersion"], "42");
+        assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 6);
+    }
+}

@@ -1,0 +1,117 @@
+//! Watches of debug containers: newline-delimited `{"type": ..., "object": ...}` events, as
+//! kube-apiserver streams them, built on a pod watch so a client can resume from any
+//! resourceVersion it saw (bookmarks included).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderValue, StatusCode, header};
+use poddebug_storage::{DebugWatchEvent, ListOptions, WatchOptions};
+use poddebug_types::{API_VERSION, ApiError};
+use serde_json::{Value, json};
+
+use crate::authn::Authenticated;
+use crate::error::Error;
+use crate::state::AppState;
+
+/// Longest watch served before the client is asked to re-watch (kube-apiserver picks a random
+/// value between its min-request-timeout and twice that).
+const MAX_WATCH: Duration = Duration::from_secs(1800);
+
+/// Encode the events that carry no debug container: bookmarks and errors.
+fn encode_marker(ev: DebugWatchEvent, table: bool) -> Option<Bytes> {
+    match ev {
+        DebugWatchEvent::Bookmark(rv) => {
+            let object = if table {
+                json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv}, "columnDefinitions": [], "rows": []})
+            } else {
+                json!({"kind": "PodDebugContainer", "apiVersion": API_VERSION, "metadata": {"resourceVersion": rv}})
+            };
+            line(json!({"type": "BOOKMARK", "object": object}))
+        }
+        DebugWatchEvent::Error(e) => {
+            let status: Value = serde_json::from_slice(&e.to_json()).unwrap_or(Value::Null);
+            line(json!({"type": "ERROR", "object": status}))
+        }
+        _ => None,
+    }
+}
+
+fn encode_typed(ty: &str, o: poddebug_types::PodDebugContainer, table: bool) -> Option<Bytes> {
+    let object = if table {
+        let rv = o.metadata.resource_version.clone();
+        super::table::table(std::slice::from_ref(&o), rv.as_deref(), "Metadata")
+    } else {
+        serde_json::to_value(&o).ok()?
+    };
+    line(json!({"type": ty, "object": object}))
+}
+
+fn line(v: Value) -> Option<Bytes> {
+    let mut b = serde_json::to_vec(&v).ok()?;
+    b.push(b'\n');
+    Some(Bytes::from(b))
+}
+
+/// Start a watch and stream it.
+pub async fn respond(
+    st: AppState,
+    list: ListOptions,
+    auth: Authenticated,
+    table: bool,
+    q: BTreeMap<String, String>,
+    qualify: bool,
+) -> Result<Response, Error> {
+    let timeout = match q.get("timeoutSeconds") {
+        Some(v) => Some(Duration::from_secs(
+            v.parse::<u64>().map_err(|_| ApiError::BadRequest(format!("timeoutSeconds: invalid value {v:?}")))?,
+        )),
+        None => None,
+    }
+    .map_or(MAX_WATCH, |t| t.min(MAX_WATCH));
+    let opts = WatchOptions {
+        list,
+        resource_version: q.get("resourceVersion").filter(|s| !s.is_empty()).cloned(),
+        allow_bookmarks: matches!(q.get("allowWatchBookmarks").map(String::as_str), Some("true" | "1")),
+        timeout: Some(timeout),
+    };
+    let events = st.backend.watch(&opts, &auth.user).await?;
+    let mut drain = st.drain.clone();
+    let stream = events
+        .filter_map(move |ev| {
+            let out = match ev {
+                DebugWatchEvent::Added(mut o) => {
+                    if qualify {
+                        super::list::qualify(&mut o);
+                    }
+                    encode_typed("ADDED", o, table)
+                }
+                DebugWatchEvent::Modified(mut o) => {
+                    if qualify {
+                        super::list::qualify(&mut o);
+                    }
+                    encode_typed("MODIFIED", o, table)
+                }
+                DebugWatchEvent::Deleted(mut o) => {
+                    if qualify {
+                        super::list::qualify(&mut o);
+                    }
+                    encode_typed("DELETED", o, table)
+                }
+                other => encode_marker(other, table),
+            };
+            futures::future::ready(out.map(Ok::<Bytes, std::io::Error>))
+        })
+        .take_until(Box::pin(async move {
+            // End the watch when shutdown's grace period is over; clients re-watch elsewhere.
+            let _ = drain.wait_for(|d| *d).await;
+        }))
+        .take_until(tokio::time::sleep(timeout));
+    let mut resp = (StatusCode::OK, Body::from_stream(stream)).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(resp)
+}

@@ -1,0 +1,29 @@
+//! Structured logs with tracing: text or JSON, Kubernetes-style `-v` verbosity.
+
+use tracing_subscriber::EnvFilter;
+
+use crate::options::LogFormat;
+
+/// The tracing level for a `-v` value.
+pub fn level(verbosity: u8) -> &'static str {
+    match verbosity {
+        0 => "warn",
+        1 | 2 => "info",
+        3 | 4 => "debug",
+        _ => "trace",
+    }
+}
+
+/// Install the global subscriber. `RUST_LOG`, when set, overrides `-v`.
+pub fn init(format: LogFormat, verbosity: u8) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        // Dependencies stay quiet below debug; our own crates follow -v.
+        let lvl = level(verbosity);
+        EnvFilter::new(format!("warn,poddebug_apiserver={lvl},poddebug_storage={lvl},poddebug_types={lvl}"))
+    });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}

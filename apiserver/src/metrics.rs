@@ -1,0 +1,164 @@
+//! Prometheus metrics, served at `/metrics` in the text exposition format.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of request metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Kubernetes verb.
+    pub verb: String,
+    /// Resource label (`pods/debug`, `nonresource`).
+    pub resource: String,
+    /// HTTP status code.
+    pub code: String,
+}
+
+/// Labels of latency histograms.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabels {
+    /// Kubernetes verb.
+    pub verb: String,
+    /// Resource label.
+    pub resource: String,
+}
+
+/// Labels of streamed-bytes counters.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DirectionLabels {
+    /// `in` (client to container) or `out` (container to client).
+    pub direction: String,
+}
+
+/// Labels of upstream call metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamLabels {
+    /// HTTP method of the kube-apiserver call.
+    pub method: String,
+    /// Status code, or `error`.
+    pub code: String,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// Every metric of the server.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    /// Requests by verb, resource and code.
+    pub requests: Family<RequestLabels, Counter>,
+    /// Request latency by verb and resource.
+    pub request_duration: Family<VerbLabels, Histogram, fn() -> Histogram>,
+    /// Requests being served.
+    pub inflight: Gauge,
+    /// Attach/log streams open.
+    pub active_streams: Gauge,
+    /// Bytes streamed.
+    pub stream_bytes: Family<DirectionLabels, Counter>,
+    /// Stream lifetimes.
+    pub stream_duration: Histogram,
+    /// kube-apiserver call latency.
+    pub upstream_duration: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Metrics {
+    /// Register every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("poddebug_apiserver");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let request_duration =
+            Family::<VerbLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let inflight = Gauge::default();
+        let active_streams = Gauge::default();
+        let stream_bytes = Family::<DirectionLabels, Counter>::default();
+        let stream_duration = Histogram::new(exponential_buckets(0.1, 4.0, 10));
+        let upstream_duration =
+            Family::<UpstreamLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        registry.register("requests", "API requests by verb, resource and HTTP code", requests.clone());
+        registry.register(
+            "request_duration_seconds",
+            "API request latency by verb and resource",
+            request_duration.clone(),
+        );
+        registry.register("inflight_requests", "Requests being served", inflight.clone());
+        registry.register("active_streams", "Attach and log streams open", active_streams.clone());
+        registry.register("stream_bytes", "Bytes relayed by attach and log streams", stream_bytes.clone());
+        registry.register("stream_duration_seconds", "Lifetime of attach and log streams", stream_duration.clone());
+        registry.register(
+            "upstream_request_duration_seconds",
+            "Latency of calls to the kube-apiserver",
+            upstream_duration.clone(),
+        );
+        Metrics {
+            registry: Mutex::new(registry),
+            requests,
+            request_duration,
+            inflight,
+            active_streams,
+            stream_bytes,
+            stream_duration,
+            upstream_duration,
+        }
+    }
+
+    /// Record one finished request.
+    pub fn observe_request(&self, verb: &str, resource: &str, code: u16, elapsed: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels { verb: verb.to_owned(), resource: resource.to_owned(), code: code.to_string() })
+            .inc();
+        self.request_duration
+            .get_or_create(&VerbLabels { verb: verb.to_owned(), resource: resource.to_owned() })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Record one kube-apiserver call.
+    pub fn observe_upstream(&self, method: &str, code: Option<u16>, elapsed: Duration) {
+        let code = code.map_or_else(|| "error".to_owned(), |c| c.to_string());
+        self.upstream_duration
+            .get_or_create(&UpstreamLabels { method: method.to_owned(), code })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Ok(reg) = self.registry.lock() {
+            if prometheus_client::encoding::text::encode(&mut out, &reg).is_err() {
+                out.clear();
+            }
+        }
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_names_every_family() {
+        let m = Metrics::new();
+        m.observe_request("create", "pods/debug", 201, Duration::from_millis(3));
+        m.observe_upstream("PUT", Some(200), Duration::from_millis(2));
+        m.active_streams.inc();
+        let text = m.encode();
+        assert!(text.contains("poddebug_apiserver_requests_total{verb=\"create\",resource=\"pods/debug\",code=\"201\"} 1"), "{text}");
+        assert!(text.contains("poddebug_apiserver_request_duration_seconds_bucket"), "{text}");
+        assert!(text.contains("poddebug_apiserver_active_streams 1"), "{text}");
+        assert!(text.contains("poddebug_apiserver_upstream_request_duration_seconds_count{method=\"PUT\",code=\"200\"} 1"), "{text}");
+    }
+}

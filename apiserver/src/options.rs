@@ -1,0 +1,321 @@
+//! Command-line flags, grouped as the Kubernetes generic apiserver groups them, validated all at
+//! once, then frozen into an immutable [`crate::config::Config`].
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser, ValueEnum};
+use poddebug_types::Profile;
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// poddebug-apiserver serves the poddebug.dev/v1alpha1 API (debug containers for running pods)
+/// behind the kube-apiserver aggregation layer.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "poddebug-apiserver", version, about, long_about = None, max_term_width = 100)]
+pub struct Options {
+    // ----- Secure serving -----
+    /// The port on which to serve HTTPS with authentication and authorization.
+    #[arg(long, default_value_t = 8443, help_heading = "Secure serving")]
+    pub secure_port: u16,
+    /// The IP address on which to listen for the --secure-port port.
+    #[arg(long, default_value = "0.0.0.0", help_heading = "Secure serving")]
+    pub bind_address: IpAddr,
+    /// File containing the default x509 certificate for HTTPS (CA cert, if any, concatenated after
+    /// the server cert). If neither --tls-cert-file nor --tls-private-key-file is given, a
+    /// self-signed certificate and key are generated in --cert-dir. Reloaded when it changes.
+    #[arg(long, help_heading = "Secure serving")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// File containing the default x509 private key matching --tls-cert-file.
+    #[arg(long, help_heading = "Secure serving")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// The directory where the self-signed TLS certificate (apiserver.crt, apiserver.key) is
+    /// written and kept. Ignored if --tls-cert-file and --tls-private-key-file are given.
+    #[arg(long, default_value = "apiserver.local.config/certificates", help_heading = "Secure serving")]
+    pub cert_dir: PathBuf,
+    /// Name of the Service in front of this server; the self-signed certificate is valid for
+    /// <name>.<namespace>.svc, which is what the aggregator checks.
+    #[arg(long, default_value = "poddebug-apiserver", help_heading = "Secure serving")]
+    pub service_name: String,
+    /// Namespace of the Service in front of this server.
+    #[arg(long, default_value = "poddebug-system", help_heading = "Secure serving")]
+    pub service_namespace: String,
+    /// How often certificate, key and CA files are checked for changes.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Secure serving")]
+    pub cert_reload_interval: Duration,
+    /// The maximum number of non-long-running requests in flight at a given time. When the
+    /// server exceeds this, it rejects requests with 429. Zero for no limit.
+    #[arg(long, default_value_t = 400, help_heading = "Secure serving")]
+    pub max_requests_inflight: usize,
+    /// How long a non-long-running request may take before it is answered with 504.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Secure serving")]
+    pub request_timeout: Duration,
+    /// The largest request body accepted; larger ones are answered with 413.
+    #[arg(long, default_value_t = 3 * 1024 * 1024, help_heading = "Secure serving")]
+    pub max_request_body_bytes: usize,
+    /// The largest total size of request headers accepted.
+    #[arg(long, default_value_t = 1024 * 1024, help_heading = "Secure serving")]
+    pub max_request_header_bytes: usize,
+    /// On SIGTERM, how long in-flight requests and streams may run before they are ended.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Secure serving")]
+    pub shutdown_grace_period: Duration,
+
+    // ----- Cluster access -----
+    /// kubeconfig file used for all pod calls. The in-cluster configuration is used when absent.
+    #[arg(long, help_heading = "Cluster access")]
+    pub kubeconfig: Option<PathBuf>,
+
+    // ----- Authentication -----
+    /// kubeconfig file pointing at the 'core' kubernetes server with enough rights to create
+    /// tokenreviews.authentication.k8s.io and read kube-system/extension-apiserver-authentication.
+    /// Defaults to --kubeconfig.
+    #[arg(long, help_heading = "Authentication")]
+    pub authentication_kubeconfig: Option<PathBuf>,
+    /// Do not look up the missing authentication configuration (client CA, request-header
+    /// settings) in kube-system/extension-apiserver-authentication.
+    #[arg(long, help_heading = "Authentication")]
+    pub authentication_skip_lookup: bool,
+    /// If true, failures to look up the authentication configuration in the cluster are not
+    /// fatal: the server starts with what the flags give.
+    #[arg(long, help_heading = "Authentication")]
+    pub authentication_tolerate_lookup_failure: bool,
+    /// The duration to cache responses from the webhook token authenticator.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Authentication")]
+    pub authentication_token_webhook_cache_ttl: Duration,
+    /// If set, any request presenting a client certificate signed by one of the authorities in
+    /// this file is authenticated with an identity corresponding to the CommonName of the
+    /// client certificate (and its Organizations as groups).
+    #[arg(long, help_heading = "Authentication")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Root certificate bundle to verify client certificates on incoming requests before
+    /// trusting usernames in headers specified by --requestheader-username-headers.
+    #[arg(long, help_heading = "Authentication")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// List of client certificate common names to allow to provide usernames in headers
+    /// specified by --requestheader-username-headers. If empty, any client certificate
+    /// validated by the authorities in --requestheader-client-ca-file is allowed.
+    #[arg(long, value_delimiter = ',', help_heading = "Authentication")]
+    pub requestheader_allowed_names: Vec<String>,
+    /// List of request headers to inspect for usernames. X-Remote-User is common.
+    #[arg(long, value_delimiter = ',', default_value = "x-remote-user", help_heading = "Authentication")]
+    pub requestheader_username_headers: Vec<String>,
+    /// List of request headers to inspect for UIDs. X-Remote-Uid is suggested.
+    #[arg(long, value_delimiter = ',', help_heading = "Authentication")]
+    pub requestheader_uid_headers: Vec<String>,
+    /// List of request headers to inspect for groups. X-Remote-Group is suggested.
+    #[arg(long, value_delimiter = ',', default_value = "x-remote-group", help_heading = "Authentication")]
+    pub requestheader_group_headers: Vec<String>,
+    /// List of request header prefixes to inspect. X-Remote-Extra- is suggested.
+    #[arg(long, value_delimiter = ',', default_value = "x-remote-extra-", help_heading = "Authentication")]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+
+    // ----- Authorization -----
+    /// kubeconfig file pointing at the 'core' kubernetes server with enough rights to create
+    /// subjectaccessreviews.authorization.k8s.io. Defaults to --kubeconfig.
+    #[arg(long, help_heading = "Authorization")]
+    pub authorization_kubeconfig: Option<PathBuf>,
+    /// A list of HTTP paths to skip during authorization, i.e. these are authorized without
+    /// contacting the 'core' kubernetes server. A trailing '*' matches any suffix.
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez", help_heading = "Authorization")]
+    pub authorization_always_allow_paths: Vec<String>,
+    /// The duration to cache 'authorized' responses from the webhook authorizer.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Authorization")]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+    /// The duration to cache 'unauthorized' responses from the webhook authorizer.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Authorization")]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
+
+    // ----- Policy -----
+    /// Image used when a debug container names none.
+    #[arg(long, default_value = "busybox:1.36", help_heading = "Policy")]
+    pub default_image: String,
+    /// Image patterns a debug container may use ('*' matches any run of characters, e.g.
+    /// 'docker.io/library/busybox:*'). Empty allows every image.
+    #[arg(long, value_delimiter = ',', help_heading = "Policy")]
+    pub allowed_images: Vec<String>,
+    /// Profile applied when a debug container names none: legacy, general, baseline,
+    /// restricted, netadmin or sysadmin.
+    #[arg(long, default_value = "general", value_parser = parse_profile, help_heading = "Policy")]
+    pub default_profile: Profile,
+    /// Profiles whose use requires the verb 'use' on debugprofiles/<name> in group poddebug.dev.
+    #[arg(long, value_delimiter = ',', default_value = "sysadmin,netadmin", value_parser = parse_profile, help_heading = "Policy")]
+    pub profiles_requiring_permission: Vec<Profile>,
+    /// The most ephemeral containers a pod may carry before new debug containers are refused
+    /// (kubectl debug's and other tools' count too). Zero for no limit.
+    #[arg(long, default_value_t = 10, help_heading = "Policy")]
+    pub max_debug_containers_per_pod: usize,
+    /// Make pod calls as the requesting user (Impersonate-* headers) instead of as this server's
+    /// service account, so that RBAC, Pod Security admission and the audit log see the user.
+    #[arg(long, help_heading = "Policy")]
+    pub impersonate: bool,
+    /// How long an attach waits for a debug container to start running before it fails.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Policy")]
+    pub attach_wait_timeout: Duration,
+
+    // ----- Logging -----
+    /// Log format: text or json.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
+    pub log_format: LogFormat,
+    /// Log level verbosity: 0 errors and warnings, 1-2 info (one line per request), 3-4 debug,
+    /// 5+ trace.
+    #[arg(short = 'v', long = "v", default_value_t = 2, action = ArgAction::Set, help_heading = "Logging")]
+    pub verbosity: u8,
+}
+
+/// Parse a Go-style duration: `90s`, `5m`, `1h30m`, `250ms`, or bare seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty duration".to_owned());
+    }
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        if num_len == 0 {
+            return Err(format!("invalid duration {s:?}"));
+        }
+        let value: f64 = rest[..num_len].parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        rest = &rest[num_len..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            other => return Err(format!("invalid unit {other:?} in duration {s:?}")),
+        };
+        rest = &rest[unit_len..];
+        total += Duration::from_secs_f64(value * factor);
+    }
+    Ok(total)
+}
+
+fn parse_profile(s: &str) -> Result<Profile, String> {
+    Profile::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Profile::ALL.iter().map(|p| p.as_str()).collect();
+        format!("unknown profile {s:?}; supported: {}", names.join(", "))
+    })
+}
+
+impl Options {
+    /// Every problem with the flags, reported at once.
+    pub fn validate(&self) -> Vec<String> {
+        let mut errs = Vec::new();
+        match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(_), None) | (None, Some(_)) => errs.push(
+                "--tls-cert-file and --tls-private-key-file must be given together".to_owned(),
+            ),
+            _ => {}
+        }
+        if self.secure_port == 0 {
+            errs.push("--secure-port must be between 1 and 65535".to_owned());
+        }
+        for (flag, path) in [
+            ("--tls-cert-file", &self.tls_cert_file),
+            ("--tls-private-key-file", &self.tls_private_key_file),
+            ("--client-ca-file", &self.client_ca_file),
+            ("--requestheader-client-ca-file", &self.requestheader_client_ca_file),
+            ("--kubeconfig", &self.kubeconfig),
+            ("--authentication-kubeconfig", &self.authentication_kubeconfig),
+            ("--authorization-kubeconfig", &self.authorization_kubeconfig),
+        ] {
+            if let Some(p) = path {
+                if !p.is_file() {
+                    errs.push(format!("{flag}: {} is not a readable file", p.display()));
+                }
+            }
+        }
+        if self.requestheader_username_headers.iter().all(|h| h.trim().is_empty()) {
+            errs.push("--requestheader-username-headers must name at least one header".to_owned());
+        }
+        for h in self
+            .requestheader_username_headers
+            .iter()
+            .chain(&self.requestheader_group_headers)
+            .chain(&self.requestheader_uid_headers)
+            .chain(&self.requestheader_extra_headers_prefix)
+        {
+            if http::HeaderName::from_bytes(h.trim().as_bytes()).is_err() && !h.trim().is_empty() {
+                errs.push(format!("{h:?} is not a valid HTTP header name"));
+            }
+        }
+        if self.default_image.trim().is_empty() || self.default_image.trim() != self.default_image {
+            errs.push("--default-image must be a non-empty image name without surrounding spaces".to_owned());
+        }
+        if !self.allowed_images.is_empty()
+            && !crate::config::image_allowed(&self.allowed_images, &self.default_image)
+        {
+            errs.push(format!(
+                "--default-image {:?} is not allowed by --allowed-images",
+                self.default_image
+            ));
+        }
+        if self.shutdown_grace_period > Duration::from_secs(3600) {
+            errs.push("--shutdown-grace-period must be at most 1h".to_owned());
+        }
+        if self.request_timeout.is_zero() {
+            errs.push("--request-timeout must be positive".to_owned());
+        }
+        if self.cert_reload_interval < Duration::from_millis(100) {
+            errs.push("--cert-reload-interval must be at least 100ms".to_owned());
+        }
+        errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_go() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("10x").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn validate_reports_every_problem_at_once() {
+        let o = Options::parse_from([
+            "poddebug-apiserver",
+            "--tls-cert-file=/nonexistent/cert",
+            "--client-ca-file=/nonexistent/ca",
+            "--allowed-images=registry.example/*",
+            "--request-timeout=0s",
+        ]);
+        let errs = o.validate();
+        assert!(errs.iter().any(|e| e.contains("must be given together")), "{errs:?}");
+        assert!(errs.iter().any(|e| e.contains("--client-ca-file")), "{errs:?}");
+        assert!(errs.iter().any(|e| e.contains("not allowed by --allowed-images")), "{errs:?}");
+        assert!(errs.iter().any(|e| e.contains("--request-timeout")), "{errs:?}");
+    }
+
+    #[test]
+    fn defaults_follow_the_generic_apiserver() {
+        let o = Options::parse_from(["poddebug-apiserver"]);
+        assert_eq!(o.secure_port, 8443);
+        assert_eq!(o.authorization_always_allow_paths, vec!["/healthz", "/readyz", "/livez"]);
+        assert_eq!(o.requestheader_username_headers, vec!["x-remote-user"]);
+        assert_eq!(o.default_profile, Profile::General);
+        assert!(o.validate().is_empty(), "{:?}", o.validate());
+    }
+}

@@ -1,0 +1,51 @@
+//! The router: every path the server answers, in one place.
+
+use axum::Router;
+use axum::middleware;
+use axum::routing::get;
+
+use crate::filters::handler_chain;
+use crate::handlers::{debug, discovery, health, list, not_found, profiles};
+use crate::state::AppState;
+use crate::stream;
+
+/// Prefix of every resource path.
+const GV: &str = "/apis/poddebug.dev/v1alpha1";
+
+/// The whole application: routes behind the handler chain (authn, authz, limits, logging).
+pub fn app(state: AppState) -> Router {
+    let ns_pods = format!("{GV}/namespaces/{{namespace}}/pods/{{pod}}");
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/livez", get(health::livez))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .route("/apis", get(discovery::apis))
+        .route("/apis/poddebug.dev", get(discovery::group))
+        .route(GV, get(discovery::resources))
+        .route("/openapi/v2", get(discovery::openapi_v2))
+        .route("/openapi/v3", get(discovery::openapi_v3_index))
+        .route("/openapi/v3/apis/poddebug.dev/v1alpha1", get(discovery::openapi_v3_group_version))
+        .route(&format!("{ns_pods}/debug"), get(debug::list_in_pod).post(debug::create_generated))
+        .route(
+            &format!("{ns_pods}/debug/{{name}}"),
+            get(debug::get).post(debug::create_named).delete(debug::delete),
+        )
+        .route(&format!("{ns_pods}/attach"), get(stream::attach).post(stream::attach))
+        .route(&format!("{ns_pods}/log"), get(stream::log))
+        .route(&format!("{GV}/poddebugcontainers"), get(list::all_namespaces))
+        .route(&format!("{GV}/namespaces/{{namespace}}/poddebugcontainers"), get(list::in_namespace))
+        .route(&format!("{GV}/namespaces/{{namespace}}/poddebugcontainers/{{name}}"), get(list::get_one))
+        .route(&format!("{GV}/debugprofiles"), get(profiles::list))
+        .route(&format!("{GV}/debugprofiles/{{name}}"), get(profiles::get))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), handler_chain))
+        .with_state(state)
+}
+
+async fn method_not_allowed(method: http::Method) -> crate::error::Error {
+    crate::error::Error::Api(poddebug_types::ApiError::MethodNotAllowed(format!(
+        "the server does not allow this method on the requested resource ({method})"
+    )))
+}

@@ -1,0 +1,178 @@
+//! The storage interface the handlers call.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::Stream;
+use poddebug_types::{PodDebugContainer, PodDebugContainerList, Profile};
+
+use crate::StorageError;
+
+/// The authenticated user a request is made for. Used for impersonation (`--impersonate`), for
+/// the Events recorded on the pod, and for the stop record.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// User name.
+    pub user: String,
+    /// User UID, if known.
+    pub uid: Option<String>,
+    /// Groups.
+    pub groups: Vec<String>,
+    /// Extra attributes.
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+/// Server policy applied to every create (from the `Policy` flags).
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// Image patterns allowed (`*` matches any run of characters); empty = all allowed.
+    pub allowed_images: Vec<String>,
+    /// Image used when the request names none.
+    pub default_image: String,
+    /// Profile used when the request names none.
+    pub default_profile: Profile,
+    /// Maximum number of ephemeral containers a pod may carry (0 = unlimited).
+    pub max_debug_containers_per_pod: usize,
+}
+
+/// A create request, after authorization and profile permission checks.
+#[derive(Clone, Debug)]
+pub struct CreateRequest {
+    /// Namespace of the pod.
+    pub namespace: String,
+    /// The pod.
+    pub pod: String,
+    /// Debug container name from the URL; `None` generates `debugger-xxxxx`.
+    pub name: Option<String>,
+    /// The decoded body.
+    pub body: PodDebugContainer,
+    /// The profile to apply (already resolved from body or default, already permitted).
+    pub profile: Profile,
+    /// Who asks.
+    pub caller: Caller,
+    /// `?wait=true`: answer once running or terminated, or after this long.
+    pub wait: Option<Duration>,
+}
+
+/// A stop request (`DELETE`).
+#[derive(Clone, Debug)]
+pub struct StopRequest {
+    /// Namespace of the pod.
+    pub namespace: String,
+    /// The pod.
+    pub pod: String,
+    /// Debug container name.
+    pub name: String,
+    /// Seconds between SIGTERM and SIGKILL.
+    pub grace_period: Duration,
+    /// Who asks.
+    pub caller: Caller,
+}
+
+/// What a stop achieved.
+#[derive(Clone, Debug)]
+pub enum StopOutcome {
+    /// The container is terminated; the object shows its final state.
+    Terminated(PodDebugContainer),
+    /// The signals were sent but the status does not show it terminated yet (answered 202).
+    InProgress(PodDebugContainer),
+}
+
+/// Which debug containers to list.
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    /// Namespace, or all namespaces.
+    pub namespace: Option<String>,
+    /// Only this pod.
+    pub pod: Option<String>,
+    /// Label selector on pod labels, as kube-apiserver parses it.
+    pub label_selector: Option<String>,
+    /// Field selector passed through to the pod list.
+    pub field_selector: Option<String>,
+}
+
+/// Options of a watch.
+#[derive(Clone, Debug, Default)]
+pub struct WatchOptions {
+    /// What to watch.
+    pub list: ListOptions,
+    /// Resume after this resourceVersion (of the pod list).
+    pub resource_version: Option<String>,
+    /// Send BOOKMARK events.
+    pub allow_bookmarks: bool,
+    /// End the watch after this long.
+    pub timeout: Option<Duration>,
+}
+
+/// One watch event, with the object's `metadata.resourceVersion` set to the pod's.
+#[derive(Clone, Debug)]
+pub enum DebugWatchEvent {
+    /// A debug container appeared.
+    Added(PodDebugContainer),
+    /// A debug container's status changed.
+    Modified(PodDebugContainer),
+    /// The pod holding a debug container was deleted.
+    Deleted(PodDebugContainer),
+    /// Progress marker carrying only a resourceVersion.
+    Bookmark(String),
+    /// The watch cannot continue (e.g. 410 Expired); carries the Status.
+    Error(poddebug_types::ApiError),
+}
+
+/// A stream of watch events.
+pub type DebugWatchStream = Pin<Box<dyn Stream<Item = DebugWatchEvent> + Send>>;
+
+/// Where an attach or log stream must go upstream, once the storage has checked that `container`
+/// is a debug container of the pod.
+#[derive(Clone, Debug)]
+pub struct StreamTarget {
+    /// Namespace.
+    pub namespace: String,
+    /// Pod.
+    pub pod: String,
+    /// The ephemeral container's name in the pod spec (after name-reuse mapping).
+    pub container: String,
+}
+
+/// The verbs of the debug API, mapped onto the pod.
+#[async_trait::async_trait]
+pub trait DebugBackend: Send + Sync + 'static {
+    /// Add a debug container to the pod (validation, policy, append, event, optional wait).
+    async fn create(&self, req: CreateRequest) -> Result<PodDebugContainer, StorageError>;
+    /// One debug container of a pod, with status.
+    async fn get(
+        &self,
+        namespace: &str,
+        pod: &str,
+        name: &str,
+        caller: &Caller,
+    ) -> Result<PodDebugContainer, StorageError>;
+    /// Debug containers matching the options.
+    async fn list(
+        &self,
+        opts: &ListOptions,
+        caller: &Caller,
+    ) -> Result<PodDebugContainerList, StorageError>;
+    /// Watch debug containers.
+    async fn watch(
+        &self,
+        opts: &WatchOptions,
+        caller: &Caller,
+    ) -> Result<DebugWatchStream, StorageError>;
+    /// Stop a debug container's processes.
+    async fn stop(&self, req: StopRequest) -> Result<StopOutcome, StorageError>;
+    /// Resolve an attach/log target: the container must be a debug container of the pod. For
+    /// attach (`wait_running` set), wait up to that long for it to run; a terminated container
+    /// or one that cannot start is an error.
+    async fn stream_target(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        wait_running: Option<Duration>,
+        caller: &Caller,
+    ) -> Result<StreamTarget, StorageError>;
+    /// True once the upstream kube-apiserver answered at least once (readiness).
+    async fn ping(&self) -> Result<(), StorageError>;
+}

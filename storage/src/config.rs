@@ -1,0 +1,50 @@
+//! Configuration of [`KubeBackend`](crate::KubeBackend).
+
+use std::time::Duration;
+
+use crate::Policy;
+
+/// How [`KubeBackend`](crate::KubeBackend) behaves; built once from the server's flags.
+#[derive(Clone, Debug)]
+pub struct BackendConfig {
+    /// Policy applied to every create (allowed images, default image and profile, limits).
+    pub policy: Policy,
+    /// Make every pod call (read, update of `pods/ephemeralcontainers`, exec, list, watch) as
+    /// the caller, with `Impersonate-*` headers. The server's own identity still records Events
+    /// and the stop-request annotation.
+    pub impersonate: bool,
+    /// `source.component` and `reportingComponent` of the Events recorded on pods.
+    pub reporting_component: String,
+    /// `reportingInstance` of the Events (for example the server's pod name); empty = unset.
+    pub reporting_instance: String,
+    /// Time allowed to the stop script on top of the grace period before the exec is abandoned.
+    pub stop_exec_timeout: Duration,
+    /// After the stop script ends, how long to wait for the kubelet to report the container
+    /// terminated before answering "in progress".
+    pub stop_status_wait: Duration,
+    /// Upper bound of the grace period a stop may ask for: kube-apiserver cuts requests to an
+    /// aggregated server after `--request-timeout` (1m by default).
+    pub max_grace_period: Duration,
+    /// How many times a create re-reads the pod and retries after a 409 Conflict.
+    pub conflict_retries: u32,
+    /// Bound on each Event write; Event failures are logged, never returned.
+    pub event_timeout: Duration,
+}
+
+impl BackendConfig {
+    /// The defaults: no impersonation, component `poddebug`, 15s exec slack, 5s status wait,
+    /// grace periods capped at 30s, 5 conflict retries, 3s Event timeout.
+    pub fn new(policy: Policy) -> Self {
+        BackendConfig {
+            policy,
+            impersonate: false,
+            reporting_component: "poddebug".to_owned(),
+            reporting_instance: String::new(),
+            stop_exec_timeout: Duration::from_secs(15),
+            stop_status_wait: Duration::from_secs(5),
+            max_grace_period: Duration::from_secs(30),
+            conflict_retries: 5,
+            event_timeout: Duration::from_secs(3),
+        }
+    }
+}

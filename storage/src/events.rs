@@ -1,0 +1,164 @@
+//! Kubernetes Events recorded on the pod (core/v1 `Event`, the kind `kubectl describe pod` and
+//! `kubectl events` show), so the pod's history says who debugged it. Written with the server's
+//! own identity (RBAC: `create` on `events` in group `""`); a failure is logged, never returned.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::Api;
+use kube::api::PostParams;
+
+use crate::Caller;
+
+/// Reason of the Event recorded when a debug container is added.
+pub const REASON_CREATED: &str = "DebugContainerCreated";
+/// Reason of the Event recorded when a debug container is stopped.
+pub const REASON_STOPPED: &str = "DebugContainerStopped";
+
+/// Who records the Events.
+#[derive(Clone, Debug)]
+pub(crate) struct Reporter {
+    /// `source.component` / `reportingComponent`.
+    pub(crate) component: String,
+    /// `reportingInstance`; empty = unset.
+    pub(crate) instance: String,
+}
+
+/// A `Normal` Event about ephemeral container `ec_name` of `pod`, at `now`. Named
+/// `<pod>.<hex nanoseconds>` like client-go's recorder.
+pub(crate) fn build_event(
+    reporter: &Reporter,
+    pod: &Pod,
+    ec_name: &str,
+    reason: &str,
+    message: String,
+    now: jiff::Timestamp,
+) -> Event {
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let nanos = u128::try_from(now.as_nanosecond()).unwrap_or_default();
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{pod_name}.{nanos:x}")),
+            namespace: pod.metadata.namespace.clone(),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Pod".to_owned()),
+            name: Some(pod_name),
+            namespace: pod.metadata.namespace.clone(),
+            uid: pod.metadata.uid.clone(),
+            resource_version: pod.metadata.resource_version.clone(),
+            field_path: Some(format!("spec.ephemeralContainers{{{ec_name}}}")),
+        },
+        reason: Some(reason.to_owned()),
+        message: Some(message),
+        type_: Some("Normal".to_owned()),
+        count: Some(1),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        event_time: Some(MicroTime(now)),
+        action: Some(if reason == REASON_STOPPED { "Stop" } else { "Create" }.to_owned()),
+        source: Some(EventSource { component: Some(reporter.component.clone()), host: None }),
+        reporting_component: Some(reporter.component.clone()),
+        reporting_instance: (!reporter.instance.is_empty()).then(|| reporter.instance.clone()),
+        ..Default::default()
+    }
+}
+
+/// How the caller is named in messages.
+fn who(caller: &Caller) -> String {
+    if caller.user.is_empty() {
+        "An unknown user".to_owned()
+    } else {
+        format!("User {:?}", caller.user)
+    }
+}
+
+/// " (ephemeral container X)" when the debug name was reused, else nothing.
+fn ec_note(debug_name: &str, ec_name: &str) -> String {
+    if debug_name == ec_name { String::new() } else { format!(" (ephemeral container {ec_name:?})") }
+}
+
+/// Message of [`REASON_CREATED`].
+pub(crate) fn created_message(
+    caller: &Caller,
+    debug_name: &str,
+    ec_name: &str,
+    image: &str,
+    profile: &str,
+) -> String {
+    format!(
+        "{} created debug container {debug_name:?}{} with image {image:?} and profile {profile:?}",
+        who(caller),
+        ec_note(debug_name, ec_name),
+    )
+}
+
+/// Message of [`REASON_STOPPED`].
+pub(crate) fn stopped_message(caller: &Caller, debug_name: &str, ec_name: &str) -> String {
+    format!("{} stopped debug container {debug_name:?}{}", who(caller), ec_note(debug_name, ec_name))
+}
+
+/// Create `event` with `client` (the server's identity), waiting at most `timeout`. Failures are
+/// logged only.
+pub(crate) async fn record(client: kube::Client, event: Event, timeout: Duration) {
+    let ns = event.metadata.namespace.clone().unwrap_or_default();
+    let reason = event.reason.clone().unwrap_or_default();
+    let api: Api<Event> = Api::namespaced(client, &ns);
+    match tokio::time::timeout(timeout, api.create(&PostParams::default(), &event)).await {
+        Ok(Ok(_)) => tracing::debug!(namespace = %ns, %reason, "event recorded"),
+        Ok(Err(e)) => tracing::warn!(namespace = %ns, %reason, error = %e, "could not record event"),
+        Err(_) => tracing::warn!(namespace = %ns, %reason, "recording event timed out"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::testutil::pod;
+
+    fn reporter() -> Reporter {
+        Reporter { component: "poddebug".into(), instance: String::new() }
+    }
+
+    #[test]
+    fn created_event_points_at_the_container() {
+        let caller = Caller { user: "alice".into(), ..Default::default() };
+        let now: jiff::Timestamp = "2026-01-02T03:04:05Z".parse().expect("timestamp");
+        let msg = created_message(&caller, "dbg", "dbg", "busybox:1.36", "general");
+        let ev = build_event(&reporter(), &pod("web", &[]), "dbg", REASON_CREATED, msg, now);
+        let v = serde_json::to_value(&ev).expect("json");
+        assert_eq!(v["reason"], "DebugContainerCreated");
+        assert_eq!(v["type"], "Normal");
+        assert_eq!(v["involvedObject"]["kind"], "Pod");
+        assert_eq!(v["involvedObject"]["name"], "web");
+        assert_eq!(v["involvedObject"]["namespace"], "ns");
+        assert_eq!(v["involvedObject"]["uid"], "uid-1");
+        assert_eq!(v["involvedObject"]["fieldPath"], "spec.ephemeralContainers{dbg}");
+        assert_eq!(v["source"]["component"], "poddebug");
+        assert_eq!(v["reportingComponent"], "poddebug");
+        assert!(v.get("reportingInstance").is_none());
+        assert_eq!(v["metadata"]["namespace"], "ns");
+        assert_eq!(v["metadata"]["name"], format!("web.{:x}", now.as_nanosecond()));
+        assert_eq!(v["count"], 1);
+        assert_eq!(
+            v["message"],
+            "User \"alice\" created debug container \"dbg\" with image \"busybox:1.36\" and profile \"general\""
+        );
+    }
+
+    #[test]
+    fn stopped_message_names_a_reused_container() {
+        let caller = Caller { user: "bob".into(), ..Default::default() };
+        assert_eq!(
+            stopped_message(&caller, "dbg", "dbg-bcdfg"),
+            "User \"bob\" stopped debug container \"dbg\" (ephemeral container \"dbg-bcdfg\")"
+        );
+        assert_eq!(
+            stopped_message(&Caller::default(), "dbg", "dbg"),
+            "An unknown user stopped debug container \"dbg\""
+        );
+    }
+}
