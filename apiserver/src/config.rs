@@ -89,11 +89,20 @@ mod tests {
 
     #[test]
     fn image_patterns_glob() {
-        let pats = vec!["docker.io/library/busybox:*".to_owned(), "registry.example/*/debug@*".to_owned()];
+        let pats = vec![
+            "docker.io/library/busybox:*".to_owned(),
+            "registry.example/*/debug@*".to_owned(),
+        ];
         assert!(image_allowed(&pats, "docker.io/library/busybox:1.36"));
         assert!(!image_allowed(&pats, "docker.io/library/alpine:3"));
-        assert!(image_allowed(&pats, "registry.example/team/debug@sha256:abc"));
-        assert!(!image_allowed(&pats, "registry.example/team/app@sha256:abc"));
+        assert!(image_allowed(
+            &pats,
+            "registry.example/team/debug@sha256:abc"
+        ));
+        assert!(!image_allowed(
+            &pats,
+            "registry.example/team/app@sha256:abc"
+        ));
         assert!(image_allowed(&[], "anything"));
         assert!(image_allowed(&["exact:1".to_owned()], "exact:1"));
         assert!(!image_allowed(&["exact:1".to_owned()], "exact:12"));

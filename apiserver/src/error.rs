@@ -27,6 +27,9 @@ pub enum StartupError {
     /// The authentication configuration could not be looked up in the cluster.
     #[error("looking up kube-system/extension-apiserver-authentication: {0}")]
     AuthLookup(String),
+    /// The discovery or OpenAPI documents could not be built (a bug).
+    #[error("building the API documents: {0}")]
+    Documents(String),
     /// The listener could not be bound.
     #[error("binding {addr}")]
     Bind {
@@ -64,13 +67,17 @@ impl Error {
 pub fn status_response(err: &ApiError) -> Response {
     let code = StatusCode::from_u16(err.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = (code, err.to_json()).into_response();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if let Some(secs) = err.retry_after_seconds() {
         if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
             resp.headers_mut().insert(header::RETRY_AFTER, v);
         }
     }
-    resp.extensions_mut().insert(ReportedError(err.reason().to_owned()));
+    resp.extensions_mut()
+        .insert(ReportedError(err.reason().to_owned()));
     resp
 }
 

@@ -31,7 +31,11 @@ fn form_urlencoded_pairs(q: &str) -> Vec<(String, String)> {
         .filter(|p| !p.is_empty())
         .map(|p| {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            let dec = |s: &str| percent_encoding::percent_decode_str(&s.replace('+', " ")).decode_utf8_lossy().into_owned();
+            let dec = |s: &str| {
+                percent_encoding::percent_decode_str(&s.replace('+', " "))
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
             (dec(k), dec(v))
         })
         .collect()
@@ -41,9 +45,9 @@ fn form_urlencoded_pairs(q: &str) -> Vec<(String, String)> {
 /// request timeout, as kube-apiserver's `BasicLongRunningRequestCheck` exempts them.
 pub fn is_long_running(attrs: &Attributes) -> bool {
     match attrs {
-        Attributes::Resource { verb, subresource, .. } => {
-            verb == "watch" || subresource == "attach" || subresource == "log"
-        }
+        Attributes::Resource {
+            verb, subresource, ..
+        } => verb == "watch" || subresource == "attach" || subresource == "log",
         Attributes::NonResource { .. } => false,
     }
 }
@@ -56,7 +60,11 @@ pub fn go_duration(d: std::time::Duration) -> String {
     if secs == 0 {
         return format!("{ms}ms");
     }
-    let s = if ms > 0 { format!("{s}.{ms:03}").trim_end_matches('0').to_owned() } else { s.to_string() };
+    let s = if ms > 0 {
+        format!("{s}.{ms:03}").trim_end_matches('0').to_owned()
+    } else {
+        s.to_string()
+    };
     if h > 0 {
         format!("{h}h{m}m{s}s")
     } else if m > 0 {
@@ -74,7 +82,11 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
     let query = query_map(req.uri().query());
     let attrs = authz::request_attributes(&method, &path, &query);
     st.metrics.inflight.inc();
-    let peer = req.extensions().get::<PeerCertificates>().cloned().unwrap_or_default();
+    let peer = req
+        .extensions()
+        .get::<PeerCertificates>()
+        .cloned()
+        .unwrap_or_default();
 
     let (resp, user) = match authorize(&st, &mut req, &peer, &attrs).await {
         Err(e) => (status_response(&e), None),
@@ -89,7 +101,8 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
     st.metrics.inflight.dec();
     let code = resp.status().as_u16();
     let elapsed = start.elapsed();
-    st.metrics.observe_request(attrs.verb(), &attrs.resource_label(), code, elapsed);
+    st.metrics
+        .observe_request(attrs.verb(), &attrs.resource_label(), code, elapsed);
     // One line per request. Never log headers: they may carry tokens.
     tracing::info!(
         user = user.as_deref().unwrap_or(""),
@@ -115,7 +128,10 @@ async fn authorize(
     }
     check(st, &auth.user, attrs).await?;
     // A WebSocket attach arrives as GET; like kube-apiserver (1.35+), it also needs `create`.
-    if let Attributes::Resource { subresource, verb, .. } = attrs {
+    if let Attributes::Resource {
+        subresource, verb, ..
+    } = attrs
+    {
         if subresource == "attach" && verb == "get" {
             check(st, &auth.user, &attrs.with_verb("create")).await?;
         }
@@ -125,7 +141,11 @@ async fn authorize(
 
 /// Authorize one set of attributes: Ok, 403 worded as kube-apiserver words it, or 503 when the
 /// authorizer cannot answer (never an allow).
-pub async fn check(st: &AppState, user: &poddebug_storage::Caller, attrs: &Attributes) -> Result<(), ApiError> {
+pub async fn check(
+    st: &AppState,
+    user: &poddebug_storage::Caller,
+    attrs: &Attributes,
+) -> Result<(), ApiError> {
     match st.authz.authorize(user, attrs).await {
         Ok(Decision::Allow) => Ok(()),
         Ok(Decision::Deny(reason)) => Err(authz::forbidden(user, attrs, &reason)),

@@ -24,9 +24,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
+use crate::authn::Authenticator;
 use crate::authn::config::{AuthConfigStore, FlagSettings};
 use crate::authn::token::TokenAuthenticator;
-use crate::authn::Authenticator;
 use crate::authz::SarAuthorizer;
 use crate::config::Config;
 use crate::error::StartupError;
@@ -36,8 +36,14 @@ use crate::state::{AppState, Readiness};
 
 /// Load a kube-rs configuration: the given kubeconfig, else the in-cluster configuration, else
 /// (for running outside a cluster) the usual kubeconfig discovery (`KUBECONFIG`, `~/.kube/config`).
-pub async fn kube_config(path: Option<&std::path::Path>, what: &str) -> Result<kube::Config, StartupError> {
-    let err = |e: Box<dyn std::error::Error + Send + Sync>| StartupError::Kubeconfig { what: what.to_owned(), source: e };
+pub async fn kube_config(
+    path: Option<&std::path::Path>,
+    what: &str,
+) -> Result<kube::Config, StartupError> {
+    let err = |e: Box<dyn std::error::Error + Send + Sync>| StartupError::Kubeconfig {
+        what: what.to_owned(),
+        source: e,
+    };
     match path {
         Some(p) => {
             let kc = kube::config::Kubeconfig::read_from(p).map_err(|e| err(Box::new(e)))?;
@@ -53,7 +59,10 @@ pub async fn kube_config(path: Option<&std::path::Path>, what: &str) -> Result<k
 }
 
 fn client(cfg: kube::Config, what: &str) -> Result<kube::Client, StartupError> {
-    kube::Client::try_from(cfg).map_err(|e| StartupError::Kubeconfig { what: what.to_owned(), source: Box::new(e) })
+    kube::Client::try_from(cfg).map_err(|e| StartupError::Kubeconfig {
+        what: what.to_owned(),
+        source: Box::new(e),
+    })
 }
 
 /// Run the server until SIGTERM/SIGINT.
@@ -66,8 +75,15 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
 
     // Serving certificate.
     let files = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
-        (Some(cert), Some(key)) => CertFiles { cert: cert.clone(), key: key.clone() },
-        _ => serving::self_signed::ensure(&opts.cert_dir, &opts.service_name, &opts.service_namespace)?,
+        (Some(cert), Some(key)) => CertFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        _ => serving::self_signed::ensure(
+            &opts.cert_dir,
+            &opts.service_name,
+            &opts.service_namespace,
+        )?,
     };
     let cert = Arc::new(ReloadingCert::load(files)?);
     let tls = Arc::new(serving::tls::server_config(cert.clone())?);
@@ -89,14 +105,23 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     let flags = FlagSettings {
         client_ca_file: opts.client_ca_file.clone(),
         requestheader_client_ca_file: opts.requestheader_client_ca_file.clone(),
-        allowed_names: opts.requestheader_allowed_names.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect(),
+        allowed_names: opts
+            .requestheader_allowed_names
+            .iter()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect(),
         username_headers: opts.requestheader_username_headers.clone(),
         uid_headers: opts.requestheader_uid_headers.clone(),
         group_headers: opts.requestheader_group_headers.clone(),
         extra_prefixes: opts.requestheader_extra_headers_prefix.clone(),
     };
-    let auth_store = AuthConfigStore::new(flags, !opts.authentication_skip_lookup).map_err(StartupError::Tls)?;
-    let tokens = Arc::new(TokenAuthenticator::new(authn_client.clone(), opts.authentication_token_webhook_cache_ttl));
+    let auth_store =
+        AuthConfigStore::new(flags, !opts.authentication_skip_lookup).map_err(StartupError::Tls)?;
+    let tokens = Arc::new(TokenAuthenticator::new(
+        authn_client.clone(),
+        opts.authentication_token_webhook_cache_ttl,
+    ));
     let authn = Authenticator::new(auth_store.clone(), Some(tokens));
     let authz = Arc::new(SarAuthorizer::new(
         authz_client,
@@ -106,21 +131,19 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
 
     // Storage.
     let metrics = Arc::new(metrics::Metrics::new());
-    let backend_cfg = poddebug_storage::BackendConfig {
-        policy: poddebug_storage::Policy {
-            allowed_images: opts.allowed_images.clone(),
-            default_image: opts.default_image.clone(),
-            default_profile: opts.default_profile,
-            max_debug_containers_per_pod: opts.max_debug_containers_per_pod,
-        },
-        impersonate: opts.impersonate,
-        ..Default::default()
-    };
-    let pod_client = poddebug_storage::KubeBackend::client_with_impersonation(main_cfg.clone())
-        .map_err(|e| StartupError::Kubeconfig { what: "--kubeconfig".to_owned(), source: Box::new(e) })?;
+    let mut backend_cfg = poddebug_storage::BackendConfig::new(poddebug_storage::Policy {
+        allowed_images: opts.allowed_images.clone(),
+        default_image: opts.default_image.clone(),
+        default_profile: opts.default_profile,
+        max_debug_containers_per_pod: opts.max_debug_containers_per_pod,
+    });
+    backend_cfg.impersonate = opts.impersonate;
+    let pod_client = client(main_cfg.clone(), "--kubeconfig")?;
     let backend: Arc<dyn poddebug_storage::DebugBackend> =
         Arc::new(poddebug_storage::KubeBackend::new(pod_client, backend_cfg));
-    let upstream = Arc::new(stream::Upstream::new(main_cfg.clone(), opts.impersonate).map_err(StartupError::Tls)?);
+    let upstream = Arc::new(
+        stream::Upstream::new(main_cfg.clone(), opts.impersonate).map_err(StartupError::Tls)?,
+    );
 
     let readiness = Arc::new(Readiness::default());
     let (drain_tx, drain_rx) = watch::channel(false);
@@ -130,7 +153,10 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         authz,
         backend: backend.clone(),
         metrics: metrics.clone(),
-        docs: Arc::new(poddebug_openapi::Documents::build()),
+        docs: Arc::new(
+            poddebug_openapi::Documents::new()
+                .map_err(|e| StartupError::Documents(e.to_string()))?,
+        ),
         readiness: readiness.clone(),
         inflight: Arc::new(Semaphore::new(config.max_requests_inflight.max(1))),
         drain: drain_rx,
@@ -152,7 +178,10 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     }
     tokio::spawn(authn::config::poll_files(auth_store.clone(), reload_every));
     if !opts.authentication_skip_lookup {
-        tokio::spawn(authn::config::watch_configmap(auth_store.clone(), authn_client));
+        tokio::spawn(authn::config::watch_configmap(
+            auth_store.clone(),
+            authn_client,
+        ));
     }
     {
         let backend = backend.clone();
@@ -175,7 +204,10 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
 
     let listener = TcpListener::bind(config.listen)
         .await
-        .map_err(|source| StartupError::Bind { addr: config.listen, source })?;
+        .map_err(|source| StartupError::Bind {
+            addr: config.listen,
+            source,
+        })?;
     tracing::info!(address = %config.listen, "serving securely");
 
     let grace = config.shutdown_grace_period;
@@ -186,7 +218,15 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
             readiness.mark_shutting_down();
         }
     };
-    serving::listener::serve(listener, tls, app, config.max_request_header_bytes, shutdown, grace).await;
+    serving::listener::serve(
+        listener,
+        tls,
+        app,
+        config.max_request_header_bytes,
+        shutdown,
+        grace,
+    )
+    .await;
 
     // Streams outlive their HTTP connection (they were upgraded): give them what is left of
     // the grace period, then tell them to end, and give them a moment to say so.

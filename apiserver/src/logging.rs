@@ -19,9 +19,13 @@ pub fn init(format: LogFormat, verbosity: u8) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         // Dependencies stay quiet below debug; our own crates follow -v.
         let lvl = level(verbosity);
-        EnvFilter::new(format!("warn,poddebug_apiserver={lvl},poddebug_storage={lvl},poddebug_types={lvl}"))
+        EnvFilter::new(format!(
+            "warn,poddebug_apiserver={lvl},poddebug_storage={lvl},poddebug_types={lvl}"
+        ))
     });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Text => builder.try_init(),

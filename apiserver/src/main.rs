@@ -5,7 +5,10 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let opts = poddebug_apiserver::options::Options::parse();
     poddebug_apiserver::logging::init(opts.log_format, opts.verbosity);
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting the runtime: {e}");

@@ -75,23 +75,47 @@ impl Metrics {
         let mut registry = Registry::with_prefix("poddebug_apiserver");
         let requests = Family::<RequestLabels, Counter>::default();
         let request_duration =
-            Family::<VerbLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+            Family::<VerbLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram as fn() -> Histogram,
+            );
         let inflight = Gauge::default();
         let active_streams = Gauge::default();
         let stream_bytes = Family::<DirectionLabels, Counter>::default();
         let stream_duration = Histogram::new(exponential_buckets(0.1, 4.0, 10));
         let upstream_duration =
-            Family::<UpstreamLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
-        registry.register("requests", "API requests by verb, resource and HTTP code", requests.clone());
+            Family::<UpstreamLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "requests",
+            "API requests by verb, resource and HTTP code",
+            requests.clone(),
+        );
         registry.register(
             "request_duration_seconds",
             "API request latency by verb and resource",
             request_duration.clone(),
         );
-        registry.register("inflight_requests", "Requests being served", inflight.clone());
-        registry.register("active_streams", "Attach and log streams open", active_streams.clone());
-        registry.register("stream_bytes", "Bytes relayed by attach and log streams", stream_bytes.clone());
-        registry.register("stream_duration_seconds", "Lifetime of attach and log streams", stream_duration.clone());
+        registry.register(
+            "inflight_requests",
+            "Requests being served",
+            inflight.clone(),
+        );
+        registry.register(
+            "active_streams",
+            "Attach and log streams open",
+            active_streams.clone(),
+        );
+        registry.register(
+            "stream_bytes",
+            "Bytes relayed by attach and log streams",
+            stream_bytes.clone(),
+        );
+        registry.register(
+            "stream_duration_seconds",
+            "Lifetime of attach and log streams",
+            stream_duration.clone(),
+        );
         registry.register(
             "upstream_request_duration_seconds",
             "Latency of calls to the kube-apiserver",
@@ -112,10 +136,17 @@ impl Metrics {
     /// Record one finished request.
     pub fn observe_request(&self, verb: &str, resource: &str, code: u16, elapsed: Duration) {
         self.requests
-            .get_or_create(&RequestLabels { verb: verb.to_owned(), resource: resource.to_owned(), code: code.to_string() })
+            .get_or_create(&RequestLabels {
+                verb: verb.to_owned(),
+                resource: resource.to_owned(),
+                code: code.to_string(),
+            })
             .inc();
         self.request_duration
-            .get_or_create(&VerbLabels { verb: verb.to_owned(), resource: resource.to_owned() })
+            .get_or_create(&VerbLabels {
+                verb: verb.to_owned(),
+                resource: resource.to_owned(),
+            })
             .observe(elapsed.as_secs_f64());
     }
 
@@ -123,7 +154,10 @@ impl Metrics {
     pub fn observe_upstream(&self, method: &str, code: Option<u16>, elapsed: Duration) {
         let code = code.map_or_else(|| "error".to_owned(), |c| c.to_string());
         self.upstream_duration
-            .get_or_create(&UpstreamLabels { method: method.to_owned(), code })
+            .get_or_create(&UpstreamLabels {
+                method: method.to_owned(),
+                code,
+            })
             .observe(elapsed.as_secs_f64());
     }
 
@@ -157,8 +191,14 @@ mod tests {
         m.active_streams.inc();
         let text = m.encode();
         assert!(text.contains("poddebug_apiserver_requests_total{verb=\"create\",resource=\"pods/debug\",code=\"201\"} 1"), "{text}");
-        assert!(text.contains("poddebug_apiserver_request_duration_seconds_bucket"), "{text}");
-        assert!(text.contains("poddebug_apiserver_active_streams 1"), "{text}");
+        assert!(
+            text.contains("poddebug_apiserver_request_duration_seconds_bucket"),
+            "{text}"
+        );
+        assert!(
+            text.contains("poddebug_apiserver_active_streams 1"),
+            "{text}"
+        );
         assert!(text.contains("poddebug_apiserver_upstream_request_duration_seconds_count{method=\"PUT\",code=\"200\"} 1"), "{text}");
     }
 }

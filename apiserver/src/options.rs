@@ -39,14 +39,26 @@ pub struct Options {
     pub tls_private_key_file: Option<PathBuf>,
     /// The directory where the self-signed TLS certificate (apiserver.crt, apiserver.key) is
     /// written and kept. Ignored if --tls-cert-file and --tls-private-key-file are given.
-    #[arg(long, default_value = "apiserver.local.config/certificates", help_heading = "Secure serving")]
+    #[arg(
+        long,
+        default_value = "apiserver.local.config/certificates",
+        help_heading = "Secure serving"
+    )]
     pub cert_dir: PathBuf,
     /// Name of the Service in front of this server; the self-signed certificate is valid for
     /// <name>.<namespace>.svc, which is what the aggregator checks.
-    #[arg(long, default_value = "poddebug-apiserver", help_heading = "Secure serving")]
+    #[arg(
+        long,
+        default_value = "poddebug-apiserver",
+        help_heading = "Secure serving"
+    )]
     pub service_name: String,
     /// Namespace of the Service in front of this server.
-    #[arg(long, default_value = "poddebug-system", help_heading = "Secure serving")]
+    #[arg(
+        long,
+        default_value = "poddebug-system",
+        help_heading = "Secure serving"
+    )]
     pub service_namespace: String,
     /// How often certificate, key and CA files are checked for changes.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Secure serving")]
@@ -105,16 +117,31 @@ pub struct Options {
     #[arg(long, value_delimiter = ',', help_heading = "Authentication")]
     pub requestheader_allowed_names: Vec<String>,
     /// List of request headers to inspect for usernames. X-Remote-User is common.
-    #[arg(long, value_delimiter = ',', default_value = "x-remote-user", help_heading = "Authentication")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "x-remote-user",
+        help_heading = "Authentication"
+    )]
     pub requestheader_username_headers: Vec<String>,
     /// List of request headers to inspect for UIDs. X-Remote-Uid is suggested.
     #[arg(long, value_delimiter = ',', help_heading = "Authentication")]
     pub requestheader_uid_headers: Vec<String>,
     /// List of request headers to inspect for groups. X-Remote-Group is suggested.
-    #[arg(long, value_delimiter = ',', default_value = "x-remote-group", help_heading = "Authentication")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "x-remote-group",
+        help_heading = "Authentication"
+    )]
     pub requestheader_group_headers: Vec<String>,
     /// List of request header prefixes to inspect. X-Remote-Extra- is suggested.
-    #[arg(long, value_delimiter = ',', default_value = "x-remote-extra-", help_heading = "Authentication")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "x-remote-extra-",
+        help_heading = "Authentication"
+    )]
     pub requestheader_extra_headers_prefix: Vec<String>,
 
     // ----- Authorization -----
@@ -124,7 +151,12 @@ pub struct Options {
     pub authorization_kubeconfig: Option<PathBuf>,
     /// A list of HTTP paths to skip during authorization, i.e. these are authorized without
     /// contacting the 'core' kubernetes server. A trailing '*' matches any suffix.
-    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez", help_heading = "Authorization")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "/healthz,/readyz,/livez",
+        help_heading = "Authorization"
+    )]
     pub authorization_always_allow_paths: Vec<String>,
     /// The duration to cache 'authorized' responses from the webhook authorizer.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Authorization")]
@@ -182,13 +214,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let mut total = Duration::ZERO;
     let mut rest = s;
     while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         if num_len == 0 {
             return Err(format!("invalid duration {s:?}"));
         }
-        let value: f64 = rest[..num_len].parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        let value: f64 = rest[..num_len]
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}"))?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let factor = match &rest[..unit_len] {
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,
@@ -228,9 +266,15 @@ impl Options {
             ("--tls-cert-file", &self.tls_cert_file),
             ("--tls-private-key-file", &self.tls_private_key_file),
             ("--client-ca-file", &self.client_ca_file),
-            ("--requestheader-client-ca-file", &self.requestheader_client_ca_file),
+            (
+                "--requestheader-client-ca-file",
+                &self.requestheader_client_ca_file,
+            ),
             ("--kubeconfig", &self.kubeconfig),
-            ("--authentication-kubeconfig", &self.authentication_kubeconfig),
+            (
+                "--authentication-kubeconfig",
+                &self.authentication_kubeconfig,
+            ),
             ("--authorization-kubeconfig", &self.authorization_kubeconfig),
         ] {
             if let Some(p) = path {
@@ -239,7 +283,11 @@ impl Options {
                 }
             }
         }
-        if self.requestheader_username_headers.iter().all(|h| h.trim().is_empty()) {
+        if self
+            .requestheader_username_headers
+            .iter()
+            .all(|h| h.trim().is_empty())
+        {
             errs.push("--requestheader-username-headers must name at least one header".to_owned());
         }
         for h in self
@@ -254,7 +302,10 @@ impl Options {
             }
         }
         if self.default_image.trim().is_empty() || self.default_image.trim() != self.default_image {
-            errs.push("--default-image must be a non-empty image name without surrounding spaces".to_owned());
+            errs.push(
+                "--default-image must be a non-empty image name without surrounding spaces"
+                    .to_owned(),
+            );
         }
         if !self.allowed_images.is_empty()
             && !crate::config::image_allowed(&self.allowed_images, &self.default_image)
@@ -303,17 +354,33 @@ mod tests {
             "--request-timeout=0s",
         ]);
         let errs = o.validate();
-        assert!(errs.iter().any(|e| e.contains("must be given together")), "{errs:?}");
-        assert!(errs.iter().any(|e| e.contains("--client-ca-file")), "{errs:?}");
-        assert!(errs.iter().any(|e| e.contains("not allowed by --allowed-images")), "{errs:?}");
-        assert!(errs.iter().any(|e| e.contains("--request-timeout")), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.contains("must be given together")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter().any(|e| e.contains("--client-ca-file")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("not allowed by --allowed-images")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter().any(|e| e.contains("--request-timeout")),
+            "{errs:?}"
+        );
     }
 
     #[test]
     fn defaults_follow_the_generic_apiserver() {
         let o = Options::parse_from(["poddebug-apiserver"]);
         assert_eq!(o.secure_port, 8443);
-        assert_eq!(o.authorization_always_allow_paths, vec!["/healthz", "/readyz", "/livez"]);
+        assert_eq!(
+            o.authorization_always_allow_paths,
+            vec!["/healthz", "/readyz", "/livez"]
+        );
         assert_eq!(o.requestheader_username_headers, vec!["x-remote-user"]);
         assert_eq!(o.default_profile, Profile::General);
         assert!(o.validate().is_empty(), "{:?}", o.validate());

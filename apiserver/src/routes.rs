@@ -25,17 +25,37 @@ pub fn app(state: AppState) -> Router {
         .route(GV, get(discovery::resources))
         .route("/openapi/v2", get(discovery::openapi_v2))
         .route("/openapi/v3", get(discovery::openapi_v3_index))
-        .route("/openapi/v3/apis/poddebug.dev/v1alpha1", get(discovery::openapi_v3_group_version))
-        .route(&format!("{ns_pods}/debug"), get(debug::list_in_pod).post(debug::create_generated))
+        .route(
+            "/openapi/v3/apis/poddebug.dev/v1alpha1",
+            get(discovery::openapi_v3_group_version),
+        )
+        .route(
+            &format!("{ns_pods}/debug"),
+            get(debug::list_in_pod).post(debug::create_generated),
+        )
         .route(
             &format!("{ns_pods}/debug/{{name}}"),
-            get(debug::get).post(debug::create_named).delete(debug::delete),
+            get(debug::get)
+                .post(debug::create_named)
+                .delete(debug::delete),
         )
-        .route(&format!("{ns_pods}/attach"), get(stream::attach).post(stream::attach))
+        .route(
+            &format!("{ns_pods}/attach"),
+            get(stream::attach).post(stream::attach),
+        )
         .route(&format!("{ns_pods}/log"), get(stream::log))
-        .route(&format!("{GV}/poddebugcontainers"), get(list::all_namespaces))
-        .route(&format!("{GV}/namespaces/{{namespace}}/poddebugcontainers"), get(list::in_namespace))
-        .route(&format!("{GV}/namespaces/{{namespace}}/poddebugcontainers/{{name}}"), get(list::get_one))
+        .route(
+            &format!("{GV}/poddebugcontainers"),
+            get(list::all_namespaces),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/poddebugcontainers"),
+            get(list::in_namespace),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/poddebugcontainers/{{name}}"),
+            get(list::get_one),
+        )
         .route(&format!("{GV}/debugprofiles"), get(profiles::list))
         .route(&format!("{GV}/debugprofiles/{{name}}"), get(profiles::get))
         .fallback(not_found)

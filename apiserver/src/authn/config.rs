@@ -33,7 +33,9 @@ pub struct CaVerifier {
 
 impl std::fmt::Debug for CaVerifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CaVerifier").field("pem_bytes", &self.pem.len()).finish()
+        f.debug_struct("CaVerifier")
+            .field("pem_bytes", &self.pem.len())
+            .finish()
     }
 }
 
@@ -43,16 +45,25 @@ impl CaVerifier {
         let certs = parse_cert_chain(pem)?;
         let mut roots = rustls::RootCertStore::empty();
         for c in certs {
-            roots.add(c).map_err(|e| format!("unusable CA certificate: {e}"))?;
+            roots
+                .add(c)
+                .map_err(|e| format!("unusable CA certificate: {e}"))?;
         }
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
             .map_err(|e| format!("building verifier: {e}"))?;
-        Ok(CaVerifier { verifier, pem: pem.to_vec() })
+        Ok(CaVerifier {
+            verifier,
+            pem: pem.to_vec(),
+        })
     }
 
     /// Verify a client chain against this CA, now.
-    pub fn verify(&self, leaf: &CertificateDer<'_>, intermediates: &[CertificateDer<'_>]) -> Result<(), String> {
+    pub fn verify(
+        &self,
+        leaf: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+    ) -> Result<(), String> {
         self.verifier
             .verify_client_cert(leaf, intermediates, UnixTime::now())
             .map(|_| ())
@@ -106,7 +117,10 @@ pub struct FlagSettings {
 }
 
 fn lower(v: &[String]) -> Vec<String> {
-    v.iter().map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect()
+    v.iter()
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 /// Parse a ConfigMap list value: a JSON array of strings (`["X-Remote-User"]`).
@@ -159,7 +173,9 @@ impl AuthConfigStore {
         match self.rebuild() {
             Ok(()) => {
                 self.loaded.store(true, Ordering::Release);
-                tracing::info!("authentication configuration updated from {AUTH_CONFIGMAP_NAMESPACE}/{AUTH_CONFIGMAP_NAME}");
+                tracing::info!(
+                    "authentication configuration updated from {AUTH_CONFIGMAP_NAMESPACE}/{AUTH_CONFIGMAP_NAME}"
+                );
             }
             Err(e) => tracing::warn!(error = %e, "ignoring unusable authentication ConfigMap"),
         }
@@ -167,13 +183,18 @@ impl AuthConfigStore {
 
     /// Re-read the CA files if they changed. Returns true when the configuration was rebuilt.
     pub fn reload_files_if_changed(&self) -> bool {
-        let paths: Vec<PathBuf> = [&self.flags.client_ca_file, &self.flags.requestheader_client_ca_file]
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect();
+        let paths: Vec<PathBuf> = [
+            &self.flags.client_ca_file,
+            &self.flags.requestheader_client_ca_file,
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
         let changed = {
-            let Ok(state) = self.file_state.read() else { return false };
+            let Ok(state) = self.file_state.read() else {
+                return false;
+            };
             paths.iter().any(|p| {
                 let now = std::fs::metadata(p).and_then(|m| m.modified()).ok();
                 state.get(p).copied().flatten() != now
@@ -239,7 +260,10 @@ impl AuthConfigStore {
                 None => None,
             },
         };
-        let cfg = AuthConfig { request_header, client_ca };
+        let cfg = AuthConfig {
+            request_header,
+            client_ca,
+        };
         if let Ok(mut cur) = self.current.write() {
             *cur = Arc::new(cfg);
         }

@@ -21,8 +21,12 @@ pub fn authenticate(
     headers: &HeaderMap,
     peer: &PeerCertificates,
 ) -> Result<Option<Caller>, String> {
-    let Some(rh) = &cfg.request_header else { return Ok(None) };
-    let Some((leaf, intermediates)) = peer.0.split_first() else { return Ok(None) };
+    let Some(rh) = &cfg.request_header else {
+        return Ok(None);
+    };
+    let Some((leaf, intermediates)) = peer.0.split_first() else {
+        return Ok(None);
+    };
     if rh.ca.verify(leaf, intermediates).is_err() {
         // Not signed by the front-proxy CA: maybe a direct client certificate; the x509
         // authenticator decides.
@@ -30,9 +34,13 @@ pub fn authenticate(
     }
     let (cn, _) = super::x509::subject_of(leaf)?;
     if !rh.allowed_names.is_empty() && !rh.allowed_names.iter().any(|n| n == &cn) {
-        return Err(format!("x509: subject with cn={cn} is not in the allowed list"));
+        return Err(format!(
+            "x509: subject with cn={cn} is not in the allowed list"
+        ));
     }
-    let Some(user) = first_value(headers, &rh.username_headers) else { return Ok(None) };
+    let Some(user) = first_value(headers, &rh.username_headers) else {
+        return Ok(None);
+    };
     let uid = first_value(headers, &rh.uid_headers);
     let mut groups = Vec::new();
     for h in &rh.group_headers {
@@ -58,7 +66,12 @@ pub fn authenticate(
             }
         }
     }
-    Ok(Some(super::with_authenticated_group(Caller { user, uid, groups, extra })))
+    Ok(Some(super::with_authenticated_group(Caller {
+        user,
+        uid,
+        groups,
+        extra,
+    })))
 }
 
 fn first_value(headers: &HeaderMap, names: &[String]) -> Option<String> {
@@ -75,7 +88,11 @@ fn first_value(headers: &HeaderMap, names: &[String]) -> Option<String> {
 /// `X-Remote-*` names, whatever the configuration says, so that no header a client made up is
 /// ever seen downstream or forwarded upstream.
 pub fn strip_headers(cfg: &AuthConfig, headers: &mut HeaderMap) {
-    let mut names: Vec<String> = vec!["x-remote-user".into(), "x-remote-group".into(), "x-remote-uid".into()];
+    let mut names: Vec<String> = vec![
+        "x-remote-user".into(),
+        "x-remote-group".into(),
+        "x-remote-uid".into(),
+    ];
     let mut prefixes: Vec<String> = vec!["x-remote-extra-".into()];
     if let Some(rh) = &cfg.request_header {
         names.extend(rh.username_headers.iter().cloned());

@@ -97,7 +97,10 @@ impl Authenticator {
         match front {
             Ok(Some(user)) => {
                 let _ = token::take_bearer(headers);
-                return Ok(Authenticated { user, method: Method::FrontProxy });
+                return Ok(Authenticated {
+                    user,
+                    method: Method::FrontProxy,
+                });
             }
             Ok(None) => {}
             Err(e) => errors.push(e),
@@ -106,7 +109,10 @@ impl Authenticator {
         match x509::authenticate(&cfg, peer) {
             Ok(Some(user)) => {
                 let _ = token::take_bearer(headers);
-                return Ok(Authenticated { user, method: Method::ClientCert });
+                return Ok(Authenticated {
+                    user,
+                    method: Method::ClientCert,
+                });
             }
             Ok(None) => {}
             Err(e) => errors.push(e),
@@ -115,7 +121,12 @@ impl Authenticator {
         if let Some(bearer) = token::take_bearer(headers) {
             match &self.tokens {
                 Some(tokens) => match tokens.authenticate(&bearer).await {
-                    Ok(user) => return Ok(Authenticated { user, method: Method::Token }),
+                    Ok(user) => {
+                        return Ok(Authenticated {
+                            user,
+                            method: Method::Token,
+                        });
+                    }
                     Err(token::TokenError::Rejected(msg)) => errors.push(msg),
                     Err(token::TokenError::Unavailable(msg)) => {
                         tracing::warn!(error = %msg, "token review failed");

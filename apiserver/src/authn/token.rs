@@ -39,7 +39,11 @@ pub struct TokenAuthenticator {
 impl TokenAuthenticator {
     /// A new authenticator using `client` (from `--authentication-kubeconfig`).
     pub fn new(client: kube::Client, ttl: Duration) -> Self {
-        TokenAuthenticator { client, ttl, cache: Mutex::new(HashMap::new()) }
+        TokenAuthenticator {
+            client,
+            ttl,
+            cache: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Authenticate a token, from the cache when fresh.
@@ -69,7 +73,10 @@ impl TokenAuthenticator {
     async fn review(&self, token: &str) -> Result<Result<Caller, String>, TokenError> {
         let api: kube::Api<TokenReview> = kube::Api::all(self.client.clone());
         let review = TokenReview {
-            spec: TokenReviewSpec { token: Some(token.to_owned()), audiences: None },
+            spec: TokenReviewSpec {
+                token: Some(token.to_owned()),
+                audiences: None,
+            },
             ..Default::default()
         };
         let out = api
@@ -80,10 +87,15 @@ impl TokenAuthenticator {
             return Ok(Err("invalid bearer token".to_owned()));
         };
         if status.authenticated != Some(true) {
-            let msg = status.error.filter(|e| !e.is_empty()).unwrap_or_else(|| "invalid bearer token".to_owned());
+            let msg = status
+                .error
+                .filter(|e| !e.is_empty())
+                .unwrap_or_else(|| "invalid bearer token".to_owned());
             return Ok(Err(msg));
         }
-        let Some(u) = status.user else { return Ok(Err("invalid bearer token".to_owned())) };
+        let Some(u) = status.user else {
+            return Ok(Err("invalid bearer token".to_owned()));
+        };
         Ok(Ok(super::with_authenticated_group(Caller {
             user: u.username.unwrap_or_default(),
             uid: u.uid.filter(|s| !s.is_empty()),
@@ -103,7 +115,9 @@ pub fn take_bearer(headers: &mut HeaderMap) -> Option<String> {
             .ok()
             .and_then(|s| {
                 let (scheme, rest) = s.trim().split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim().to_owned())
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then(|| rest.trim().to_owned())
             })
             .filter(|t| !t.is_empty());
         headers.remove(header::AUTHORIZATION);
@@ -153,13 +167,22 @@ mod tests {
     #[test]
     fn bearer_header_is_taken_and_removed() {
         let mut h = HeaderMap::new();
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abc.def"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc.def"),
+        );
         assert_eq!(take_bearer(&mut h).as_deref(), Some("abc.def"));
         assert!(h.get(header::AUTHORIZATION).is_none());
         let mut h = HeaderMap::new();
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic Zm9v"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic Zm9v"),
+        );
         assert_eq!(take_bearer(&mut h), None);
-        assert!(h.get(header::AUTHORIZATION).is_none(), "other schemes are dropped too");
+        assert!(
+            h.get(header::AUTHORIZATION).is_none(),
+            "other schemes are dropped too"
+        );
     }
 
     #[test]
@@ -168,9 +191,15 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(
             header::SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_str(&format!("v5.channel.k8s.io, {WS_BEARER_PROTOCOL_PREFIX}{enc}, v4.channel.k8s.io")).unwrap(),
+            HeaderValue::from_str(&format!(
+                "v5.channel.k8s.io, {WS_BEARER_PROTOCOL_PREFIX}{enc}, v4.channel.k8s.io"
+            ))
+            .unwrap(),
         );
         assert_eq!(take_bearer(&mut h).as_deref(), Some("my-token"));
-        assert_eq!(h.get(header::SEC_WEBSOCKET_PROTOCOL).unwrap(), "v5.channel.k8s.io, v4.channel.k8s.io");
+        assert_eq!(
+            h.get(header::SEC_WEBSOCKET_PROTOCOL).unwrap(),
+            "v5.channel.k8s.io, v4.channel.k8s.io"
+        );
     }
 }

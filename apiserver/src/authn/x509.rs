@@ -9,9 +9,14 @@ use super::config::AuthConfig;
 /// `Ok(None)` when no certificate was presented or no client CA is configured; `Err` when a
 /// certificate was presented and does not verify.
 pub fn authenticate(cfg: &AuthConfig, peer: &PeerCertificates) -> Result<Option<Caller>, String> {
-    let Some(ca) = &cfg.client_ca else { return Ok(None) };
-    let Some((leaf, intermediates)) = peer.0.split_first() else { return Ok(None) };
-    ca.verify(leaf, intermediates).map_err(|e| format!("verifying certificate: {e}"))?;
+    let Some(ca) = &cfg.client_ca else {
+        return Ok(None);
+    };
+    let Some((leaf, intermediates)) = peer.0.split_first() else {
+        return Ok(None);
+    };
+    ca.verify(leaf, intermediates)
+        .map_err(|e| format!("verifying certificate: {e}"))?;
     let (cn, orgs) = subject_of(leaf)?;
     if cn.is_empty() {
         return Err("client certificate has no common name".to_owned());
@@ -26,8 +31,8 @@ pub fn authenticate(cfg: &AuthConfig, peer: &PeerCertificates) -> Result<Option<
 
 /// Common name and organizations of a certificate's subject.
 pub fn subject_of(cert: &[u8]) -> Result<(String, Vec<String>), String> {
-    let (_, parsed) =
-        x509_parser::parse_x509_certificate(cert).map_err(|e| format!("parsing certificate: {e}"))?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert)
+        .map_err(|e| format!("parsing certificate: {e}"))?;
     let subject = parsed.subject();
     let cn = subject
         .iter_common_name()

@@ -45,7 +45,11 @@ impl Attributes {
     /// A short resource label for metrics and logs (`pods/debug`, `nonresource`).
     pub fn resource_label(&self) -> String {
         match self {
-            Attributes::Resource { resource, subresource, .. } if !subresource.is_empty() => {
+            Attributes::Resource {
+                resource,
+                subresource,
+                ..
+            } if !subresource.is_empty() => {
                 format!("{resource}/{subresource}")
             }
             Attributes::Resource { resource, .. } => resource.clone(),
@@ -58,7 +62,9 @@ impl Attributes {
     pub fn with_verb(&self, v: &str) -> Attributes {
         let mut a = self.clone();
         match &mut a {
-            Attributes::Resource { verb, .. } | Attributes::NonResource { verb, .. } => *verb = v.to_owned(),
+            Attributes::Resource { verb, .. } | Attributes::NonResource { verb, .. } => {
+                *verb = v.to_owned()
+            }
         }
         a
     }
@@ -66,11 +72,18 @@ impl Attributes {
 
 /// The attributes of `method path?query`, as kube-apiserver's RequestInfoFactory computes them
 /// for paths under `/apis/poddebug.dev/v1alpha1`. Anything else is a non-resource request.
-pub fn request_attributes(method: &http::Method, path: &str, query: &BTreeMap<String, String>) -> Attributes {
+pub fn request_attributes(
+    method: &http::Method,
+    path: &str,
+    query: &BTreeMap<String, String>,
+) -> Attributes {
     let lower_method = method.as_str().to_ascii_lowercase();
     let prefix = format!("/apis/{GROUP}/{VERSION}/");
     let Some(rest) = path.strip_prefix(&prefix) else {
-        return Attributes::NonResource { path: path.to_owned(), verb: lower_method };
+        return Attributes::NonResource {
+            path: path.to_owned(),
+            verb: lower_method,
+        };
     };
     let mut parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
     let mut namespace = String::new();
@@ -99,7 +112,11 @@ pub fn request_attributes(method: &http::Method, path: &str, query: &BTreeMap<St
         http::Method::PUT => "update",
         http::Method::PATCH => "patch",
         http::Method::DELETE => {
-            if name.is_empty() { "deletecollection" } else { "delete" }
+            if name.is_empty() {
+                "deletecollection"
+            } else {
+                "delete"
+            }
         }
         _ => lower_method.as_str(),
     }
@@ -120,7 +137,10 @@ mod tests {
     use super::*;
 
     fn attrs(m: http::Method, p: &str, q: &[(&str, &str)]) -> Attributes {
-        let q = q.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let q = q
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         request_attributes(&m, p, &q)
     }
 
@@ -141,26 +161,86 @@ mod tests {
         let base = "/apis/poddebug.dev/v1alpha1";
         use http::Method as M;
         let cases = [
-            (M::POST, format!("{base}/namespaces/ns/pods/web/debug/dbg"), res("create", "pods", "debug", "ns", "web")),
-            (M::POST, format!("{base}/namespaces/ns/pods/web/debug"), res("create", "pods", "debug", "ns", "web")),
-            (M::DELETE, format!("{base}/namespaces/ns/pods/web/debug/dbg"), res("delete", "pods", "debug", "ns", "web")),
-            (M::GET, format!("{base}/namespaces/ns/pods/web/debug"), res("get", "pods", "debug", "ns", "web")),
-            (M::GET, format!("{base}/namespaces/ns/pods/web/attach"), res("get", "pods", "attach", "ns", "web")),
-            (M::POST, format!("{base}/namespaces/ns/pods/web/attach"), res("create", "pods", "attach", "ns", "web")),
-            (M::GET, format!("{base}/namespaces/ns/pods/web/log"), res("get", "pods", "log", "ns", "web")),
-            (M::GET, format!("{base}/namespaces/ns/poddebugcontainers"), res("list", "poddebugcontainers", "", "ns", "")),
-            (M::GET, format!("{base}/poddebugcontainers"), res("list", "poddebugcontainers", "", "", "")),
-            (M::GET, format!("{base}/namespaces/ns/poddebugcontainers/web.dbg"), res("get", "poddebugcontainers", "", "ns", "web.dbg")),
-            (M::GET, format!("{base}/debugprofiles/sysadmin"), res("get", "debugprofiles", "", "", "sysadmin")),
+            (
+                M::POST,
+                format!("{base}/namespaces/ns/pods/web/debug/dbg"),
+                res("create", "pods", "debug", "ns", "web"),
+            ),
+            (
+                M::POST,
+                format!("{base}/namespaces/ns/pods/web/debug"),
+                res("create", "pods", "debug", "ns", "web"),
+            ),
+            (
+                M::DELETE,
+                format!("{base}/namespaces/ns/pods/web/debug/dbg"),
+                res("delete", "pods", "debug", "ns", "web"),
+            ),
+            (
+                M::GET,
+                format!("{base}/namespaces/ns/pods/web/debug"),
+                res("get", "pods", "debug", "ns", "web"),
+            ),
+            (
+                M::GET,
+                format!("{base}/namespaces/ns/pods/web/attach"),
+                res("get", "pods", "attach", "ns", "web"),
+            ),
+            (
+                M::POST,
+                format!("{base}/namespaces/ns/pods/web/attach"),
+                res("create", "pods", "attach", "ns", "web"),
+            ),
+            (
+                M::GET,
+                format!("{base}/namespaces/ns/pods/web/log"),
+                res("get", "pods", "log", "ns", "web"),
+            ),
+            (
+                M::GET,
+                format!("{base}/namespaces/ns/poddebugcontainers"),
+                res("list", "poddebugcontainers", "", "ns", ""),
+            ),
+            (
+                M::GET,
+                format!("{base}/poddebugcontainers"),
+                res("list", "poddebugcontainers", "", "", ""),
+            ),
+            (
+                M::GET,
+                format!("{base}/namespaces/ns/poddebugcontainers/web.dbg"),
+                res("get", "poddebugcontainers", "", "ns", "web.dbg"),
+            ),
+            (
+                M::GET,
+                format!("{base}/debugprofiles/sysadmin"),
+                res("get", "debugprofiles", "", "", "sysadmin"),
+            ),
         ];
         for (m, p, want) in cases {
             assert_eq!(attrs(m.clone(), &p, &[]), want, "{m} {p}");
         }
-        assert_eq!(attrs(M::GET, &format!("{base}/poddebugcontainers"), &[("watch", "true")]), res("watch", "poddebugcontainers", "", "", ""));
+        assert_eq!(
+            attrs(
+                M::GET,
+                &format!("{base}/poddebugcontainers"),
+                &[("watch", "true")]
+            ),
+            res("watch", "poddebugcontainers", "", "", "")
+        );
         assert_eq!(
             attrs(M::GET, "/apis/poddebug.dev/v1alpha1", &[]),
-            Attributes::NonResource { path: "/apis/poddebug.dev/v1alpha1".into(), verb: "get".into() }
+            Attributes::NonResource {
+                path: "/apis/poddebug.dev/v1alpha1".into(),
+                verb: "get".into()
+            }
         );
-        assert_eq!(attrs(M::GET, "/metrics", &[]), Attributes::NonResource { path: "/metrics".into(), verb: "get".into() });
+        assert_eq!(
+            attrs(M::GET, "/metrics", &[]),
+            Attributes::NonResource {
+                path: "/metrics".into(),
+                verb: "get".into()
+            }
+        );
     }
 }

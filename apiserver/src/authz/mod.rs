@@ -21,10 +21,24 @@ pub fn forbidden(user: &Caller, attrs: &Attributes, reason: &str) -> ApiError {
         Attributes::NonResource { path, verb } => {
             format!("User {:?} cannot {verb} path {:?}", user.user, path)
         }
-        Attributes::Resource { verb, group, resource, subresource, namespace, .. } => {
-            let res = if subresource.is_empty() { resource.clone() } else { format!("{resource}/{subresource}") };
+        Attributes::Resource {
+            verb,
+            group,
+            resource,
+            subresource,
+            namespace,
+            ..
+        } => {
+            let res = if subresource.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}/{subresource}")
+            };
             if namespace.is_empty() {
-                format!("User {:?} cannot {verb} resource {res:?} in API group {group:?} at the cluster scope", user.user)
+                format!(
+                    "User {:?} cannot {verb} resource {res:?} in API group {group:?} at the cluster scope",
+                    user.user
+                )
             } else {
                 format!(
                     "User {:?} cannot {verb} resource {res:?} in API group {group:?} in the namespace {namespace:?}",
@@ -39,7 +53,12 @@ pub fn forbidden(user: &Caller, attrs: &Attributes, reason: &str) -> ApiError {
     }
     match attrs {
         Attributes::NonResource { .. } => ApiError::forbidden("", "", "", msg),
-        Attributes::Resource { group, resource, name, .. } => ApiError::forbidden(resource, group, name, msg),
+        Attributes::Resource {
+            group,
+            resource,
+            name,
+            ..
+        } => ApiError::forbidden(resource, group, name, msg),
     }
 }
 
@@ -56,7 +75,10 @@ mod tests {
     use super::*;
 
     fn bob() -> Caller {
-        Caller { user: "bob".into(), ..Default::default() }
+        Caller {
+            user: "bob".into(),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -79,8 +101,14 @@ mod tests {
         assert_eq!(v["details"]["kind"], "pods");
         assert_eq!(v["details"]["group"], "poddebug.dev");
         assert_eq!(v["details"]["name"], "web");
-        let n = Attributes::NonResource { path: "/metrics".into(), verb: "get".into() };
-        assert_eq!(forbidden(&bob(), &n, "").message(), "forbidden: User \"bob\" cannot get path \"/metrics\"");
+        let n = Attributes::NonResource {
+            path: "/metrics".into(),
+            verb: "get".into(),
+        };
+        assert_eq!(
+            forbidden(&bob(), &n, "").message(),
+            "forbidden: User \"bob\" cannot get path \"/metrics\""
+        );
         let c = Attributes::Resource {
             verb: "list".into(),
             group: "poddebug.dev".into(),

@@ -40,13 +40,26 @@ pub struct SarAuthorizer {
 impl SarAuthorizer {
     /// A new authorizer using `client` (from `--authorization-kubeconfig`).
     pub fn new(client: kube::Client, allowed_ttl: Duration, denied_ttl: Duration) -> Self {
-        SarAuthorizer { client, allowed_ttl, denied_ttl, cache: Mutex::new(HashMap::new()) }
+        SarAuthorizer {
+            client,
+            allowed_ttl,
+            denied_ttl,
+            cache: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The review a request asks for.
     pub fn review_spec(user: &Caller, attrs: &Attributes) -> SubjectAccessReviewSpec {
         let (resource_attributes, non_resource_attributes) = match attrs {
-            Attributes::Resource { verb, group, version, resource, subresource, namespace, name } => (
+            Attributes::Resource {
+                verb,
+                group,
+                version,
+                resource,
+                subresource,
+                namespace,
+                name,
+            } => (
                 Some(ResourceAttributes {
                     verb: Some(verb.clone()),
                     group: Some(group.clone()),
@@ -59,22 +72,31 @@ impl SarAuthorizer {
                 }),
                 None,
             ),
-            Attributes::NonResource { path, verb } => {
-                (None, Some(NonResourceAttributes { path: Some(path.clone()), verb: Some(verb.clone()) }))
-            }
+            Attributes::NonResource { path, verb } => (
+                None,
+                Some(NonResourceAttributes {
+                    path: Some(path.clone()),
+                    verb: Some(verb.clone()),
+                }),
+            ),
         };
         SubjectAccessReviewSpec {
             user: Some(user.user.clone()),
             uid: user.uid.clone(),
             groups: Some(user.groups.clone()).filter(|g| !g.is_empty()),
-            extra: Some(user.extra.clone().into_iter().collect()).filter(|e: &std::collections::BTreeMap<_, _>| !e.is_empty()),
+            extra: Some(user.extra.clone().into_iter().collect())
+                .filter(|e: &std::collections::BTreeMap<_, _>| !e.is_empty()),
             resource_attributes,
             non_resource_attributes,
         }
     }
 
     /// Decide, from the cache when fresh.
-    pub async fn authorize(&self, user: &Caller, attrs: &Attributes) -> Result<Decision, Unavailable> {
+    pub async fn authorize(
+        &self,
+        user: &Caller,
+        attrs: &Attributes,
+    ) -> Result<Decision, Unavailable> {
         if user.groups.iter().any(|g| g == ALWAYS_ALLOWED_GROUP) {
             return Ok(Decision::Allow);
         }
@@ -82,19 +104,28 @@ impl SarAuthorizer {
         let key = serde_json::to_string(&spec).map_err(|e| Unavailable(e.to_string()))?;
         if let Ok(cache) = self.cache.lock() {
             if let Some((at, d)) = cache.get(&key) {
-                let ttl = if *d == Decision::Allow { self.allowed_ttl } else { self.denied_ttl };
+                let ttl = if *d == Decision::Allow {
+                    self.allowed_ttl
+                } else {
+                    self.denied_ttl
+                };
                 if at.elapsed() < ttl {
                     return Ok(d.clone());
                 }
             }
         }
         let api: kube::Api<SubjectAccessReview> = kube::Api::all(self.client.clone());
-        let review = SubjectAccessReview { spec, ..Default::default() };
+        let review = SubjectAccessReview {
+            spec,
+            ..Default::default()
+        };
         let out = api
             .create(&kube::api::PostParams::default(), &review)
             .await
             .map_err(|e| Unavailable(e.to_string()))?;
-        let status = out.status.ok_or_else(|| Unavailable("SubjectAccessReview without status".to_owned()))?;
+        let status = out
+            .status
+            .ok_or_else(|| Unavailable("SubjectAccessReview without status".to_owned()))?;
         if let Some(err) = status.evaluation_error.as_deref().filter(|e| !e.is_empty()) {
             tracing::debug!(error = %err, "authorizer evaluation error");
         }
@@ -106,7 +137,9 @@ impl SarAuthorizer {
         if let Ok(mut cache) = self.cache.lock() {
             if cache.len() >= MAX_CACHE_ENTRIES {
                 let (a, d) = (self.allowed_ttl, self.denied_ttl);
-                cache.retain(|_, (at, dec)| at.elapsed() < if *dec == Decision::Allow { a } else { d });
+                cache.retain(|_, (at, dec)| {
+                    at.elapsed() < if *dec == Decision::Allow { a } else { d }
+                });
                 if cache.len() >= MAX_CACHE_ENTRIES {
                     cache.clear();
                 }

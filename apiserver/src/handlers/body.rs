@@ -11,7 +11,9 @@ pub async fn read_limited(body: Body, limit: usize) -> Result<Bytes, ApiError> {
             .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
             || e.to_string().contains("length limit");
         if too_large {
-            ApiError::RequestEntityTooLarge(format!("the request body is larger than the limit of {limit} bytes"))
+            ApiError::RequestEntityTooLarge(format!(
+                "the request body is larger than the limit of {limit} bytes"
+            ))
         } else {
             ApiError::BadRequest("reading the request body failed".to_owned())
         }

@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::Extension;
 use http::{HeaderMap, StatusCode};
 use poddebug_storage::{CreateRequest, ListOptions, StopOutcome, StopRequest};
 use poddebug_types::{ApiError, GROUP, Profile, VERSION};
@@ -28,10 +28,11 @@ fn flag(q: &BTreeMap<String, String>, k: &str) -> bool {
 fn seconds(q: &BTreeMap<String, String>, k: &str) -> Result<Option<u64>, ApiError> {
     match q.get(k) {
         None => Ok(None),
-        Some(v) => v
-            .parse::<u64>()
-            .map(Some)
-            .map_err(|_| ApiError::BadRequest(format!("{k}: invalid value {v:?}: must be a non-negative integer"))),
+        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
+            ApiError::BadRequest(format!(
+                "{k}: invalid value {v:?}: must be a non-negative integer"
+            ))
+        }),
     }
 }
 
@@ -89,11 +90,18 @@ async fn create(
     let name = url_name.or(body_name);
     let errs = poddebug_types::validation::validate_pod_debug_container(&pdc, name.as_deref());
     if !errs.is_empty() {
-        return Err(ApiError::invalid(GROUP, "PodDebugContainer", name.as_deref().unwrap_or(""), errs).into());
+        return Err(ApiError::invalid(
+            GROUP,
+            "PodDebugContainer",
+            name.as_deref().unwrap_or(""),
+            errs,
+        )
+        .into());
     }
 
     let profile = match pdc.profile.as_deref() {
-        Some(p) => Profile::parse(p).ok_or_else(|| ApiError::BadRequest(format!("unknown profile {p:?}")))?,
+        Some(p) => Profile::parse(p)
+            .ok_or_else(|| ApiError::BadRequest(format!("unknown profile {p:?}")))?,
         None => st.config.default_profile,
     };
     if st.config.profile_requires_permission(profile) {
@@ -110,14 +118,30 @@ async fn create(
     }
 
     let wait = if flag(&q, "wait") {
-        let secs = seconds(&q, "timeoutSeconds")?.map(Duration::from_secs).unwrap_or(Duration::from_secs(30));
-        Some(secs.min(MAX_WAIT).min(st.config.request_timeout.saturating_sub(Duration::from_secs(1))))
+        let secs = seconds(&q, "timeoutSeconds")?
+            .map(Duration::from_secs)
+            .unwrap_or(Duration::from_secs(30));
+        Some(
+            secs.min(MAX_WAIT).min(
+                st.config
+                    .request_timeout
+                    .saturating_sub(Duration::from_secs(1)),
+            ),
+        )
     } else {
         None
     };
     let created = st
         .backend
-        .create(CreateRequest { namespace: ns, pod, name, body: pdc, profile, caller: auth.user.clone(), wait })
+        .create(CreateRequest {
+            namespace: ns,
+            pod,
+            name,
+            body: pdc,
+            profile,
+            caller: auth.user.clone(),
+            wait,
+        })
         .await?;
     json_response(StatusCode::CREATED, &created)
 }
@@ -132,8 +156,14 @@ pub async fn get(
 ) -> Result<Response, Error> {
     let obj = st.backend.get(&ns, &pod, &name, &auth.user).await?;
     if super::table::wants_table(&headers) {
-        let include = q.get("includeObject").map(String::as_str).unwrap_or("Metadata");
-        return json_response(StatusCode::OK, &super::table::table(std::slice::from_ref(&obj), None, include));
+        let include = q
+            .get("includeObject")
+            .map(String::as_str)
+            .unwrap_or("Metadata");
+        return json_response(
+            StatusCode::OK,
+            &super::table::table(std::slice::from_ref(&obj), None, include),
+        );
     }
     json_response(StatusCode::OK, &obj)
 }
@@ -146,7 +176,11 @@ pub async fn list_in_pod(
     headers: HeaderMap,
     q: Query<BTreeMap<String, String>>,
 ) -> Result<Response, Error> {
-    let opts = ListOptions { namespace: Some(ns), pod: Some(pod), ..Default::default() };
+    let opts = ListOptions {
+        namespace: Some(ns),
+        pod: Some(pod),
+        ..Default::default()
+    };
     list::respond(st.0, opts, auth.0, headers, q.0, false).await
 }
 
@@ -164,12 +198,20 @@ pub async fn delete(
     if grace.is_none() && !bytes.iter().all(u8::is_ascii_whitespace) {
         let opts: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
-        grace = opts.get("gracePeriodSeconds").and_then(serde_json::Value::as_u64);
+        grace = opts
+            .get("gracePeriodSeconds")
+            .and_then(serde_json::Value::as_u64);
     }
     let grace_period = Duration::from_secs(grace.unwrap_or(10).min(300));
     let outcome = st
         .backend
-        .stop(StopRequest { namespace: ns, pod, name, grace_period, caller: auth.user.clone() })
+        .stop(StopRequest {
+            namespace: ns,
+            pod,
+            name,
+            grace_period,
+            caller: auth.user.clone(),
+        })
         .await?;
     match outcome {
         StopOutcome::Terminated(obj) => json_response(StatusCode::OK, &obj),

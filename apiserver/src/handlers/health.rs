@@ -9,7 +9,11 @@ use crate::state::AppState;
 
 fn answer(checks: Vec<(&'static str, bool)>, verbose: bool, name: &str) -> Response {
     let ok = checks.iter().all(|(_, ok)| *ok);
-    let code = if ok { StatusCode::OK } else { StatusCode::INTERNAL_SERVER_ERROR };
+    let code = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
     let body = if verbose || !ok {
         let mut s = String::new();
         for (check, pass) in &checks {
@@ -28,11 +32,19 @@ fn answer(checks: Vec<(&'static str, bool)>, verbose: bool, name: &str) -> Respo
     } else {
         "ok".to_owned()
     };
-    (code, [(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
+    (
+        code,
+        [(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
 }
 
 fn verbose(q: &Option<String>) -> bool {
-    q.as_deref().is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")))
+    q.as_deref().is_some_and(|q| {
+        q.split('&')
+            .any(|p| p == "verbose" || p.starts_with("verbose="))
+    })
 }
 
 /// `/healthz` and `/livez`: the process serves.
@@ -60,7 +72,10 @@ pub async fn readyz(State(st): State<AppState>, RawQuery(q): RawQuery) -> Respon
 pub async fn metrics(State(st): State<AppState>) -> Response {
     (
         StatusCode::OK,
-        [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         st.metrics.encode(),
     )
         .into_response()

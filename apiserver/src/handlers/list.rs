@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::Extension;
 use http::{HeaderMap, StatusCode};
 use poddebug_storage::ListOptions;
 use poddebug_types::ApiError;
@@ -35,10 +35,17 @@ pub async fn respond(
         list.items.iter_mut().for_each(qualify);
     }
     if table {
-        let include = q.get("includeObject").map(String::as_str).unwrap_or("Metadata");
+        let include = q
+            .get("includeObject")
+            .map(String::as_str)
+            .unwrap_or("Metadata");
         return json_response(
             StatusCode::OK,
-            &super::table::table(&list.items, list.metadata.resource_version.as_deref(), include),
+            &super::table::table(
+                &list.items,
+                list.metadata.resource_version.as_deref(),
+                include,
+            ),
         );
     }
     json_response(StatusCode::OK, &list)
@@ -46,7 +53,10 @@ pub async fn respond(
 
 /// Name a debug container as the `poddebugcontainers` resource names it: `POD.NAME`.
 pub fn qualify(p: &mut poddebug_types::PodDebugContainer) {
-    if let (Some(pod), Some(name)) = (p.status.as_ref().map(|s| s.pod_name.clone()), p.metadata.name.clone()) {
+    if let (Some(pod), Some(name)) = (
+        p.status.as_ref().map(|s| s.pod_name.clone()),
+        p.metadata.name.clone(),
+    ) {
         p.metadata.name = Some(format!("{pod}.{name}"));
     }
 }
@@ -69,7 +79,18 @@ pub async fn in_namespace(
     headers: HeaderMap,
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Response, Error> {
-    respond(st, ListOptions { namespace: Some(ns), ..Default::default() }, auth, headers, q, true).await
+    respond(
+        st,
+        ListOptions {
+            namespace: Some(ns),
+            ..Default::default()
+        },
+        auth,
+        headers,
+        q,
+        true,
+    )
+    .await
 }
 
 /// `GET .../namespaces/NS/poddebugcontainers/POD.NAME`: the object name joins pod and debug
@@ -85,18 +106,32 @@ pub async fn get_one(
     let Some((pod, name)) = full.rsplit_once('.') else {
         return Err(ApiError::not_found("poddebugcontainers", poddebug_types::GROUP, &full).into());
     };
-    let obj = st.backend.get(&ns, pod, name, &auth.user).await.map_err(|e| {
-        // Report the name the client asked for, in this resource's terms.
-        match e.to_api_error() {
-            ApiError::NotFound { .. } => Error::Api(ApiError::not_found("poddebugcontainers", poddebug_types::GROUP, &full)),
-            _ => Error::Storage(e),
-        }
-    })?;
+    let obj = st
+        .backend
+        .get(&ns, pod, name, &auth.user)
+        .await
+        .map_err(|e| {
+            // Report the name the client asked for, in this resource's terms.
+            match e.to_api_error() {
+                ApiError::NotFound { .. } => Error::Api(ApiError::not_found(
+                    "poddebugcontainers",
+                    poddebug_types::GROUP,
+                    &full,
+                )),
+                _ => Error::Storage(e),
+            }
+        })?;
     let mut obj = obj;
     obj.metadata.name = Some(full);
     if super::table::wants_table(&headers) {
-        let include = q.get("includeObject").map(String::as_str).unwrap_or("Metadata");
-        return json_response(StatusCode::OK, &super::table::table(std::slice::from_ref(&obj), None, include));
+        let include = q
+            .get("includeObject")
+            .map(String::as_str)
+            .unwrap_or("Metadata");
+        return json_response(
+            StatusCode::OK,
+            &super::table::table(std::slice::from_ref(&obj), None, include),
+        );
     }
     json_response(StatusCode::OK, &obj)
 }

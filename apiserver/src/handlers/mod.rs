@@ -20,9 +20,13 @@ use poddebug_types::ApiError;
 
 /// A JSON response with `Content-Type: application/json`.
 pub fn json_response<T: Serialize>(code: StatusCode, value: &T) -> Result<Response, Error> {
-    let body = serde_json::to_vec(value).map_err(|_| ApiError::Internal("encoding the response failed".to_owned()))?;
+    let body = serde_json::to_vec(value)
+        .map_err(|_| ApiError::Internal("encoding the response failed".to_owned()))?;
     let mut resp = (code, body).into_response();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     Ok(resp)
 }
 

@@ -20,7 +20,10 @@ pub fn describe(p: Profile, cfg: &Config) -> DebugProfile {
     DebugProfile {
         api_version: API_VERSION.to_owned(),
         kind: KIND_DEBUG_PROFILE.to_owned(),
-        metadata: ObjectMeta { name: Some(p.as_str().to_owned()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(p.as_str().to_owned()),
+            ..Default::default()
+        },
         description: p.description().to_owned(),
         sets: p.sets(),
         requires_use_permission: cfg.profile_requires_permission(p),
@@ -48,7 +51,10 @@ fn table(items: &[DebugProfile]) -> serde_json::Value {
 
 /// `GET /apis/poddebug.dev/v1alpha1/debugprofiles`.
 pub async fn list(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, Error> {
-    let items: Vec<DebugProfile> = Profile::ALL.iter().map(|p| describe(*p, &st.config)).collect();
+    let items: Vec<DebugProfile> = Profile::ALL
+        .iter()
+        .map(|p| describe(*p, &st.config))
+        .collect();
     if super::table::wants_table(&headers) {
         return json_response(StatusCode::OK, &table(&items));
     }
@@ -68,7 +74,8 @@ pub async fn get(
     headers: HeaderMap,
     Query(_q): Query<BTreeMap<String, String>>,
 ) -> Result<Response, Error> {
-    let p = Profile::parse(&name).ok_or_else(|| ApiError::not_found("debugprofiles", GROUP, &name))?;
+    let p =
+        Profile::parse(&name).ok_or_else(|| ApiError::not_found("debugprofiles", GROUP, &name))?;
     let obj = describe(p, &st.config);
     if super::table::wants_table(&headers) {
         return json_response(StatusCode::OK, &table(std::slice::from_ref(&obj)));

@@ -15,13 +15,17 @@ pub fn wants_table(headers: &HeaderMap) -> bool {
         .flat_map(|v| v.split(','))
         .any(|media| {
             let params: Vec<&str> = media.split(';').map(str::trim).collect();
-            params.contains(&"as=Table") && params.contains(&"g=meta.k8s.io") && (params.contains(&"v=v1") || params.contains(&"v=v1beta1"))
+            params.contains(&"as=Table")
+                && params.contains(&"g=meta.k8s.io")
+                && (params.contains(&"v=v1") || params.contains(&"v=v1beta1"))
         })
 }
 
 /// kubectl's short human duration (`45s`, `12m`, `5h`, `3d`, `2y`).
 pub fn human_age(since: Option<Timestamp>, now: Timestamp) -> String {
-    let Some(since) = since else { return "<unknown>".to_owned() };
+    let Some(since) = since else {
+        return "<unknown>".to_owned();
+    };
     let secs = (now.as_second() - since.as_second()).max(0);
     match secs {
         s if s < 120 => format!("{s}s"),
@@ -42,19 +46,39 @@ pub fn columns() -> Vec<Value> {
         column("Name", "string", "name", "Name of the debug container", 0),
         column("Pod", "string", "", "The pod it runs in", 0),
         column("Image", "string", "", "Container image", 0),
-        column("Target", "string", "", "Target container whose namespaces it joins", 0),
-        column("State", "string", "", "Waiting, Running or Terminated (with reason)", 0),
+        column(
+            "Target",
+            "string",
+            "",
+            "Target container whose namespaces it joins",
+            0,
+        ),
+        column(
+            "State",
+            "string",
+            "",
+            "Waiting, Running or Terminated (with reason)",
+            0,
+        ),
         column("Age", "string", "", "Time since it was created", 0),
     ]
 }
 
 fn state_cell(p: &PodDebugContainer) -> String {
-    let Some(st) = &p.status else { return "Waiting".to_owned() };
+    let Some(st) = &p.status else {
+        return "Waiting".to_owned();
+    };
     let reason = st.state.as_ref().and_then(|s| {
         s.waiting
             .as_ref()
             .and_then(|w| w.reason.clone())
-            .or_else(|| s.terminated.as_ref().map(|t| t.reason.clone().unwrap_or_else(|| format!("ExitCode:{}", t.exit_code))))
+            .or_else(|| {
+                s.terminated.as_ref().map(|t| {
+                    t.reason
+                        .clone()
+                        .unwrap_or_else(|| format!("ExitCode:{}", t.exit_code))
+                })
+            })
     });
     match reason {
         Some(r) if !r.is_empty() => format!("{}: {r}", st.phase.as_str()),
@@ -64,7 +88,11 @@ fn state_cell(p: &PodDebugContainer) -> String {
 
 /// One row; `include_object` is `None`, `Object` or `Metadata` (the default).
 pub fn row(p: &PodDebugContainer, include_object: &str, now: Timestamp) -> Value {
-    let pod = p.status.as_ref().map(|s| s.pod_name.clone()).unwrap_or_default();
+    let pod = p
+        .status
+        .as_ref()
+        .map(|s| s.pod_name.clone())
+        .unwrap_or_default();
     let cells = json!([
         p.metadata.name.clone().unwrap_or_default(),
         pod,
@@ -90,7 +118,11 @@ pub fn row(p: &PodDebugContainer, include_object: &str, now: Timestamp) -> Value
 }
 
 /// A whole Table.
-pub fn table(items: &[PodDebugContainer], resource_version: Option<&str>, include_object: &str) -> Value {
+pub fn table(
+    items: &[PodDebugContainer],
+    resource_version: Option<&str>,
+    include_object: &str,
+) -> Value {
     let now = Timestamp::now();
     let mut meta = json!({});
     if let Some(rv) = resource_version {

@@ -67,16 +67,19 @@ pub async fn respond(
     qualify: bool,
 ) -> Result<Response, Error> {
     let timeout = match q.get("timeoutSeconds") {
-        Some(v) => Some(Duration::from_secs(
-            v.parse::<u64>().map_err(|_| ApiError::BadRequest(format!("timeoutSeconds: invalid value {v:?}")))?,
-        )),
+        Some(v) => Some(Duration::from_secs(v.parse::<u64>().map_err(|_| {
+            ApiError::BadRequest(format!("timeoutSeconds: invalid value {v:?}"))
+        })?)),
         None => None,
     }
     .map_or(MAX_WATCH, |t| t.min(MAX_WATCH));
     let opts = WatchOptions {
         list,
         resource_version: q.get("resourceVersion").filter(|s| !s.is_empty()).cloned(),
-        allow_bookmarks: matches!(q.get("allowWatchBookmarks").map(String::as_str), Some("true" | "1")),
+        allow_bookmarks: matches!(
+            q.get("allowWatchBookmarks").map(String::as_str),
+            Some("true" | "1")
+        ),
         timeout: Some(timeout),
     };
     let events = st.backend.watch(&opts, &auth.user).await?;
@@ -112,6 +115,9 @@ pub async fn respond(
         }))
         .take_until(tokio::time::sleep(timeout));
     let mut resp = (StatusCode::OK, Body::from_stream(stream)).into_response();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     Ok(resp)
 }

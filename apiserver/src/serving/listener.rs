@@ -36,7 +36,10 @@ pub async fn serve(
     let acceptor = TlsAcceptor::from(tls);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().max_buf_size(http1_max_buf(max_header_bytes)).keep_alive(true);
+    builder
+        .http1()
+        .max_buf_size(http1_max_buf(max_header_bytes))
+        .keep_alive(true);
     builder
         .http2()
         .max_header_list_size(u32::try_from(max_header_bytes).unwrap_or(u32::MAX))
@@ -62,33 +65,42 @@ pub async fn serve(
         let builder = builder.clone();
         let watcher = graceful.watcher();
         tokio::spawn(async move {
-            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%remote, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%remote, "TLS handshake timed out");
-                    return;
-                }
-            };
+            let tls =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%remote, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%remote, "TLS handshake timed out");
+                        return;
+                    }
+                };
             let peer = PeerCertificates(Arc::new(
-                tls.get_ref().1.peer_certificates().map(|c| c.iter().map(|c| c.clone().into_owned()).collect()).unwrap_or_default(),
+                tls.get_ref()
+                    .1
+                    .peer_certificates()
+                    .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+                    .unwrap_or_default(),
             ));
-            let svc = app.map_request(move |mut req: axum::extract::Request| {
+            let svc = app.map_request(move |mut req: hyper::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(peer.clone());
                 req.extensions_mut().insert(RemoteAddr(remote));
                 req
             });
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
+            let conn = builder
+                .serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(svc));
             if let Err(e) = watcher.watch(conn.into_owned()).await {
                 tracing::debug!(%remote, error = %e, "connection ended with an error");
             }
         });
     }
     drop(listener);
-    tracing::info!(grace_seconds = grace.as_secs(), "shutting down: no new connections, draining");
+    tracing::info!(
+        grace_seconds = grace.as_secs(),
+        "shutting down: no new connections, draining"
+    );
     tokio::select! {
         _ = graceful.shutdown() => tracing::info!("all connections closed"),
         _ = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing remaining connections"),

@@ -30,7 +30,10 @@ pub fn subject_names(service: &str, namespace: &str) -> Vec<String> {
 /// Reuse the pair in `dir` if both files exist, else generate and persist a new one (key file
 /// mode 0600).
 pub fn ensure(dir: &Path, service: &str, namespace: &str) -> Result<CertFiles, StartupError> {
-    let files = CertFiles { cert: dir.join(CERT_FILE), key: dir.join(KEY_FILE) };
+    let files = CertFiles {
+        cert: dir.join(CERT_FILE),
+        key: dir.join(KEY_FILE),
+    };
     if files.cert.is_file() && files.key.is_file() {
         return Ok(files);
     }
@@ -39,9 +42,10 @@ pub fn ensure(dir: &Path, service: &str, namespace: &str) -> Result<CertFiles, S
     let names = subject_names(service, namespace);
     let mut params = rcgen::CertificateParams::new(names)
         .map_err(|e| StartupError::Tls(format!("self-signed certificate: {e}")))?;
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, format!("{service}.{namespace}.svc"));
+    params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        format!("{service}.{namespace}.svc"),
+    );
     params.not_before = rcgen::date_time_ymd(2024, 1, 1);
     params.not_after = rcgen::date_time_ymd(2124, 1, 1);
     let key = rcgen::KeyPair::generate()
@@ -66,7 +70,8 @@ fn write_private(path: &Path, data: &[u8]) -> Result<(), StartupError> {
         .mode(0o600)
         .open(path)
         .map_err(|e| StartupError::Tls(format!("writing {}: {e}", path.display())))?;
-    f.write_all(data).map_err(|e| StartupError::Tls(format!("writing {}: {e}", path.display())))
+    f.write_all(data)
+        .map_err(|e| StartupError::Tls(format!("writing {}: {e}", path.display())))
 }
 
 #[cfg(test)]
@@ -81,11 +86,9 @@ mod tests {
         let first = std::fs::read(&files.cert).unwrap();
         let again = ensure(&dir, "dbg", "ns").unwrap();
         assert_eq!(first, std::fs::read(&again.cert).unwrap());
-        let ck = crate::serving::tls::load_certified_key(
-            &first,
-            &std::fs::read(&files.key).unwrap(),
-        )
-        .unwrap();
+        let ck =
+            crate::serving::tls::load_certified_key(&first, &std::fs::read(&files.key).unwrap())
+                .unwrap();
         let (_, parsed) = x509_parser::parse_x509_certificate(ck.cert[0].as_ref()).unwrap();
         let san = parsed.subject_alternative_name().unwrap().unwrap().value;
         let text = format!("{san:?}");

@@ -40,13 +40,15 @@ pub fn parse_cert_chain(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, Stri
 /// Load a certificate chain and its key into a signing `CertifiedKey`.
 pub fn load_certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, String> {
     let chain = parse_cert_chain(cert_pem)?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| format!("invalid PEM private key: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| format!("invalid PEM private key: {e}"))?;
     let signing = provider()
         .key_provider
         .load_private_key(key)
         .map_err(|e| format!("unusable private key: {e}"))?;
     let ck = CertifiedKey::new(chain, signing);
-    ck.keys_match().map_err(|e| format!("certificate and key do not match: {e}"))?;
+    ck.keys_match()
+        .map_err(|e| format!("certificate and key do not match: {e}"))?;
     Ok(ck)
 }
 
@@ -76,7 +78,10 @@ impl ReloadingCert {
     pub fn load(files: CertFiles) -> Result<Self, StartupError> {
         let ck = Self::read(&files).map_err(|e| StartupError::Tls(e))?;
         let stamps = (mtime(&files.cert), mtime(&files.key));
-        Ok(ReloadingCert { current: RwLock::new((Arc::new(ck), stamps.0, stamps.1)), files })
+        Ok(ReloadingCert {
+            current: RwLock::new((Arc::new(ck), stamps.0, stamps.1)),
+            files,
+        })
     }
 
     fn read(files: &CertFiles) -> Result<CertifiedKey, String> {
@@ -92,7 +97,9 @@ impl ReloadingCert {
     pub fn reload_if_changed(&self) -> bool {
         let stamps = (mtime(&self.files.cert), mtime(&self.files.key));
         {
-            let Ok(cur) = self.current.read() else { return false };
+            let Ok(cur) = self.current.read() else {
+                return false;
+            };
             if (cur.1, cur.2) == stamps {
                 return false;
             }
@@ -134,7 +141,9 @@ pub struct RequestClientCert {
 impl RequestClientCert {
     /// A new verifier using the ring provider's signature algorithms.
     pub fn new() -> Self {
-        RequestClientCert { provider: provider() }
+        RequestClientCert {
+            provider: provider(),
+        }
     }
 }
 
@@ -197,7 +206,9 @@ impl ClientCertVerifier for RequestClientCert {
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::Extension;
 use poddebug_types::ApiError;
 
 use crate::authn::Authenticated;
@@ -23,7 +23,10 @@ pub struct Upstream {
 impl Upstream {
     /// From the server's cluster configuration.
     pub fn new(config: kube::Config, impersonate: bool) -> Result<Self, String> {
-        Ok(Upstream { config, impersonate })
+        Ok(Upstream {
+            config,
+            impersonate,
+        })
     }
 }
 
@@ -34,7 +37,10 @@ pub async fn attach(
     Query(_q): Query<BTreeMap<String, String>>,
     Extension(_auth): Extension<Authenticated>,
 ) -> Result<Response, Error> {
-    Err(ApiError::ServiceUnavailable("attach streams are not available in this build".to_owned()).into())
+    Err(
+        ApiError::ServiceUnavailable("attach streams are not available in this build".to_owned())
+            .into(),
+    )
 }
 
 /// `GET .../pods/POD/log?container=NAME`.
@@ -44,5 +50,8 @@ pub async fn log(
     Query(_q): Query<BTreeMap<String, String>>,
     Extension(_auth): Extension<Authenticated>,
 ) -> Result<Response, Error> {
-    Err(ApiError::ServiceUnavailable("log streams are not available in this build".to_owned()).into())
+    Err(
+        ApiError::ServiceUnavailable("log streams are not available in this build".to_owned())
+            .into(),
+    )
 }
