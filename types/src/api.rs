@@ -79,7 +79,7 @@ impl DebugPhase {
 }
 
 /// A stop that was asked for with `DELETE`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "dev.poddebug.v1alpha1.StopRequest")]
 pub struct StopRequest {
@@ -87,6 +87,17 @@ pub struct StopRequest {
     pub requested_at: Time,
     /// The user who requested it.
     pub requested_by: String,
+}
+
+// k8s-openapi's `Time` has no `Default`; the Unix epoch stands for "unset", as Go's zero
+// `metav1.Time` does.
+impl Default for StopRequest {
+    fn default() -> Self {
+        StopRequest {
+            requested_at: Time(jiff::Timestamp::UNIX_EPOCH),
+            requested_by: String::new(),
+        }
+    }
 }
 
 /// Observed state of a debug container.
@@ -117,7 +128,11 @@ pub struct PodDebugContainerStatus {
     #[serde(default, rename = "imageID")]
     pub image_id: String,
     /// The container's ID as reported by the runtime.
-    #[serde(default, rename = "containerID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "containerID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub container_id: Option<String>,
     /// Set once a stop was requested with DELETE.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,8 +3,10 @@
 //!
 //! serde and k8s-openapi accept unknown fields silently and let a repeated key win over the
 //! first one. Both hide typos (`"imagePulPolicy"`) and smuggled values, so every problem is
-//! collected and answered with one 400 listing them all, in the order they occur in the body:
-//! `strict decoding error: unknown field "container.foo", duplicate field "metadata.name"`.
+//! collected and answered with one 400 listing them all, in the order they occur in the body,
+//! worded as kube-apiserver words it: `PodDebugContainer in version "v1alpha1" cannot be handled
+//! as a PodDebugContainer: strict decoding error: unknown field "container.foo", duplicate field
+//! "metadata.name"`.
 //!
 //! Duplicate keys are found while parsing (serde_json keeps the last value of a repeated key
 //! and says nothing); unknown fields are reported by `serde_ignored` while the parsed value is
@@ -126,7 +128,10 @@ impl<'de> Visitor<'de> for Tracking<'_> {
         let mut out = Vec::new();
         loop {
             self.path.push(Segment::Index(out.len()));
-            let next = seq.next_element_seed(Tracking { state: &mut *self.state, path: &mut *self.path });
+            let next = seq.next_element_seed(Tracking {
+                state: &mut *self.state,
+                path: &mut *self.path,
+            });
             self.path.pop();
             match next? {
                 Some(v) => out.push(v),
@@ -147,9 +152,15 @@ impl<'de> Visitor<'de> for Tracking<'_> {
             if keys.insert(key.clone()) {
                 self.state.first_seen.entry(rendered).or_insert(order);
             } else {
-                self.state.problems.push(Problem { order, text: format!("duplicate field {rendered:?}") });
+                self.state.problems.push(Problem {
+                    order,
+                    text: format!("duplicate field {rendered:?}"),
+                });
             }
-            let value = map.next_value_seed(Tracking { state: &mut *self.state, path: &mut *self.path });
+            let value = map.next_value_seed(Tracking {
+                state: &mut *self.state,
+                path: &mut *self.path,
+            });
             self.path.pop();
             // The last value of a repeated key wins, as in Go; the duplicate is reported anyway.
             out.insert(key, value?);
@@ -178,10 +189,15 @@ fn parse_tracking(body: &[u8]) -> Result<Option<StrictValue>, ApiError> {
     let mut state = ParseState::default();
     let mut path = Vec::new();
     let mut de = serde_json::Deserializer::from_slice(body);
-    let value = Tracking { state: &mut state, path: &mut path }
-        .deserialize(&mut de)
-        .and_then(|v| de.end().map(|()| v))
-        .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}")))?;
+    let value = Tracking {
+        state: &mut state,
+        path: &mut path,
+    }
+    .deserialize(&mut de)
+    .and_then(|v| de.end().map(|()| v))
+    .map_err(|e| {
+        ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
+    })?;
     Ok(Some(StrictValue { value, state }))
 }
 
@@ -214,24 +230,36 @@ fn finish_strict<T: DeserializeOwned>(strict: StrictValue, what: &str) -> Result
         unknown.push(render_path(&segs));
     });
     let typed = typed.map_err(|e| {
-        ApiError::BadRequest(format!("{what} in version {VERSION:?} cannot be handled as a {what}: {e}"))
+        ApiError::BadRequest(format!(
+            "{what} in version {VERSION:?} cannot be handled as a {what}: {e}"
+        ))
     })?;
     for path in unknown {
         let order = state.first_seen.get(&path).copied().unwrap_or(usize::MAX);
-        state.problems.push(Problem { order, text: format!("unknown field {path:?}") });
+        state.problems.push(Problem {
+            order,
+            text: format!("unknown field {path:?}"),
+        });
     }
     if state.problems.is_empty() {
         return Ok(typed);
     }
     state.problems.sort_by_key(|p| p.order);
     let texts: Vec<String> = state.problems.into_iter().map(|p| p.text).collect();
-    Err(ApiError::BadRequest(format!("strict decoding error: {}", texts.join(", "))))
+    // kube-apiserver's transformDecodeError puts the kind in front of every decode error.
+    Err(ApiError::BadRequest(format!(
+        "{what} in version {VERSION:?} cannot be handled as a {what}: strict decoding error: {}",
+        texts.join(", ")
+    )))
 }
 
 /// Strictly decode a JSON body into any type: malformed JSON, a value of the wrong type,
 /// unknown fields and duplicate keys are all a 400 BadRequest. `what` names the kind in
 /// messages. An empty body decodes to `T::default()`.
-pub fn decode_strict<T: DeserializeOwned + Default>(body: &[u8], what: &str) -> Result<T, ApiError> {
+pub fn decode_strict<T: DeserializeOwned + Default>(
+    body: &[u8],
+    what: &str,
+) -> Result<T, ApiError> {
     match parse_tracking(body)? {
         None => Ok(T::default()),
         Some(strict) if strict.value.is_null() => Ok(T::default()),
@@ -282,8 +310,19 @@ pub fn decode_pod_debug_container(body: &[u8]) -> Result<PodDebugContainer, ApiE
             obj.remove("status");
             obj.retain(|_, v| !v.is_null());
         }
-        // Let the typed decoder produce its "invalid type" message.
-        _ => {}
+        // serde's derived structs would also accept an array (as a tuple); Go does not.
+        other => {
+            let got = match other {
+                Value::Array(_) => "array",
+                Value::String(_) => "string",
+                Value::Number(_) => "number",
+                _ => "bool",
+            };
+            return Err(ApiError::BadRequest(format!(
+                "{KIND_POD_DEBUG_CONTAINER} in version {VERSION:?} cannot be handled as a \
+                 {KIND_POD_DEBUG_CONTAINER}: invalid type: {got}, expected a JSON object"
+            )));
+        }
     }
     let mut pdc: PodDebugContainer = finish_strict(strict, KIND_POD_DEBUG_CONTAINER)?;
     pdc.status = None;
@@ -304,9 +343,16 @@ mod tests {
     #[test]
     fn empty_bodies_are_the_default_object() {
         for body in ["", "   ", "\n\t\r ", "null", " null "] {
-            assert_eq!(decode_pod_debug_container(body.as_bytes()).unwrap(), PodDebugContainer::default(), "{body:?}");
+            assert_eq!(
+                decode_pod_debug_container(body.as_bytes()).unwrap(),
+                PodDebugContainer::default(),
+                "{body:?}"
+            );
         }
-        assert_eq!(decode_pod_debug_container(b"{}").unwrap(), PodDebugContainer::default());
+        assert_eq!(
+            decode_pod_debug_container(b"{}").unwrap(),
+            PodDebugContainer::default()
+        );
     }
 
     #[test]
@@ -346,43 +392,49 @@ mod tests {
     #[test]
     fn strict_errors_table() {
         let cases = [
-            (r#"{"foo": 1}"#, r#"strict decoding error: unknown field "foo""#),
-            (r#"{"container": {"foo": 1}}"#, r#"strict decoding error: unknown field "container.foo""#),
+            (
+                r#"{"foo": 1}"#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: unknown field "foo""#,
+            ),
+            (
+                r#"{"container": {"foo": 1}}"#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: unknown field "container.foo""#,
+            ),
             (
                 r#"{"metadata": {"name": "a", "name": "b"}}"#,
-                r#"strict decoding error: duplicate field "metadata.name""#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: duplicate field "metadata.name""#,
             ),
             (
                 r#"{"container": {"foo": 1}, "metadata": {"name": "a", "name": "b"}}"#,
-                r#"strict decoding error: unknown field "container.foo", duplicate field "metadata.name""#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: unknown field "container.foo", duplicate field "metadata.name""#,
             ),
             (
                 r#"{"metadata": {"name": "a", "name": "b"}, "container": {"foo": 1}}"#,
-                r#"strict decoding error: duplicate field "metadata.name", unknown field "container.foo""#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: duplicate field "metadata.name", unknown field "container.foo""#,
             ),
             (
                 r#"{"container": {"env": [{"name": "A"}, {"name": "B", "valeu": "x"}]}}"#,
-                r#"strict decoding error: unknown field "container.env[1].valeu""#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: unknown field "container.env[1].valeu""#,
             ),
             (
                 r#"{"container": {"securityContext": {"capabilities": {"add": ["X"], "ad": []}}}}"#,
-                r#"strict decoding error: unknown field "container.securityContext.capabilities.ad""#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: unknown field "container.securityContext.capabilities.ad""#,
             ),
             (
                 r#"{"metadata": {"labels": {"a": "1", "a": "2"}, "nmae": "x"}}"#,
-                r#"strict decoding error: duplicate field "metadata.labels.a", unknown field "metadata.nmae""#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: duplicate field "metadata.labels.a", unknown field "metadata.nmae""#,
             ),
             (
                 r#"{"profile": "general", "profile": "sysadmin"}"#,
-                r#"strict decoding error: duplicate field "profile""#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: duplicate field "profile""#,
             ),
             (
                 r#"{"targetContainerName": "a", "x": 1, "y": 2, "x": 3}"#,
-                r#"strict decoding error: unknown field "x", unknown field "y", duplicate field "x""#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: unknown field "x", unknown field "y", duplicate field "x""#,
             ),
             (
                 r#"{"container": {"imagePulPolicy": "Always", "volumeMounts": [{"name": "d", "mountPath": "/d", "readonly": true}]}}"#,
-                r#"strict decoding error: unknown field "container.imagePulPolicy", unknown field "container.volumeMounts[0].readonly""#,
+                r#"PodDebugContainer in version "v1alpha1" cannot be handled as a PodDebugContainer: strict decoding error: unknown field "container.imagePulPolicy", unknown field "container.volumeMounts[0].readonly""#,
             ),
         ];
         for (body, want) in cases {
@@ -417,16 +469,29 @@ mod tests {
     #[test]
     fn malformed_json_and_wrong_types() {
         assert!(bad_request("{").starts_with("couldn't get version/kind; json parse error: "));
-        assert!(bad_request("{} {}").starts_with("couldn't get version/kind; json parse error: trailing characters"));
-        assert!(bad_request("{\"a\":}").starts_with("couldn't get version/kind; json parse error: "));
+        assert!(
+            bad_request("{} {}")
+                .starts_with("couldn't get version/kind; json parse error: trailing characters")
+        );
+        assert!(
+            bad_request("{\"a\":}").starts_with("couldn't get version/kind; json parse error: ")
+        );
         let m = bad_request(r#"{"container": {"image": 5}}"#);
         assert!(
             m.starts_with("PodDebugContainer in version \"v1alpha1\" cannot be handled as a PodDebugContainer: invalid type: integer `5`"),
             "{m}"
         );
-        assert!(bad_request("[]").contains("cannot be handled as a PodDebugContainer: invalid type: sequence"));
-        assert!(bad_request("\"x\"").contains("cannot be handled as a PodDebugContainer"));
-        assert!(bad_request(r#"{"apiVersion": 5}"#).contains("cannot be handled as a PodDebugContainer"));
+        assert_eq!(
+            bad_request("[]"),
+            "PodDebugContainer in version \"v1alpha1\" cannot be handled as a PodDebugContainer: invalid type: array, expected a JSON object"
+        );
+        assert!(bad_request("\"x\"").ends_with("invalid type: string, expected a JSON object"));
+        assert!(bad_request("1").ends_with("invalid type: number, expected a JSON object"));
+        assert!(bad_request("true").ends_with("invalid type: bool, expected a JSON object"));
+        assert!(
+            bad_request(r#"{"apiVersion": 5}"#)
+                .contains("cannot be handled as a PodDebugContainer")
+        );
     }
 
     #[test]
@@ -448,17 +513,28 @@ mod tests {
             #[serde(default)]
             a: u32,
         }
-        assert_eq!(decode_strict::<Small>(b"", "Small").unwrap(), Small::default());
-        assert_eq!(decode_strict::<Small>(br#"{"a": 3}"#, "Small").unwrap(), Small { a: 3 });
+        assert_eq!(
+            decode_strict::<Small>(b"", "Small").unwrap(),
+            Small::default()
+        );
+        assert_eq!(
+            decode_strict::<Small>(br#"{"a": 3}"#, "Small").unwrap(),
+            Small { a: 3 }
+        );
         assert_eq!(
             decode_strict::<Small>(br#"{"a": 3, "b": 1, "a": 4}"#, "Small").unwrap_err(),
-            ApiError::BadRequest(r#"strict decoding error: unknown field "b", duplicate field "a""#.into())
+            ApiError::BadRequest(
+                r#"Small in version "v1alpha1" cannot be handled as a Small: strict decoding error: unknown field "b", duplicate field "a""#.into()
+            )
         );
     }
 
     #[test]
     fn deep_nesting_is_refused_not_overflowed() {
         let body = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
-        assert!(matches!(decode_pod_debug_container(body.as_bytes()), Err(ApiError::BadRequest(_))));
+        assert!(matches!(
+            decode_pod_debug_container(body.as_bytes()),
+            Err(ApiError::BadRequest(_))
+        ));
     }
 }

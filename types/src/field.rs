@@ -192,7 +192,12 @@ impl FieldError {
         value: FieldValue,
         detail: impl Into<String>,
     ) -> Self {
-        FieldError { kind, field: field.into(), value, detail: detail.into() }
+        FieldError {
+            kind,
+            field: field.into(),
+            value,
+            detail: detail.into(),
+        }
     }
 
     /// `field.Required(path, detail)`.
@@ -334,8 +339,12 @@ impl ErrorList {
     /// error as is, several as `[a, b, c]`. `None` when empty.
     pub fn aggregate(&self) -> Option<String> {
         let mut seen = std::collections::HashSet::new();
-        let msgs: Vec<String> =
-            self.0.iter().map(|e| e.to_string()).filter(|m| seen.insert(m.clone())).collect();
+        let msgs: Vec<String> = self
+            .0
+            .iter()
+            .map(|e| e.to_string())
+            .filter(|m| seen.insert(m.clone()))
+            .collect();
         match msgs.len() {
             0 => None,
             1 => msgs.into_iter().next(),
@@ -369,13 +378,22 @@ mod tests {
             "a: Forbidden: cannot be set for an Ephemeral Container"
         );
         assert_eq!(FieldError::required("x.image", "").body(), "Required value");
-        assert_eq!(FieldError::not_found("t", "nope").body(), "Not found: \"nope\"");
-        assert_eq!(FieldError::duplicate("n", "app").body(), "Duplicate value: \"app\"");
+        assert_eq!(
+            FieldError::not_found("t", "nope").body(),
+            "Not found: \"nope\""
+        );
+        assert_eq!(
+            FieldError::duplicate("n", "app").body(),
+            "Duplicate value: \"app\""
+        );
         assert_eq!(
             FieldError::not_supported("p", "Sometimes", &["Always", "Never"]).body(),
             "Unsupported value: \"Sometimes\": supported values: \"Always\", \"Never\""
         );
-        assert_eq!(FieldError::invalid("n", 5i64, "must be positive").body(), "Invalid value: 5: must be positive");
+        assert_eq!(
+            FieldError::invalid("n", 5i64, "must be positive").body(),
+            "Invalid value: 5: must be positive"
+        );
     }
 
     #[test]
@@ -389,7 +407,10 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        assert_eq!(two.aggregate().as_deref(), Some("[a: Required value, b: Forbidden: no]"));
+        assert_eq!(
+            two.aggregate().as_deref(),
+            Some("[a: Required value, b: Forbidden: no]")
+        );
         assert_eq!(ErrorList::new().aggregate(), None);
     }
 

@@ -28,8 +28,7 @@ const LABEL_KEY_MAX_LENGTH: usize = 63;
 const CONFIG_MAP_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
 const CONFIG_MAP_KEY_ERR_MSG: &str =
     "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
-const RELAXED_ENV_VAR_NAME_ERR_MSG: &str =
-    "a valid environment variable name must consist only of printable ASCII characters other than '='";
+const RELAXED_ENV_VAR_NAME_ERR_MSG: &str = "a valid environment variable name must consist only of printable ASCII characters other than '='";
 
 /// `validation.MaxLenError`.
 pub fn max_len_error(length: usize) -> String {
@@ -101,7 +100,11 @@ pub fn dns1123_label_errors(value: &str) -> Vec<String> {
             // already, it must be the dots.
             errs.push("must not contain dots".to_owned());
         } else {
-            errs.push(regex_error(DNS1123_LABEL_ERR_MSG, DNS1123_LABEL_FMT, &["my-name", "123-abc"]));
+            errs.push(regex_error(
+                DNS1123_LABEL_ERR_MSG,
+                DNS1123_LABEL_FMT,
+                &["my-name", "123-abc"],
+            ));
         }
     }
     errs
@@ -114,7 +117,11 @@ pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
         errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
     }
     if !is_dns1123_subdomain(value) {
-        errs.push(regex_error(DNS1123_SUBDOMAIN_ERR_MSG, DNS1123_SUBDOMAIN_FMT, &["example.com"]));
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_ERR_MSG,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
     }
     errs
 }
@@ -144,7 +151,8 @@ fn is_label_key_name(s: &str) -> bool {
         (Some(&first), Some(&last)) => {
             first.is_ascii_alphanumeric()
                 && last.is_ascii_alphanumeric()
-                && b.iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+                && b.iter()
+                    .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
         }
         _ => false,
     }
@@ -161,7 +169,11 @@ pub fn qualified_name_errors(value: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errs.push(format!("prefix part {}", empty_error()));
             } else {
-                errs.extend(dns1123_subdomain_errors(prefix).into_iter().map(|m| format!("prefix part {m}")));
+                errs.extend(
+                    dns1123_subdomain_errors(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
             }
             *name
         }
@@ -181,7 +193,11 @@ pub fn qualified_name_errors(value: &str) -> Vec<String> {
     if !is_label_key_name(name) {
         errs.push(format!(
             "name part {}",
-            regex_error(LABEL_KEY_ERR_MSG, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])
+            regex_error(
+                LABEL_KEY_ERR_MSG,
+                LABEL_KEY_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
         ));
     }
     errs
@@ -206,10 +222,16 @@ pub fn config_map_key_errors(value: &str) -> Vec<String> {
     if value.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
         errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
     }
-    let valid =
-        !value.is_empty() && value.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_'));
+    let valid = !value.is_empty()
+        && value
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_'));
     if !valid {
-        errs.push(regex_error(CONFIG_MAP_KEY_ERR_MSG, CONFIG_MAP_KEY_FMT, &["key.name", "KEY_NAME", "key-name"]));
+        errs.push(regex_error(
+            CONFIG_MAP_KEY_ERR_MSG,
+            CONFIG_MAP_KEY_FMT,
+            &["key.name", "KEY_NAME", "key-name"],
+        ));
     }
     errs.extend(ch_dir_prefix_errors(value));
     errs
@@ -231,7 +253,11 @@ pub fn relaxed_env_var_name_errors(value: &str) -> Vec<String> {
 
 /// `validation.IsValidPortNum`: 1 to 65535.
 pub fn port_num_errors(port: i64) -> Vec<String> {
-    if (1..=65535).contains(&port) { Vec::new() } else { vec![inclusive_range_error(1, 65535)] }
+    if (1..=65535).contains(&port) {
+        Vec::new()
+    } else {
+        vec![inclusive_range_error(1, 65535)]
+    }
 }
 
 /// `validation.IsValidPortName` (an IANA service name).
@@ -240,8 +266,14 @@ pub fn port_name_errors(port: &str) -> Vec<String> {
     if port.len() > 15 {
         errs.push(max_len_error(15));
     }
-    if port.is_empty() || !port.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-') {
-        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_owned());
+    if port.is_empty()
+        || !port
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+    {
+        errs.push(
+            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_owned(),
+        );
     }
     if !port.bytes().any(|c| c.is_ascii_lowercase()) {
         errs.push("must contain at least one letter (a-z)".to_owned());
@@ -303,13 +335,14 @@ mod tests {
     fn dns1123_labels() {
         let long = "a".repeat(64);
         let long_bad = format!("{}_", "a".repeat(63));
+        let max = "a".repeat(63);
         let cases: Vec<(&str, Vec<&str>)> = vec![
             ("debugger", vec![]),
             ("a", vec![]),
             ("0", vec![]),
             ("my-name", vec![]),
             ("123-abc", vec![]),
-            (&"a".repeat(63), vec![]),
+            (&max, vec![]),
             ("", vec![LABEL_MSG]),
             ("Bad_Name", vec![LABEL_MSG]),
             ("-a", vec![LABEL_MSG]),
@@ -319,7 +352,10 @@ mod tests {
             ("a..b", vec![LABEL_MSG]),
             ("é", vec![LABEL_MSG]),
             (&long, vec!["must be no more than 63 characters"]),
-            (&long_bad, vec!["must be no more than 63 characters", LABEL_MSG]),
+            (
+                &long_bad,
+                vec!["must be no more than 63 characters", LABEL_MSG],
+            ),
         ];
         for (value, want) in cases {
             assert_eq!(dns1123_label_errors(value), want, "value {value:?}");
@@ -328,7 +364,13 @@ mod tests {
 
     #[test]
     fn dns1123_subdomains() {
-        let long = format!("{}.{}.{}.{}", "a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(63));
+        let long = format!(
+            "{}.{}.{}.{}",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(63)
+        );
         let cases: Vec<(&str, Vec<&str>)> = vec![
             ("example.com", vec![]),
             ("cm", vec![]),
@@ -351,8 +393,14 @@ mod tests {
 
     #[test]
     fn regex_error_formats_examples_like_go() {
-        assert_eq!(regex_error("m", "f", &[]), "m (regex used for validation is 'f')");
-        assert_eq!(regex_error("m", "f", &["a"]), "m (e.g. 'a', regex used for validation is 'f')");
+        assert_eq!(
+            regex_error("m", "f", &[]),
+            "m (regex used for validation is 'f')"
+        );
+        assert_eq!(
+            regex_error("m", "f", &["a"]),
+            "m (e.g. 'a', regex used for validation is 'f')"
+        );
         assert_eq!(
             regex_error("m", "f", &["a", "b", "c"]),
             "m (e.g. 'a',  or 'b',  or 'c', regex used for validation is 'f')"
@@ -361,6 +409,7 @@ mod tests {
 
     #[test]
     fn qualified_names() {
+        let long = "a".repeat(64);
         let name_msg = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
         let cases: Vec<(&str, Vec<String>)> = vec![
             ("app", vec![]),
@@ -369,7 +418,7 @@ mod tests {
             ("Ex/x", vec![format!("prefix part {SUBDOMAIN_MSG}")]),
             ("x/", vec!["name part must be non-empty".to_owned(), name_msg.to_owned()]),
             ("_x", vec![name_msg.to_owned()]),
-            (&"a".repeat(64), vec!["name part must be no more than 63 characters".to_owned()]),
+            (&long, vec!["name part must be no more than 63 characters".to_owned()]),
             (
                 "a/b/c",
                 vec!["a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".to_owned()],
@@ -420,19 +469,34 @@ mod tests {
         let cases: Vec<(&str, Vec<&str>)> = vec![
             ("http", vec![]),
             ("h2c-1", vec![]),
-            ("HTTP", vec!["must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)", "must contain at least one letter (a-z)"]),
+            (
+                "HTTP",
+                vec![
+                    "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                    "must contain at least one letter (a-z)",
+                ],
+            ),
             ("80", vec!["must contain at least one letter (a-z)"]),
             ("a--b", vec!["must not contain consecutive hyphens"]),
             ("-ab", vec!["must not begin or end with a hyphen"]),
-            ("abcdefghijklmnop", vec!["must be no more than 15 characters"]),
+            (
+                "abcdefghijklmnop",
+                vec!["must be no more than 15 characters"],
+            ),
         ];
         for (value, want) in cases {
             assert_eq!(port_name_errors(value), want, "value {value:?}");
         }
         assert!(port_num_errors(1).is_empty());
         assert!(port_num_errors(65535).is_empty());
-        assert_eq!(port_num_errors(0), vec!["must be between 1 and 65535, inclusive"]);
-        assert_eq!(port_num_errors(65536), vec!["must be between 1 and 65535, inclusive"]);
+        assert_eq!(
+            port_num_errors(0),
+            vec!["must be between 1 and 65535, inclusive"]
+        );
+        assert_eq!(
+            port_num_errors(65536),
+            vec!["must be between 1 and 65535, inclusive"]
+        );
     }
 
     #[test]
@@ -442,7 +506,10 @@ mod tests {
             let name = generate_debug_name(|_| false, &mut rng).unwrap();
             assert_eq!(name.len(), 14);
             let suffix = name.strip_prefix("debugger-").unwrap();
-            assert!(suffix.bytes().all(|c| DEBUG_NAME_ALPHABET.contains(&c)), "{name}");
+            assert!(
+                suffix.bytes().all(|c| DEBUG_NAME_ALPHABET.contains(&c)),
+                "{name}"
+            );
             assert!(dns1123_label_errors(&name).is_empty());
         }
     }

@@ -7,7 +7,9 @@
 //! `restricted` replace a `securityContext` the user sent, exactly as they replace the one
 //! kubectl generated, while `general`, `netadmin` and `sysadmin` merge into it.
 
-use k8s_openapi::api::core::v1::{Capabilities, EphemeralContainer, SeccompProfile, SecurityContext};
+use k8s_openapi::api::core::v1::{
+    Capabilities, EphemeralContainer, SeccompProfile, SecurityContext,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::API_VERSION;
@@ -120,7 +122,10 @@ impl Profile {
         DebugProfile {
             api_version: API_VERSION.to_owned(),
             kind: KIND_DEBUG_PROFILE.to_owned(),
-            metadata: ObjectMeta { name: Some(self.as_str().to_owned()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(self.as_str().to_owned()),
+                ..Default::default()
+            },
             description: self.description().to_owned(),
             sets: self.sets(),
             requires_use_permission,
@@ -140,7 +145,10 @@ impl Profile {
                 // disallowPrivilegeEscalation, setSeccompProfile, in that order.
                 ec.security_context = Some(SecurityContext {
                     run_as_non_root: Some(true),
-                    capabilities: Some(Capabilities { add: None, drop: Some(vec!["ALL".to_owned()]) }),
+                    capabilities: Some(Capabilities {
+                        add: None,
+                        drop: Some(vec!["ALL".to_owned()]),
+                    }),
                     allow_privilege_escalation: Some(false),
                     seccomp_profile: Some(SeccompProfile {
                         type_: "RuntimeDefault".to_owned(),
@@ -154,7 +162,9 @@ impl Profile {
                 add_capability(ec, "NET_RAW");
             }
             Profile::Sysadmin => {
-                ec.security_context.get_or_insert_with(Default::default).privileged = Some(true);
+                ec.security_context
+                    .get_or_insert_with(Default::default)
+                    .privileged = Some(true);
             }
         }
     }
@@ -202,13 +212,26 @@ mod tests {
         }
         assert_eq!(Profile::parse("General"), None);
         assert_eq!(Profile::parse(""), None);
-        assert_eq!(Profile::names(), vec!["legacy", "general", "baseline", "restricted", "netadmin", "sysadmin"]);
+        assert_eq!(
+            Profile::names(),
+            vec![
+                "legacy",
+                "general",
+                "baseline",
+                "restricted",
+                "netadmin",
+                "sysadmin"
+            ]
+        );
         assert_eq!(Profile::default(), Profile::General);
     }
 
     #[test]
     fn use_permission_defaults() {
-        let needing: Vec<Profile> = Profile::ALL.into_iter().filter(|p| p.requires_use_permission()).collect();
+        let needing: Vec<Profile> = Profile::ALL
+            .into_iter()
+            .filter(|p| p.requires_use_permission())
+            .collect();
         assert_eq!(needing, vec![Profile::Netadmin, Profile::Sysadmin]);
     }
 
@@ -223,7 +246,10 @@ mod tests {
             assert_eq!(dp.sets, p.sets());
         }
         assert!(Profile::Legacy.sets().is_empty());
-        assert_eq!(Profile::Netadmin.sets(), vec!["securityContext.capabilities.add: NET_ADMIN, NET_RAW"]);
+        assert_eq!(
+            Profile::Netadmin.sets(),
+            vec!["securityContext.capabilities.add: NET_ADMIN, NET_RAW"]
+        );
     }
 
     #[test]
@@ -232,7 +258,11 @@ mod tests {
         let cases: Vec<(Profile, serde_json::Value, serde_json::Value)> = vec![
             (Profile::Legacy, json!(null), json!(null)),
             (Profile::Legacy, user_sc.clone(), user_sc.clone()),
-            (Profile::General, json!(null), json!({"capabilities": {"add": ["SYS_PTRACE"]}})),
+            (
+                Profile::General,
+                json!(null),
+                json!({"capabilities": {"add": ["SYS_PTRACE"]}}),
+            ),
             (
                 Profile::General,
                 user_sc.clone(),

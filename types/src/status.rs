@@ -9,7 +9,11 @@ use crate::field::{ErrorList, go_quote};
 /// A "group/resource" or "resource" name as apimachinery prints `GroupResource.String()`:
 /// `pods`, `pods.poddebug.dev`, `debugprofiles.poddebug.dev`.
 pub fn group_resource(resource: &str, group: &str) -> String {
-    if group.is_empty() { resource.to_owned() } else { format!("{resource}.{group}") }
+    if group.is_empty() {
+        resource.to_owned()
+    } else {
+        format!("{resource}.{group}")
+    }
 }
 
 /// Every error the API answers with. Each variant maps to one HTTP code and `Status.reason`.
@@ -196,9 +200,11 @@ impl ApiError {
             ApiError::Internal(_) => 500,
             ApiError::ServiceUnavailable(_) => 503,
             ApiError::Timeout(_) => 504,
-            ApiError::Upstream(s) => {
-                s.code.and_then(|c| u16::try_from(c).ok()).filter(|c| *c >= 400).unwrap_or(500)
-            }
+            ApiError::Upstream(s) => s
+                .code
+                .and_then(|c| u16::try_from(c).ok())
+                .filter(|c| *c >= 400)
+                .unwrap_or(500),
         }
     }
 
@@ -227,7 +233,10 @@ impl ApiError {
     /// Seconds for `Retry-After`, when the error asks the client to come back.
     pub fn retry_after_seconds(&self) -> Option<i32> {
         match self {
-            ApiError::TooManyRequests { retry_after_seconds, .. } => Some(*retry_after_seconds),
+            ApiError::TooManyRequests {
+                retry_after_seconds,
+                ..
+            } => Some(*retry_after_seconds),
             ApiError::Upstream(s) => s.details.as_ref().and_then(|d| d.retry_after_seconds),
             _ => None,
         }
@@ -242,16 +251,29 @@ impl ApiError {
             return s;
         }
         let details = match self {
-            ApiError::NotFound { name, kind, group, .. }
-            | ApiError::AlreadyExists { name, kind, group, .. }
-            | ApiError::Conflict { name, kind, group, .. }
-            | ApiError::Forbidden { name, kind, group, .. } => Some(StatusDetails {
+            ApiError::NotFound {
+                name, kind, group, ..
+            }
+            | ApiError::AlreadyExists {
+                name, kind, group, ..
+            }
+            | ApiError::Conflict {
+                name, kind, group, ..
+            }
+            | ApiError::Forbidden {
+                name, kind, group, ..
+            } => Some(StatusDetails {
                 name: non_empty(name),
                 group: non_empty(group),
                 kind: non_empty(kind),
                 ..Default::default()
             }),
-            ApiError::Invalid { group, kind, name, errors } => Some(StatusDetails {
+            ApiError::Invalid {
+                group,
+                kind,
+                name,
+                errors,
+            } => Some(StatusDetails {
                 name: non_empty(name),
                 group: non_empty(group),
                 kind: non_empty(kind),
@@ -269,12 +291,18 @@ impl ApiError {
                 ),
                 ..Default::default()
             }),
-            ApiError::TooManyRequests { retry_after_seconds, .. } => Some(StatusDetails {
+            ApiError::TooManyRequests {
+                retry_after_seconds,
+                ..
+            } => Some(StatusDetails {
                 retry_after_seconds: Some(*retry_after_seconds),
                 ..Default::default()
             }),
             ApiError::Internal(msg) => Some(StatusDetails {
-                causes: Some(vec![StatusCause { message: Some(msg.clone()), ..Default::default() }]),
+                causes: Some(vec![StatusCause {
+                    message: Some(msg.clone()),
+                    ..Default::default()
+                }]),
                 ..Default::default()
             }),
             _ => None,
@@ -292,21 +320,45 @@ impl ApiError {
     /// The `Status.message`.
     pub fn message(&self) -> String {
         match self {
-            ApiError::Invalid { group, kind, name, errors } => {
-                let qualified = if group.is_empty() { kind.clone() } else { format!("{kind}.{group}") };
+            ApiError::Invalid {
+                group,
+                kind,
+                name,
+                errors,
+            } => {
+                let qualified = if group.is_empty() {
+                    kind.clone()
+                } else {
+                    format!("{kind}.{group}")
+                };
                 match errors.aggregate() {
                     Some(agg) => format!("{qualified} {} is invalid: {agg}", go_quote(name)),
                     None => format!("{qualified} {} is invalid", go_quote(name)),
                 }
             }
-            ApiError::NotFound { resource, name, .. } => format!("{resource} {} not found", go_quote(name)),
+            ApiError::NotFound { resource, name, .. } => {
+                format!("{resource} {} not found", go_quote(name))
+            }
             ApiError::AlreadyExists { resource, name, .. } => {
                 format!("{resource} {} already exists", go_quote(name))
             }
-            ApiError::Conflict { resource, name, reason, .. } => {
-                format!("Operation cannot be fulfilled on {resource} {}: {reason}", go_quote(name))
+            ApiError::Conflict {
+                resource,
+                name,
+                reason,
+                ..
+            } => {
+                format!(
+                    "Operation cannot be fulfilled on {resource} {}: {reason}",
+                    go_quote(name)
+                )
             }
-            ApiError::Forbidden { resource, name, reason, .. } => {
+            ApiError::Forbidden {
+                resource,
+                name,
+                reason,
+                ..
+            } => {
                 // apimachinery NewForbidden: no resource, no name, or both.
                 if resource.is_empty() {
                     format!("forbidden: {reason}")
@@ -339,7 +391,11 @@ pub fn status_json(status: &Status) -> Vec<u8> {
         let mut ordered = serde_json::Map::new();
         ordered.insert("kind".into(), "Status".into());
         ordered.insert("apiVersion".into(), "v1".into());
-        ordered.insert("metadata".into(), obj.remove("metadata").unwrap_or_else(|| serde_json::json!({})));
+        ordered.insert(
+            "metadata".into(),
+            obj.remove("metadata")
+                .unwrap_or_else(|| serde_json::json!({})),
+        );
         for key in ["status", "message", "reason", "details", "code"] {
             if let Some(v) = obj.remove(key) {
                 ordered.insert(key.into(), v);
@@ -351,7 +407,11 @@ pub fn status_json(status: &Status) -> Vec<u8> {
 }
 
 fn non_empty(s: &str) -> Option<String> {
-    if s.is_empty() { None } else { Some(s.to_owned()) }
+    if s.is_empty() {
+        None
+    } else {
+        Some(s.to_owned())
+    }
 }
 
 #[cfg(test)]
@@ -385,33 +445,50 @@ mod tests {
         assert_eq!(v["details"]["kind"], "Pod");
         assert!(v["details"].get("group").is_none());
         assert_eq!(v["details"]["causes"][1]["reason"], "FieldValueForbidden");
-        assert_eq!(v["details"]["causes"][1]["field"], "spec.ephemeralContainers[0].resources");
+        assert_eq!(
+            v["details"]["causes"][1]["field"],
+            "spec.ephemeralContainers[0].resources"
+        );
         assert_eq!(v["metadata"], serde_json::json!({}));
     }
 
     #[test]
     fn not_found_matches_live_kube_apiserver() {
         let v: serde_json::Value =
-            serde_json::from_slice(&ApiError::not_found("pods", "", "nosuchpod").to_json()).unwrap();
+            serde_json::from_slice(&ApiError::not_found("pods", "", "nosuchpod").to_json())
+                .unwrap();
         assert_eq!(v["message"], "pods \"nosuchpod\" not found");
-        assert_eq!(v["details"], serde_json::json!({"name": "nosuchpod", "kind": "pods"}));
+        assert_eq!(
+            v["details"],
+            serde_json::json!({"name": "nosuchpod", "kind": "pods"})
+        );
         assert_eq!(v["code"], 404);
     }
 
     #[test]
     fn grouped_resources_are_qualified() {
         let e = ApiError::already_exists("pods/debug", "poddebug.dev", "dbg");
-        assert_eq!(e.message(), "pods/debug.poddebug.dev \"dbg\" already exists");
+        assert_eq!(
+            e.message(),
+            "pods/debug.poddebug.dev \"dbg\" already exists"
+        );
         assert_eq!(e.code(), 409);
         let e = ApiError::invalid("poddebug.dev", "PodDebugContainer", "x", ErrorList::new());
-        assert_eq!(e.message(), "PodDebugContainer.poddebug.dev \"x\" is invalid");
+        assert_eq!(
+            e.message(),
+            "PodDebugContainer.poddebug.dev \"x\" is invalid"
+        );
     }
 
     #[test]
     fn internal_errors_say_internal_error_occurred() {
         let v: serde_json::Value =
-            serde_json::from_slice(&ApiError::Internal("upstream unreachable".into()).to_json()).unwrap();
-        assert_eq!(v["message"], "Internal error occurred: upstream unreachable");
+            serde_json::from_slice(&ApiError::Internal("upstream unreachable".into()).to_json())
+                .unwrap();
+        assert_eq!(
+            v["message"],
+            "Internal error occurred: upstream unreachable"
+        );
         assert_eq!(v["reason"], "InternalError");
         assert_eq!(v["code"], 500);
     }
@@ -420,7 +497,9 @@ mod tests {
     fn upstream_status_passes_through() {
         let s = Status {
             code: Some(403),
-            message: Some("pods \"p\" is forbidden: violates PodSecurity \"restricted:latest\": x".into()),
+            message: Some(
+                "pods \"p\" is forbidden: violates PodSecurity \"restricted:latest\": x".into(),
+            ),
             reason: Some("Forbidden".into()),
             status: Some("Failure".into()),
             ..Default::default()

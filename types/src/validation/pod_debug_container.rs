@@ -1,0 +1,78 @@
+//! Checks of the fields that only exist on `PodDebugContainer`. Errors name our own paths
+//! (`metadata.name`, `container.name`, `profile`) and are answered as a 422 for kind
+//! `PodDebugContainer`; everything about the container itself is left to
+//! [`validate_ephemeral_container_add`](super::validate_ephemeral_container_add), which reports
+//! it as kube-apiserver would, on the pod.
+
+use crate::api::PodDebugContainer;
+use crate::convert::DEBUG_NAME_ENV;
+use crate::field::{ErrorList, FieldError};
+use crate::names::dns1123_label_errors;
+use crate::profile::Profile;
+
+/// Validate a `PodDebugContainer` received in a request. `url_name` is the debug name taken
+/// from the request path, when the path has one.
+///
+/// * `metadata.name`, if set, must equal `url_name`, if given (`must match the name in the URL`);
+/// * the debug name (`metadata.name`, else `url_name`) must be a DNS-1123 label;
+/// * `container.name`, if set, must equal it (`must match metadata.name`), or be a DNS-1123
+///   label itself when it is the only name given;
+/// * `profile`, if set, must be one of the profile names (`Unsupported value`);
+/// * `container.env` may not define `PODDEBUG_NAME`, which poddebug reserves.
+pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&str>) -> ErrorList {
+    let mut errs = ErrorList::new();
+    let meta_name = pdc.metadata.name.as_deref().filter(|n| !n.is_empty());
+    let url_name = url_name.filter(|n| !n.is_empty());
+    if let (Some(meta), Some(url)) = (meta_name, url_name)
+        && meta != url
+    {
+        errs.push(FieldError::invalid(
+            "metadata.name",
+            meta,
+            format!("must match the name in the URL ({url})"),
+        ));
+    }
+    let debug_name = meta_name.or(url_name);
+    if let Some(name) = debug_name {
+        for msg in dns1123_label_errors(name) {
+            errs.push(FieldError::invalid("metadata.name", name, msg));
+        }
+    }
+    let container_name = pdc.container.name.as_str();
+    if !container_name.is_empty() {
+        match debug_name {
+            Some(name) if name != container_name => {
+                errs.push(FieldError::invalid(
+                    "container.name",
+                    container_name,
+                    "must match metadata.name",
+                ));
+            }
+            Some(_) => {}
+            None => {
+                for msg in dns1123_label_errors(container_name) {
+                    errs.push(FieldError::invalid("container.name", container_name, msg));
+                }
+            }
+        }
+    }
+    for (i, env) in pdc.container.env.iter().flatten().enumerate() {
+        if env.name == DEBUG_NAME_ENV {
+            errs.push(FieldError::invalid(
+                format!("container.env[{i}].name"),
+                env.name.as_str(),
+                "is reserved by poddebug for the debug container's name",
+            ));
+        }
+    }
+    if let Some(profile) = pdc.profile.as_deref().filter(|p| !p.is_empty())
+        && Profile::parse(profile).is_none()
+    {
+        errs.push(FieldError::not_supported(
+            "profile",
+            profile,
+            &Profile::names(),
+        ));
+    }
+    errs
+}
