@@ -10,26 +10,7 @@ use crate::options::{LogFormat, Options};
 /// Does `image` match one of `patterns` (`*` matches any run of characters)? An empty list
 /// allows everything.
 pub fn image_allowed(patterns: &[String], image: &str) -> bool {
-    patterns.is_empty() || patterns.iter().any(|p| glob_match(p.trim(), image))
-}
-
-fn glob_match(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == text;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
-        return false;
-    }
-    let mut rest = &text[first.len()..text.len() - last.len()];
-    for mid in &parts[1..parts.len() - 1] {
-        match rest.find(mid) {
-            Some(i) => rest = &rest[i + mid.len()..],
-            None => return false,
-        }
-    }
-    true
+    patterns.is_empty() || patterns.iter().any(|p| poddebug_storage::glob_match(p.trim(), image))
 }
 
 /// Everything the server needs to know, fixed at startup.

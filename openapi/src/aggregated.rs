@@ -218,8 +218,8 @@ mod tests {
 
     #[test]
     fn v2_document() {
-        let doc = serde_json::to_value(aggregated_discovery(AggregatedVersion::V2))
-            .expect("serializes");
+        let doc =
+            serde_json::to_value(aggregated_discovery(AggregatedVersion::V2)).expect("serializes");
         assert_eq!(
             doc,
             json!({

@@ -180,7 +180,8 @@ pub(crate) fn walk(value: &mut Value, f: &mut dyn FnMut(&mut Value)) {
     if let Value::Object(node) = value {
         for (key, child) in node.iter_mut() {
             match key.as_str() {
-                "properties" | "patternProperties" | "$defs" | "definitions" => {
+                // Nested `$defs`/`definitions` are hoisted and rewritten on their own.
+                "properties" | "patternProperties" => {
                     if let Value::Object(map) = child {
                         for schema in map.values_mut() {
                             walk(schema, f);
@@ -202,9 +203,16 @@ pub(crate) fn walk(value: &mut Value, f: &mut dyn FnMut(&mut Value)) {
                     }
                     _ => walk(child, f),
                 },
-                "additionalProperties" | "not" | "additionalItems" | "contains"
-                | "propertyNames" | "unevaluatedProperties" | "unevaluatedItems" | "if"
-                | "then" | "else" => {
+                // `true`/`false` are meaningful here, not schemas to rewrite.
+                "additionalProperties"
+                | "additionalItems"
+                | "unevaluatedProperties"
+                | "unevaluatedItems"
+                    if child.is_object() =>
+                {
+                    walk(child, f);
+                }
+                "not" | "contains" | "propertyNames" | "if" | "then" | "else" => {
                     walk(child, f);
                 }
                 _ => {}
@@ -265,8 +273,10 @@ fn simplify(node: &mut Value, dialect: Dialect) {
     if let Some(Value::Array(types)) = map.get_mut("type") {
         types.retain(|t| t != "null");
         match types.len() {
+            // Kept as `"null"` so that the parent `anyOf` can drop this alternative; `finish`
+            // removes it when it stands alone.
             0 => {
-                map.remove("type");
+                map.insert("type".to_owned(), json!("null"));
             }
             1 => {
                 let single = types.remove(0);
@@ -277,11 +287,6 @@ fn simplify(node: &mut Value, dialect: Dialect) {
                 map.remove("type");
             }
         }
-    } else if map.get("type").is_some_and(|t| t == "null") {
-        map.remove("type");
-    }
-    if let Some(Value::Array(values)) = map.get_mut("enum") {
-        values.retain(|v| !v.is_null());
     }
     map.remove("nullable");
     map.remove("default");
@@ -439,6 +444,15 @@ fn inline_enum(node: &mut Value, enums: &Map<String, Value>, dialect: Dialect) {
 /// Dialect-specific rewriting of one schema.
 fn finish(node: &mut Value, dialect: Dialect) {
     let Value::Object(map) = node else { return };
+    if map.get("type").is_some_and(|t| t == "null") {
+        map.remove("type");
+    }
+    if let Some(Value::Array(values)) = map.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+        if values.is_empty() {
+            map.remove("enum");
+        }
+    }
     if dialect == Dialect::Swagger2 {
         // Swagger 2.0 cannot say "one of these"; the field stays untyped (any JSON), as
         // kube-apiserver's v2 document does for such fields.
@@ -643,7 +657,8 @@ mod tests {
 
     #[test]
     fn unexpressible_alternatives() {
-        let schema = json!({"oneOf": [{"type": "integer"}, {"type": "string"}], "description": "d"});
+        let schema =
+            json!({"oneOf": [{"type": "integer"}, {"type": "string"}], "description": "d"});
         assert_eq!(
             one(schema.clone(), Dialect::Swagger2),
             json!({"description": "d"})

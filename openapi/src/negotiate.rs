@@ -192,7 +192,10 @@ mod tests {
         assert_eq!(negotiate_discovery("application/json, */*"), Legacy);
         assert_eq!(negotiate_discovery("*/*"), Legacy);
         assert_eq!(negotiate_discovery("application/*"), Legacy);
-        assert_eq!(negotiate_discovery("Application/JSON; charset=utf-8"), Legacy);
+        assert_eq!(
+            negotiate_discovery("Application/JSON; charset=utf-8"),
+            Legacy
+        );
         assert_eq!(Legacy.content_type(), "application/json");
     }
 
@@ -220,7 +223,9 @@ mod tests {
             NotAcceptable
         );
         assert_eq!(
-            negotiate_discovery("application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList"),
+            negotiate_discovery(
+                "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList"
+            ),
             NotAcceptable
         );
         assert_eq!(negotiate_discovery("garbage"), NotAcceptable);
@@ -237,7 +242,10 @@ mod tests {
 
     #[test]
     fn aggregated_version_of_each_format() {
-        assert_eq!(AggregatedV2.aggregated_version(), Some(AggregatedVersion::V2));
+        assert_eq!(
+            AggregatedV2.aggregated_version(),
+            Some(AggregatedVersion::V2)
+        );
         assert_eq!(
             AggregatedV2Beta1.aggregated_version(),
             Some(AggregatedVersion::V2Beta1)

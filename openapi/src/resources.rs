@@ -240,7 +240,10 @@ mod tests {
         let names: Vec<_> = RESOURCES.iter().map(|r| r.name).collect();
         let mut sorted = names.clone();
         sorted.sort_unstable();
-        assert_eq!(names, sorted, "kube-apiserver lists resources sorted by name");
+        assert_eq!(
+            names, sorted,
+            "kube-apiserver lists resources sorted by name"
+        );
         for r in RESOURCES {
             let mut verbs = r.verbs.to_vec();
             verbs.sort();

@@ -83,9 +83,23 @@ pub async fn resources(State(st): State<AppState>, headers: HeaderMap) -> Result
     }
 }
 
-/// `GET /openapi/v2`.
-pub async fn openapi_v2(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    serve(&st.docs.openapi_v2, &headers, "no-cache, private")
+/// Whether the client takes JSON. kubectl talking to us directly asks `/openapi/v2` for
+/// protobuf only, and would fail to parse JSON: it must get 406 instead.
+fn accepts_json(headers: &HeaderMap) -> bool {
+    let a = accept(headers);
+    a.trim().is_empty()
+        || a.split(',').any(|m| {
+            let media = m.split(';').next().unwrap_or("").trim();
+            matches!(media, "application/json" | "application/*" | "*/*" | "")
+        })
+}
+
+/// `GET /openapi/v2` (JSON only).
+pub async fn openapi_v2(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, Error> {
+    if !accepts_json(&headers) {
+        return Err(ApiError::NotAcceptable("only the following media types are accepted: application/json".to_owned()).into());
+    }
+    Ok(serve(&st.docs.openapi_v2, &headers, "no-cache, private"))
 }
 
 /// `GET /openapi/v3`.

@@ -4,8 +4,7 @@
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use poddebug_types::api::{KIND_DEBUG_PROFILE, KIND_DEBUG_PROFILE_LIST};
+use poddebug_types::api::KIND_DEBUG_PROFILE_LIST;
 use poddebug_types::{API_VERSION, ApiError, DebugProfile, DebugProfileList, GROUP, Profile};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -17,18 +16,7 @@ use crate::state::AppState;
 
 /// The object describing one profile under this server's configuration.
 pub fn describe(p: Profile, cfg: &Config) -> DebugProfile {
-    DebugProfile {
-        api_version: API_VERSION.to_owned(),
-        kind: KIND_DEBUG_PROFILE.to_owned(),
-        metadata: ObjectMeta {
-            name: Some(p.as_str().to_owned()),
-            ..Default::default()
-        },
-        description: p.description().to_owned(),
-        sets: p.sets(),
-        requires_use_permission: cfg.profile_requires_permission(p),
-        default: cfg.default_profile == p,
-    }
+    p.to_debug_profile(cfg.default_profile == p, cfg.profile_requires_permission(p))
 }
 
 fn table(items: &[DebugProfile]) -> serde_json::Value {

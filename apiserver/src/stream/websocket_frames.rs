@@ -1,0 +1,300 @@
+//! A light WebSocket frame tracker for the server→client direction (RFC 6455 §5.2), and the
+//! two frames the proxy itself may write there at shutdown.
+//!
+//! The relay stays byte-transparent: the tracker only reads frame headers to know where the
+//! next frame starts, so that a frame of our own is never written into the middle of one of the
+//! upstream's frames (or between the fragments of one message), and never after the upstream's
+//! close frame. Payloads are skipped, never buffered.
+
+/// Opcode of a continuation frame.
+const OP_CONTINUATION: u8 = 0x0;
+/// Opcode of a text frame.
+const OP_TEXT: u8 = 0x1;
+/// Opcode of a binary frame.
+const OP_BINARY: u8 = 0x2;
+/// Opcode of a close frame.
+const OP_CLOSE: u8 = 0x8;
+
+/// Close code "going away" (RFC 6455 §7.4.1): the server is shutting down.
+pub const CLOSE_GOING_AWAY: u16 = 1001;
+
+/// Where the tracker is in the byte stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Position {
+    /// Reading a frame header: `have` bytes of it so far.
+    Header { have: usize },
+    /// Inside a payload: `remaining` bytes until the next header.
+    Payload { remaining: u64 },
+}
+
+/// Follows frame boundaries of one direction of a WebSocket connection.
+#[derive(Clone, Debug)]
+pub struct FrameTracker {
+    position: Position,
+    header: [u8; 14],
+    /// A data message was started with FIN unset and its last fragment has not been seen.
+    in_fragmented_message: bool,
+    /// The peer sent a close frame: nothing may follow it.
+    closed: bool,
+    /// The header bytes were not a valid frame header: stop interpreting.
+    broken: bool,
+}
+
+impl Default for FrameTracker {
+    fn default() -> Self {
+        FrameTracker {
+            position: Position::Header { have: 0 },
+            header: [0; 14],
+            in_fragmented_message: false,
+            closed: false,
+            broken: false,
+        }
+    }
+}
+
+/// Length of a frame header given its first two bytes (base header, extended length, mask).
+fn header_len(b1: u8) -> usize {
+    let ext = match b1 & 0x7f {
+        126 => 2,
+        127 => 8,
+        _ => 0,
+    };
+    let mask = if b1 & 0x80 != 0 { 4 } else { 0 };
+    2 + ext + mask
+}
+
+impl FrameTracker {
+    /// Feed bytes that were just relayed.
+    pub fn consume(&mut self, mut data: &[u8]) {
+        while !data.is_empty() && !self.broken {
+            match self.position {
+                Position::Payload { remaining } => {
+                    let take = usize::try_from(remaining)
+                        .unwrap_or(usize::MAX)
+                        .min(data.len());
+                    data = &data[take..];
+                    let left = remaining - take as u64;
+                    self.position = if left == 0 {
+                        Position::Header { have: 0 }
+                    } else {
+                        Position::Payload { remaining: left }
+                    };
+                }
+                Position::Header { have } => {
+                    let need = if have < 2 {
+                        2
+                    } else {
+                        header_len(self.header[1])
+                    };
+                    let take = (need - have).min(data.len());
+                    self.header[have..have + take].copy_from_slice(&data[..take]);
+                    data = &data[take..];
+                    let have = have + take;
+                    if have < 2 {
+                        self.position = Position::Header { have };
+                        continue;
+                    }
+                    let full = header_len(self.header[1]);
+                    if have < full {
+                        self.position = Position::Header { have };
+                        continue;
+                    }
+                    self.finish_header();
+                }
+            }
+        }
+    }
+
+    fn finish_header(&mut self) {
+        let (b0, b1) = (self.header[0], self.header[1]);
+        let fin = b0 & 0x80 != 0;
+        let opcode = b0 & 0x0f;
+        let len = match b1 & 0x7f {
+            126 => u64::from(u16::from_be_bytes([self.header[2], self.header[3]])),
+            127 => {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&self.header[2..10]);
+                u64::from_be_bytes(b)
+            }
+            n => u64::from(n),
+        };
+        match opcode {
+            OP_TEXT | OP_BINARY => self.in_fragmented_message = !fin,
+            OP_CONTINUATION => {
+                if fin {
+                    self.in_fragmented_message = false;
+                }
+            }
+            OP_CLOSE => self.closed = true,
+            0x9 | 0xA => {}
+            _ => self.broken = true,
+        }
+        self.position = if len == 0 {
+            Position::Header { have: 0 }
+        } else {
+            Position::Payload { remaining: len }
+        };
+    }
+
+    /// Whether a frame of our own may be written now: between two whole messages, before any
+    /// close frame, with the stream understood so far.
+    pub fn at_message_boundary(&self) -> bool {
+        self.position == Position::Header { have: 0 }
+            && !self.in_fragmented_message
+            && !self.closed
+            && !self.broken
+    }
+
+    /// Whether nothing may be injected any more (the peer closed, or the bytes are not
+    /// WebSocket frames).
+    pub fn injection_impossible(&self) -> bool {
+        self.closed || self.broken
+    }
+
+    /// How many bytes may be read without running past the next frame boundary (at least 1).
+    pub fn wanted(&self) -> usize {
+        match self.position {
+            Position::Payload { remaining } => usize::try_from(remaining).unwrap_or(usize::MAX),
+            Position::Header { have } if have < 2 => 2 - have,
+            Position::Header { have } => {
+                header_len(self.header[1]).saturating_sub(have)
+            }
+        }
+        .max(1)
+    }
+}
+
+/// An unmasked (server→client) frame with FIN set.
+fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 10);
+    out.push(0x80 | opcode);
+    match payload.len() {
+        n if n < 126 => out.push(n as u8),
+        n if n <= usize::from(u16::MAX) => {
+            out.push(126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A message on the k8s error channel (3): binary `[3] + payload`, or for the base64
+/// subprotocols a text frame `'3' + base64(payload)`.
+pub fn error_channel_message(payload: &[u8], base64_protocol: bool) -> Vec<u8> {
+    if base64_protocol {
+        use base64::Engine;
+        let mut text = String::from("3");
+        text.push_str(&base64::engine::general_purpose::STANDARD.encode(payload));
+        frame(OP_TEXT, text.as_bytes())
+    } else {
+        let mut data = Vec::with_capacity(payload.len() + 1);
+        data.push(3);
+        data.extend_from_slice(payload);
+        frame(OP_BINARY, &data)
+    }
+}
+
+/// A close frame with a code and a reason (cut to the 123 bytes a control frame allows).
+pub fn close_frame(code: u16, reason: &str) -> Vec<u8> {
+    let mut payload = code.to_be_bytes().to_vec();
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    payload.extend_from_slice(&reason.as_bytes()[..end]);
+    frame(OP_CLOSE, &payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn masked(opcode: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
+        let mut f = frame(opcode, payload);
+        if !fin {
+            f[0] &= 0x7f;
+        }
+        // Set the mask bit and insert a zero mask key after the length.
+        f[1] |= 0x80;
+        let at = header_len(f[1] & 0x7f);
+        f.splice(at..at, [0u8; 4]);
+        f
+    }
+
+    #[test]
+    fn follows_frames_split_anywhere() {
+        let mut stream = Vec::new();
+        stream.extend(frame(OP_BINARY, &[1, b'h', b'i']));
+        stream.extend(frame(OP_BINARY, &vec![7u8; 300]));
+        stream.extend(frame(OP_BINARY, &vec![9u8; 70_000]));
+        stream.extend(frame(0x9, b"ping"));
+        stream.extend(masked(OP_TEXT, true, b"1aGk="));
+        for chunk in [1usize, 2, 3, 7, 64, 4096, 100_000] {
+            let mut t = FrameTracker::default();
+            for piece in stream.chunks(chunk) {
+                t.consume(piece);
+            }
+            assert!(t.at_message_boundary(), "chunk {chunk}");
+        }
+        let mut t = FrameTracker::default();
+        t.consume(&stream[..3]);
+        assert!(!t.at_message_boundary());
+        assert_eq!(t.wanted(), 2, "rest of the first payload");
+    }
+
+    #[test]
+    fn wanted_never_crosses_a_boundary() {
+        let mut stream = Vec::new();
+        stream.extend(frame(OP_BINARY, &vec![1u8; 200]));
+        stream.extend(frame(OP_BINARY, &vec![2u8; 70_000]));
+        stream.extend(frame(OP_BINARY, &[]));
+        let mut t = FrameTracker::default();
+        let mut at = 0;
+        let mut boundaries = 0;
+        while at < stream.len() {
+            let n = t.wanted().min(stream.len() - at);
+            t.consume(&stream[at..at + n]);
+            at += n;
+            if t.at_message_boundary() {
+                boundaries += 1;
+            }
+        }
+        assert_eq!(boundaries, 3);
+    }
+
+    #[test]
+    fn fragmented_messages_and_close_block_injection() {
+        let mut t = FrameTracker::default();
+        t.consume(&masked(OP_BINARY, false, b"part"));
+        assert!(!t.at_message_boundary());
+        t.consume(&frame(0x9, b""));
+        assert!(!t.at_message_boundary(), "a ping inside a fragmented message");
+        t.consume(&frame(OP_CONTINUATION, b"end"));
+        assert!(t.at_message_boundary());
+        t.consume(&close_frame(1000, ""));
+        assert!(!t.at_message_boundary());
+        assert!(t.injection_impossible());
+    }
+
+    #[test]
+    fn error_channel_and_close_frames() {
+        let f = error_channel_message(b"{}", false);
+        assert_eq!(f, vec![0x82, 3, 3, b'{', b'}']);
+        let f = error_channel_message(b"{}", true);
+        assert_eq!(f, [vec![0x81, 5, b'3'], b"e30=".to_vec()].concat());
+        let f = close_frame(CLOSE_GOING_AWAY, "bye");
+        assert_eq!(f, vec![0x88, 5, 0x03, 0xe9, b'b', b'y', b'e']);
+        let long = "é".repeat(100);
+        let f = close_frame(1001, &long);
+        assert!(f.len() <= 2 + 125);
+        let big = frame(OP_BINARY, &vec![0u8; 70_000]);
+        assert_eq!(big[1], 127);
+        let mid = frame(OP_BINARY, &vec![0u8; 300]);
+        assert_eq!(&mid[1..4], &[126, 1, 44]);
+    }
+}
