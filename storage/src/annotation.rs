@@ -27,7 +27,11 @@ pub(crate) fn stop_records(pod: &Pod) -> BTreeMap<String, StopRecord> {
 /// The merge patch that adds `record` for `ec_name` to the records already on `pod`, with the
 /// pod's resourceVersion as a precondition; `None` when a stop is already recorded for it (the
 /// first request is kept).
-pub(crate) fn record_patch(pod: &Pod, ec_name: &str, record: StopRecord) -> Option<serde_json::Value> {
+pub(crate) fn record_patch(
+    pod: &Pod,
+    ec_name: &str,
+    record: StopRecord,
+) -> Option<serde_json::Value> {
     let mut records = stop_records(pod);
     if records.contains_key(ec_name) {
         return None;

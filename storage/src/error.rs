@@ -13,6 +13,12 @@ pub enum StorageError {
     Kube(#[source] kube::Error),
 }
 
+impl From<kube::Error> for StorageError {
+    fn from(e: kube::Error) -> Self {
+        StorageError::Kube(e)
+    }
+}
+
 impl StorageError {
     /// The error as the client must see it: kube-apiserver Status errors keep their reason and
     /// message; transport failures become a 503 that names no internals.
@@ -29,7 +35,9 @@ impl StorageError {
     }
 }
 
-fn status_from_kube(s: &kube::core::Status) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Status {
+fn status_from_kube(
+    s: &kube::core::Status,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Status {
     // kube-core's Status and k8s-openapi's share the wire form, so a JSON round trip keeps every
     // field (details and causes included).
     serde_json::to_value(s)

@@ -59,8 +59,18 @@ pub(crate) fn build_event(
         first_timestamp: Some(Time(now)),
         last_timestamp: Some(Time(now)),
         event_time: Some(MicroTime(now)),
-        action: Some(if reason == REASON_STOPPED { "Stop" } else { "Create" }.to_owned()),
-        source: Some(EventSource { component: Some(reporter.component.clone()), host: None }),
+        action: Some(
+            if reason == REASON_STOPPED {
+                "Stop"
+            } else {
+                "Create"
+            }
+            .to_owned(),
+        ),
+        source: Some(EventSource {
+            component: Some(reporter.component.clone()),
+            host: None,
+        }),
         reporting_component: Some(reporter.component.clone()),
         reporting_instance: (!reporter.instance.is_empty()).then(|| reporter.instance.clone()),
         ..Default::default()
@@ -78,7 +88,11 @@ fn who(caller: &Caller) -> String {
 
 /// " (ephemeral container X)" when the debug name was reused, else nothing.
 fn ec_note(debug_name: &str, ec_name: &str) -> String {
-    if debug_name == ec_name { String::new() } else { format!(" (ephemeral container {ec_name:?})") }
+    if debug_name == ec_name {
+        String::new()
+    } else {
+        format!(" (ephemeral container {ec_name:?})")
+    }
 }
 
 /// Message of [`REASON_CREATED`].
@@ -98,7 +112,11 @@ pub(crate) fn created_message(
 
 /// Message of [`REASON_STOPPED`].
 pub(crate) fn stopped_message(caller: &Caller, debug_name: &str, ec_name: &str) -> String {
-    format!("{} stopped debug container {debug_name:?}{}", who(caller), ec_note(debug_name, ec_name))
+    format!(
+        "{} stopped debug container {debug_name:?}{}",
+        who(caller),
+        ec_note(debug_name, ec_name)
+    )
 }
 
 /// Create `event` with `client` (the server's identity), waiting at most `timeout`. Failures are
@@ -109,7 +127,9 @@ pub(crate) async fn record(client: kube::Client, event: Event, timeout: Duration
     let api: Api<Event> = Api::namespaced(client, &ns);
     match tokio::time::timeout(timeout, api.create(&PostParams::default(), &event)).await {
         Ok(Ok(_)) => tracing::debug!(namespace = %ns, %reason, "event recorded"),
-        Ok(Err(e)) => tracing::warn!(namespace = %ns, %reason, error = %e, "could not record event"),
+        Ok(Err(e)) => {
+            tracing::warn!(namespace = %ns, %reason, error = %e, "could not record event")
+        }
         Err(_) => tracing::warn!(namespace = %ns, %reason, "recording event timed out"),
     }
 }
@@ -120,15 +140,28 @@ mod tests {
     use crate::state::testutil::pod;
 
     fn reporter() -> Reporter {
-        Reporter { component: "poddebug".into(), instance: String::new() }
+        Reporter {
+            component: "poddebug".into(),
+            instance: String::new(),
+        }
     }
 
     #[test]
     fn created_event_points_at_the_container() {
-        let caller = Caller { user: "alice".into(), ..Default::default() };
+        let caller = Caller {
+            user: "alice".into(),
+            ..Default::default()
+        };
         let now: jiff::Timestamp = "2026-01-02T03:04:05Z".parse().expect("timestamp");
         let msg = created_message(&caller, "dbg", "dbg", "busybox:1.36", "general");
-        let ev = build_event(&reporter(), &pod("web", &[]), "dbg", REASON_CREATED, msg, now);
+        let ev = build_event(
+            &reporter(),
+            &pod("web", &[]),
+            "dbg",
+            REASON_CREATED,
+            msg,
+            now,
+        );
         let v = serde_json::to_value(&ev).expect("json");
         assert_eq!(v["reason"], "DebugContainerCreated");
         assert_eq!(v["type"], "Normal");
@@ -136,12 +169,18 @@ mod tests {
         assert_eq!(v["involvedObject"]["name"], "web");
         assert_eq!(v["involvedObject"]["namespace"], "ns");
         assert_eq!(v["involvedObject"]["uid"], "uid-1");
-        assert_eq!(v["involvedObject"]["fieldPath"], "spec.ephemeralContainers{dbg}");
+        assert_eq!(
+            v["involvedObject"]["fieldPath"],
+            "spec.ephemeralContainers{dbg}"
+        );
         assert_eq!(v["source"]["component"], "poddebug");
         assert_eq!(v["reportingComponent"], "poddebug");
         assert!(v.get("reportingInstance").is_none());
         assert_eq!(v["metadata"]["namespace"], "ns");
-        assert_eq!(v["metadata"]["name"], format!("web.{:x}", now.as_nanosecond()));
+        assert_eq!(
+            v["metadata"]["name"],
+            format!("web.{:x}", now.as_nanosecond())
+        );
         assert_eq!(v["count"], 1);
         assert_eq!(
             v["message"],
@@ -151,7 +190,10 @@ mod tests {
 
     #[test]
     fn stopped_message_names_a_reused_container() {
-        let caller = Caller { user: "bob".into(), ..Default::default() };
+        let caller = Caller {
+            user: "bob".into(),
+            ..Default::default()
+        };
         assert_eq!(
             stopped_message(&caller, "dbg", "dbg-bcdfg"),
             "User \"bob\" stopped debug container \"dbg\" (ephemeral container \"dbg-bcdfg\")"

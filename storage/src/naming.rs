@@ -10,16 +10,14 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Pod;
 use poddebug_types::convert::{debug_containers_of, newest_for};
+use poddebug_types::names::generate_debug_name;
 use poddebug_types::{ApiError, GROUP};
 use rand::Rng;
 
 use crate::policy::RESOURCE;
 use crate::state::ec_state;
 
-/// Characters of the random suffixes (kubectl's `utilrand.String`: no vowels, no lookalikes).
-const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-/// Length of the random suffixes.
-const SUFFIX_LEN: usize = 5;
+use poddebug_types::names::{DEBUG_NAME_ALPHABET as ALPHABET, DEBUG_NAME_SUFFIX_LEN as SUFFIX_LEN};
 /// Longest container name (a DNS label).
 const MAX_NAME: usize = 63;
 /// Attempts at a random name before giving up (27^5 names: only a pathological pod gets here).
@@ -43,10 +41,20 @@ fn suffix(rng: &mut impl Rng) -> String {
 
 /// Every container name of the pod: containers, init containers and ephemeral containers.
 pub(crate) fn taken_names(pod: &Pod) -> BTreeSet<String> {
-    let Some(spec) = pod.spec.as_ref() else { return BTreeSet::new() };
+    let Some(spec) = pod.spec.as_ref() else {
+        return BTreeSet::new();
+    };
     let containers = spec.containers.iter().map(|c| c.name.clone());
-    let init = spec.init_containers.iter().flatten().map(|c| c.name.clone());
-    let ephemeral = spec.ephemeral_containers.iter().flatten().map(|c| c.name.clone());
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| c.name.clone());
+    let ephemeral = spec
+        .ephemeral_containers
+        .iter()
+        .flatten()
+        .map(|c| c.name.clone());
     containers.chain(init).chain(ephemeral).collect()
 }
 
@@ -74,13 +82,15 @@ pub(crate) fn resolve(
     let taken = taken_names(pod);
     let exhausted = || ApiError::Internal("could not find a free ephemeral container name".into());
     let Some(name) = requested else {
-        let debug_names: BTreeSet<String> =
-            debug_containers_of(pod).into_iter().map(|(n, _)| n).collect();
-        let generated = (0..MAX_ATTEMPTS)
-            .map(|_| format!("debugger-{}", suffix(rng)))
-            .find(|n| !taken.contains(n) && !debug_names.contains(n))
-            .ok_or_else(exhausted)?;
-        return Ok(ResolvedName { debug_name: generated.clone(), ec_name: generated });
+        let debug_names: BTreeSet<String> = debug_containers_of(pod)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        let generated = generate_debug_name(|n| taken.contains(n) || debug_names.contains(n), rng)?;
+        return Ok(ResolvedName {
+            debug_name: generated.clone(),
+            ec_name: generated,
+        });
     };
     match newest_for(pod, name) {
         Some(ec) if !ec_state(pod, &ec.name).is_terminated() => {
@@ -97,7 +107,10 @@ pub(crate) fn resolve(
             debug_name: name.to_owned(),
             ec_name: fresh_ec_name(name, &taken, rng).ok_or_else(exhausted)?,
         }),
-        None => Ok(ResolvedName { debug_name: name.to_owned(), ec_name: name.to_owned() }),
+        None => Ok(ResolvedName {
+            debug_name: name.to_owned(),
+            ec_name: name.to_owned(),
+        }),
     }
 }
 
@@ -116,14 +129,22 @@ mod tests {
         name.len() == base.len() + 6
             && name.starts_with(base)
             && name.as_bytes()[base.len()] == b'-'
-            && name[base.len() + 1..].bytes().all(|b| ALPHABET.contains(&b))
+            && name[base.len() + 1..]
+                .bytes()
+                .all(|b| ALPHABET.contains(&b))
     }
 
     #[test]
     fn new_name_is_used_as_is() {
         let p = pod("web", &[]);
         let r = resolve(&p, Some("dbg"), &mut rng()).expect("free name");
-        assert_eq!(r, ResolvedName { debug_name: "dbg".into(), ec_name: "dbg".into() });
+        assert_eq!(
+            r,
+            ResolvedName {
+                debug_name: "dbg".into(),
+                ec_name: "dbg".into()
+            }
+        );
     }
 
     #[test]
@@ -139,12 +160,20 @@ mod tests {
 
     #[test]
     fn running_or_waiting_name_is_already_exists() {
-        for state in ["running", "waiting:ContainerCreating", "none", "waiting:ErrImagePull"] {
+        for state in [
+            "running",
+            "waiting:ContainerCreating",
+            "none",
+            "waiting:ErrImagePull",
+        ] {
             let p = pod("web", &[("dbg", None, state)]);
             let err = resolve(&p, Some("dbg"), &mut rng()).expect_err(state);
             assert_eq!(err.code(), 409);
             assert_eq!(err.reason(), "AlreadyExists");
-            assert_eq!(err.message(), "pods/debug.poddebug.dev \"dbg\" already exists");
+            assert_eq!(
+                err.message(),
+                "pods/debug.poddebug.dev \"dbg\" already exists"
+            );
         }
     }
 
@@ -159,11 +188,27 @@ mod tests {
     #[test]
     fn reuse_looks_at_the_newest_only() {
         // dbg was reused once already; its newest incarnation runs.
-        let p = pod("web", &[("dbg", None, "terminated"), ("dbg-bcdfg", Some("dbg"), "running")]);
-        assert_eq!(resolve(&p, Some("dbg"), &mut rng()).expect_err("running").code(), 409);
+        let p = pod(
+            "web",
+            &[
+                ("dbg", None, "terminated"),
+                ("dbg-bcdfg", Some("dbg"), "running"),
+            ],
+        );
+        assert_eq!(
+            resolve(&p, Some("dbg"), &mut rng())
+                .expect_err("running")
+                .code(),
+            409
+        );
         // ... and once it terminated too, a third one is made.
-        let p =
-            pod("web", &[("dbg", None, "terminated"), ("dbg-bcdfg", Some("dbg"), "terminated")]);
+        let p = pod(
+            "web",
+            &[
+                ("dbg", None, "terminated"),
+                ("dbg-bcdfg", Some("dbg"), "terminated"),
+            ],
+        );
         let r = resolve(&p, Some("dbg"), &mut rng()).expect("reuse again");
         assert!(is_suffixed(&r.ec_name, "dbg"));
         assert_ne!(r.ec_name, "dbg-bcdfg");
@@ -181,7 +226,13 @@ mod tests {
     #[test]
     fn ec_name_held_by_another_debug_name_gets_a_fresh_one() {
         // "dbg-bcdfg" is an ephemeral container whose debug name is "dbg".
-        let p = pod("web", &[("dbg", None, "terminated"), ("dbg-bcdfg", Some("dbg"), "running")]);
+        let p = pod(
+            "web",
+            &[
+                ("dbg", None, "terminated"),
+                ("dbg-bcdfg", Some("dbg"), "running"),
+            ],
+        );
         let r = resolve(&p, Some("dbg-bcdfg"), &mut rng()).expect("fresh");
         assert_eq!(r.debug_name, "dbg-bcdfg");
         assert!(is_suffixed(&r.ec_name, "dbg-bcdfg"));

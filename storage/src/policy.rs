@@ -106,10 +106,22 @@ mod tests {
         assert!(!glob_match("busybox:*", "busybox"));
         assert!(glob_match("*", ""));
         assert!(glob_match("*", "anything/at:all"));
-        assert!(glob_match("registry.example/debug/*", "registry.example/debug/tools:v1"));
-        assert!(glob_match("registry.example/debug/*", "registry.example/debug/a/b@sha256:00"));
-        assert!(!glob_match("registry.example/debug/*", "registry.example/other/tools"));
-        assert!(glob_match("*/netshoot:*", "docker.io/nicolaka/netshoot:v0.13"));
+        assert!(glob_match(
+            "registry.example/debug/*",
+            "registry.example/debug/tools:v1"
+        ));
+        assert!(glob_match(
+            "registry.example/debug/*",
+            "registry.example/debug/a/b@sha256:00"
+        ));
+        assert!(!glob_match(
+            "registry.example/debug/*",
+            "registry.example/other/tools"
+        ));
+        assert!(glob_match(
+            "*/netshoot:*",
+            "docker.io/nicolaka/netshoot:v0.13"
+        ));
         assert!(glob_match("a*b*c", "aXXbYYc"));
         assert!(glob_match("a*b*c", "abc"));
         assert!(!glob_match("a*b*c", "aXXcYYb"));
@@ -136,8 +148,12 @@ mod tests {
 
     #[test]
     fn refused_image_names_the_rule() {
-        let err = check_image(&policy(&["busybox:*", "registry.example/*"], 0), "web", "alpine")
-            .expect_err("alpine matches no pattern");
+        let err = check_image(
+            &policy(&["busybox:*", "registry.example/*"], 0),
+            "web",
+            "alpine",
+        )
+        .expect_err("alpine matches no pattern");
         assert_eq!(err.code(), 403);
         assert_eq!(
             err.message(),
@@ -145,8 +161,12 @@ mod tests {
              server's --allowed-images policy (allowed patterns: \"busybox:*\", \"registry.example/*\")"
         );
         assert!(
-            check_image(&policy(&["busybox:*", "registry.example/*"], 0), "web", "busybox:1")
-                .is_ok()
+            check_image(
+                &policy(&["busybox:*", "registry.example/*"], 0),
+                "web",
+                "busybox:1"
+            )
+            .is_ok()
         );
     }
 
@@ -157,7 +177,11 @@ mod tests {
         assert!(check_count(&p, "web", 1).is_ok());
         let err = check_count(&p, "web", 2).expect_err("limit reached");
         assert_eq!(err.code(), 403);
-        assert!(err.message().contains("--max-debug-containers-per-pod"), "{}", err.message());
+        assert!(
+            err.message().contains("--max-debug-containers-per-pod"),
+            "{}",
+            err.message()
+        );
         assert!(err.message().contains("at most 2"), "{}", err.message());
         assert!(check_count(&policy(&[], 0), "web", 1000).is_ok());
     }

@@ -50,7 +50,9 @@ impl EcState {
     /// Whether the container is waiting for a reason it will not get past by itself.
     pub(crate) fn is_start_failure(&self) -> bool {
         match self {
-            EcState::Waiting { reason: Some(r), .. } => START_FAILURES.contains(&r.as_str()),
+            EcState::Waiting {
+                reason: Some(r), ..
+            } => START_FAILURES.contains(&r.as_str()),
             _ => false,
         }
     }
@@ -100,18 +102,29 @@ pub(crate) fn ec_state(pod: &Pod, ec_name: &str) -> EcState {
             reason: s.waiting.as_ref().and_then(|w| w.reason.clone()),
             message: s.waiting.as_ref().and_then(|w| w.message.clone()),
         },
-        None => EcState::Waiting { reason: None, message: None },
+        None => EcState::Waiting {
+            reason: None,
+            message: None,
+        },
     }
 }
 
 /// The pod's ephemeral containers (spec order: oldest first).
 pub(crate) fn ephemeral_containers(pod: &Pod) -> &[EphemeralContainer] {
-    pod.spec.as_ref().and_then(|s| s.ephemeral_containers.as_deref()).unwrap_or_default()
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.as_deref())
+        .unwrap_or_default()
 }
 
 /// The ephemeral container named `ec_name`, if the pod has one.
-pub(crate) fn ephemeral_container<'a>(pod: &'a Pod, ec_name: &str) -> Option<&'a EphemeralContainer> {
-    ephemeral_containers(pod).iter().find(|ec| ec.name == ec_name)
+pub(crate) fn ephemeral_container<'a>(
+    pod: &'a Pod,
+    ec_name: &str,
+) -> Option<&'a EphemeralContainer> {
+    ephemeral_containers(pod)
+        .iter()
+        .find(|ec| ec.name == ec_name)
 }
 
 #[cfg(test)]
@@ -119,7 +132,8 @@ pub(crate) mod testutil {
     //! Pods for the unit tests.
     use k8s_openapi::api::core::v1::{
         Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-        ContainerStateWaiting, ContainerStatus, EphemeralContainer, EnvVar, Pod, PodSpec, PodStatus,
+        ContainerStateWaiting, ContainerStatus, EnvVar, EphemeralContainer, Pod, PodSpec,
+        PodStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -223,11 +237,26 @@ mod tests {
         assert_eq!(ec_state(&p, "a"), EcState::Running);
         assert!(ec_state(&p, "b").is_terminated());
         assert!(ec_state(&p, "c").is_start_failure());
-        assert_eq!(ec_state(&p, "c").describe(), "ErrImagePull: ErrImagePull happened");
-        assert_eq!(ec_state(&p, "d"), EcState::Waiting { reason: None, message: None });
+        assert_eq!(
+            ec_state(&p, "c").describe(),
+            "ErrImagePull: ErrImagePull happened"
+        );
+        assert_eq!(
+            ec_state(&p, "d"),
+            EcState::Waiting {
+                reason: None,
+                message: None
+            }
+        );
         assert_eq!(ec_state(&p, "d").describe(), "no status reported yet");
         assert!(!ec_state(&p, "e").is_start_failure());
-        assert_eq!(ec_state(&p, "nope"), EcState::Waiting { reason: None, message: None });
+        assert_eq!(
+            ec_state(&p, "nope"),
+            EcState::Waiting {
+                reason: None,
+                message: None
+            }
+        );
         assert_eq!(ephemeral_containers(&p).len(), 5);
         assert!(ephemeral_container(&p, "c").is_some());
     }

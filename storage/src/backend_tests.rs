@@ -1,0 +1,519 @@
+//! [`KubeBackend`] end to end against the in-memory kube-apiserver of [`crate::testkube`]: real
+//! kube-rs requests, real (fake) answers.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use poddebug_types::{DebugPhase, PodDebugContainer, Profile};
+
+use crate::state::testutil::{pod, state};
+use crate::testkube::FakeKube;
+use crate::{
+    BackendConfig, Caller, CreateRequest, DebugBackend, DebugWatchEvent, KubeBackend, ListOptions,
+    Policy, StopOutcome, StopRequest, WatchOptions,
+};
+
+fn config() -> BackendConfig {
+    BackendConfig::new(Policy {
+        allowed_images: vec![],
+        default_image: "busybox:1.36".into(),
+        default_profile: Profile::General,
+        max_debug_containers_per_pod: 0,
+    })
+}
+
+fn alice() -> Caller {
+    Caller {
+        user: "alice".into(),
+        groups: vec!["devs".into()],
+        ..Default::default()
+    }
+}
+
+fn setup(pods: &[Pod], config: BackendConfig) -> (FakeKube, KubeBackend) {
+    let fake = FakeKube::default();
+    for p in pods {
+        fake.add_pod(p.clone());
+    }
+    let backend = KubeBackend::new(fake.client(), config);
+    (fake, backend)
+}
+
+fn create_req(name: Option<&str>, wait: Option<Duration>) -> CreateRequest {
+    CreateRequest {
+        namespace: "ns".into(),
+        pod: "web".into(),
+        name: name.map(str::to_owned),
+        body: PodDebugContainer::default(),
+        profile: Profile::General,
+        caller: alice(),
+        wait,
+    }
+}
+
+/// The next watch event, waiting at most 3 seconds.
+async fn next(s: &mut crate::DebugWatchStream) -> Option<DebugWatchEvent> {
+    tokio::time::timeout(Duration::from_secs(3), s.next())
+        .await
+        .ok()
+        .flatten()
+}
+
+fn api_err<T: std::fmt::Debug>(r: Result<T, crate::StorageError>) -> poddebug_types::ApiError {
+    r.expect_err("an error").to_api_error()
+}
+
+#[tokio::test]
+async fn create_then_get_and_list() {
+    let (fake, b) = setup(&[pod("web", &[])], config());
+    let created = b
+        .create(create_req(Some("dbg"), None))
+        .await
+        .expect("created");
+    assert_eq!(created.metadata.name.as_deref(), Some("dbg"));
+    let stored = fake.pod("ns", "web").expect("pod");
+    assert_eq!(
+        created.metadata.resource_version,
+        stored.metadata.resource_version
+    );
+    let ecs = crate::state::ephemeral_containers(&stored);
+    assert_eq!(ecs.len(), 1);
+    assert_eq!(ecs[0].image.as_deref(), Some("busybox:1.36"));
+
+    // GET pod, PUT ephemeralcontainers (conditional on the resourceVersion read), POST event.
+    let reqs = fake.requests();
+    let seq: Vec<String> = reqs
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.uri.split('?').next().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        seq,
+        vec![
+            "GET /api/v1/namespaces/ns/pods/web",
+            "PUT /api/v1/namespaces/ns/pods/web/ephemeralcontainers",
+            "POST /api/v1/namespaces/ns/events",
+        ]
+    );
+    let events = fake.events();
+    assert_eq!(events[0]["reason"], "DebugContainerCreated");
+    assert_eq!(
+        events[0]["involvedObject"]["fieldPath"],
+        "spec.ephemeralContainers{dbg}"
+    );
+    assert_eq!(
+        events[0]["message"],
+        "User \"alice\" created debug container \"dbg\" with image \"busybox:1.36\" and profile \"general\""
+    );
+
+    let got = b.get("ns", "web", "dbg", &alice()).await.expect("get");
+    assert_eq!(
+        got.status
+            .as_ref()
+            .map(|s| s.ephemeral_container_name.as_str()),
+        Some("dbg")
+    );
+    let list = b
+        .list(
+            &ListOptions {
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            &alice(),
+        )
+        .await
+        .expect("list");
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.kind, "PodDebugContainerList");
+    assert!(list.metadata.resource_version.is_some());
+    let all = b
+        .list(&ListOptions::default(), &alice())
+        .await
+        .expect("list all");
+    assert_eq!(all.items.len(), 1);
+}
+
+#[tokio::test]
+async fn missing_pod_and_name_are_404s() {
+    let (_fake, b) = setup(&[pod("web", &[])], config());
+    let err = api_err(b.get("ns", "nope", "dbg", &alice()).await);
+    assert_eq!(
+        (err.code(), err.message()),
+        (404, "pods \"nope\" not found".to_owned())
+    );
+    let err = api_err(b.get("ns", "web", "dbg", &alice()).await);
+    assert_eq!(
+        (err.code(), err.message()),
+        (404, "pods/debug.poddebug.dev \"dbg\" not found".to_owned())
+    );
+    let mut req = create_req(Some("dbg"), None);
+    req.pod = "nope".into();
+    let err = api_err(b.create(req).await);
+    assert_eq!(
+        (err.code(), err.message()),
+        (404, "pods \"nope\" not found".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn concurrent_creates_of_one_name_have_one_winner() {
+    let (fake, b) = setup(&[pod("web", &[])], config());
+    fake.set_get_delay(Duration::from_millis(30));
+    let results =
+        futures::future::join_all((0..5).map(|_| b.create(create_req(Some("dbg"), None)))).await;
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 1, "{results:?}");
+    for r in results.into_iter().filter_map(Result::err) {
+        let e = r.to_api_error();
+        assert_eq!(
+            (e.code(), e.reason()),
+            (409, "AlreadyExists"),
+            "{}",
+            e.message()
+        );
+    }
+    let stored = fake.pod("ns", "web").expect("pod");
+    assert_eq!(crate::state::ephemeral_containers(&stored).len(), 1);
+}
+
+#[tokio::test]
+async fn name_reuse_after_termination() {
+    let (fake, b) = setup(&[pod("web", &[("dbg", None, "terminated")])], config());
+    let created = b
+        .create(create_req(Some("dbg"), None))
+        .await
+        .expect("reused");
+    assert_eq!(created.metadata.name.as_deref(), Some("dbg"));
+    let ec_name = created
+        .status
+        .map(|s| s.ephemeral_container_name)
+        .unwrap_or_default();
+    assert!(
+        ec_name.starts_with("dbg-") && ec_name.len() == 9,
+        "{ec_name}"
+    );
+    // GET now shows the new one.
+    fake.set_ec_state("ns", "web", &ec_name, state("running"));
+    let got = b.get("ns", "web", "dbg", &alice()).await.expect("get");
+    let status = got.status.expect("status");
+    assert_eq!(
+        (status.ephemeral_container_name, status.phase),
+        (ec_name, DebugPhase::Running)
+    );
+    // And while it runs, the name is taken.
+    let err = api_err(b.create(create_req(Some("dbg"), None)).await);
+    assert_eq!(err.reason(), "AlreadyExists");
+}
+
+#[tokio::test]
+async fn impersonation_reaches_the_wire_for_pod_calls_only() {
+    let mut cfg = config();
+    cfg.impersonate = true;
+    let (fake, b) = setup(&[pod("web", &[])], cfg);
+    b.create(create_req(Some("dbg"), None))
+        .await
+        .expect("created");
+    for r in fake.requests() {
+        let users: Vec<_> = r.headers.get_all("impersonate-user").iter().collect();
+        let groups: Vec<_> = r.headers.get_all("impersonate-group").iter().collect();
+        if r.uri.contains("/events") {
+            assert!(users.is_empty(), "events are recorded as the server");
+        } else {
+            assert_eq!(users, vec!["alice"], "{}", r.uri);
+            assert_eq!(groups, vec!["devs"], "{}", r.uri);
+        }
+    }
+
+    let (fake, b) = setup(&[pod("web", &[])], config());
+    b.create(create_req(Some("dbg"), None))
+        .await
+        .expect("created");
+    assert!(fake.requests().iter().all(|r| {
+        r.headers
+            .keys()
+            .all(|k| !k.as_str().starts_with("impersonate-"))
+    }));
+}
+
+#[tokio::test]
+async fn create_with_wait() {
+    let (fake, b) = setup(&[pod("web", &[])], config());
+    let f = fake.clone();
+    let flip = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        f.set_ec_state("ns", "web", "dbg", state("running"));
+    });
+    let created = b
+        .create(create_req(Some("dbg"), Some(Duration::from_secs(5))))
+        .await
+        .expect("running");
+    assert_eq!(created.status.map(|s| s.phase), Some(DebugPhase::Running));
+    flip.await.expect("flip");
+
+    let f = fake.clone();
+    let fail = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        f.set_ec_state("ns", "web", "dbg2", state("waiting:ErrImagePull"));
+    });
+    let err = api_err(
+        b.create(create_req(Some("dbg2"), Some(Duration::from_millis(1500))))
+            .await,
+    );
+    fail.await.expect("fail");
+    assert_eq!(err.code(), 504);
+    assert_eq!(
+        err.message(),
+        "Timeout: debug container \"dbg2\" in pod \"web\" was not running after 1s (ErrImagePull: ErrImagePull happened)"
+    );
+}
+
+#[tokio::test]
+async fn stop_of_terminated_or_unstarted_containers() {
+    let p = pod(
+        "web",
+        &[
+            ("done", None, "terminated"),
+            ("new", None, "waiting:ContainerCreating"),
+        ],
+    );
+    let (fake, b) = setup(&[p], config());
+    let stop = |name: &str| StopRequest {
+        namespace: "ns".into(),
+        pod: "web".into(),
+        name: name.into(),
+        grace_period: Duration::from_secs(1),
+        caller: alice(),
+    };
+    match b.stop(stop("done")).await.expect("idempotent") {
+        StopOutcome::Terminated(obj) => assert_eq!(obj.metadata.name.as_deref(), Some("done")),
+        other => panic!("unexpected {other:?}"),
+    }
+    let err = api_err(b.stop(stop("new")).await);
+    assert_eq!(err.code(), 409);
+    assert_eq!(
+        err.message(),
+        "Operation cannot be fulfilled on pods/debug.poddebug.dev \"new\": the debug container has not \
+         started (ContainerCreating: ContainerCreating happened), so it has no process to stop"
+    );
+    let err = api_err(b.stop(stop("nope")).await);
+    assert_eq!(err.code(), 404);
+    // Neither touched the pod.
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.method == http::Method::GET)
+    );
+}
+
+#[tokio::test]
+async fn stop_records_the_request_then_execs_in_the_debug_container() {
+    let (fake, b) = setup(&[pod("web", &[("dbg", None, "running")])], config());
+    fake.set_exec_error(
+        500,
+        "error executing command in container: failed to exec in container: OCI runtime exec failed: exec \
+         failed: unable to start container process: exec: \"sh\": executable file not found in $PATH: unknown",
+    );
+    let req = StopRequest {
+        namespace: "ns".into(),
+        pod: "web".into(),
+        name: "dbg".into(),
+        grace_period: Duration::from_secs(3),
+        caller: alice(),
+    };
+    let err = api_err(b.stop(req).await);
+    assert_eq!(err.code(), 409);
+    assert!(err.message().contains("has no `sh`"), "{}", err.message());
+    let reqs = fake.requests();
+    let exec = reqs
+        .iter()
+        .find(|r| r.uri.contains("/exec?"))
+        .expect("exec made");
+    assert!(exec.uri.contains("container=dbg"), "{}", exec.uri);
+    assert!(exec.uri.contains("poddebug-stop"), "{}", exec.uri);
+    // The stop request was recorded on the pod before the exec, and GET shows it.
+    let patch_at = reqs
+        .iter()
+        .position(|r| r.method == http::Method::PATCH)
+        .expect("patched");
+    let exec_at = reqs
+        .iter()
+        .position(|r| r.uri.contains("/exec?"))
+        .expect("exec");
+    assert!(patch_at < exec_at);
+    let got = b.get("ns", "web", "dbg", &alice()).await.expect("get");
+    let stop = got
+        .status
+        .and_then(|s| s.stop_requested)
+        .expect("stop recorded");
+    assert_eq!(stop.requested_by, "alice");
+
+    // Any other exec failure passes through as kube-apiserver said it.
+    fake.set_exec_error(
+        403,
+        "pods \"web\" is forbidden: User \"alice\" cannot create resource \"pods/exec\"",
+    );
+    let req = StopRequest {
+        namespace: "ns".into(),
+        pod: "web".into(),
+        name: "dbg".into(),
+        grace_period: Duration::from_secs(3),
+        caller: alice(),
+    };
+    let err = api_err(b.stop(req).await);
+    assert_eq!(err.code(), 403);
+    assert!(err.message().contains("pods/exec"));
+}
+
+#[tokio::test]
+async fn watch_from_a_list_then_events() {
+    let (fake, b) = setup(
+        &[
+            pod("web", &[("dbg", None, "waiting:ContainerCreating")]),
+            pod("api", &[]),
+        ],
+        config(),
+    );
+    let opts = WatchOptions {
+        list: ListOptions {
+            namespace: Some("ns".into()),
+            ..Default::default()
+        },
+        timeout: Some(Duration::from_secs(5)),
+        ..Default::default()
+    };
+    let mut stream = b.watch(&opts, &alice()).await.expect("watch");
+    match next(&mut stream).await {
+        Some(DebugWatchEvent::Added(o)) => assert_eq!(o.metadata.name.as_deref(), Some("dbg")),
+        other => panic!("want ADDED, got {other:?}"),
+    }
+    // The fake does not replay history: change the pod once the upstream watch is open (the
+    // stream opens it when polled).
+    let f = fake.clone();
+    let change = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        f.set_ec_state("ns", "web", "dbg", state("running"));
+    });
+    let event = next(&mut stream).await;
+    change.await.expect("change");
+    let rv = fake
+        .pod("ns", "web")
+        .and_then(|p| p.metadata.resource_version);
+    match event {
+        Some(DebugWatchEvent::Modified(o)) => {
+            assert_eq!(o.status.map(|s| s.phase), Some(DebugPhase::Running));
+            assert_eq!(o.metadata.resource_version, rv);
+        }
+        other => panic!("want MODIFIED, got {other:?}"),
+    }
+    fake.delete_pod("ns", "web");
+    match next(&mut stream).await {
+        Some(DebugWatchEvent::Deleted(o)) => assert_eq!(o.metadata.name.as_deref(), Some("dbg")),
+        other => panic!("want DELETED, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn watch_expired_upstream_is_410_expired() {
+    let (fake, b) = setup(&[pod("web", &[])], config());
+    fake.expire_next_watch();
+    let opts = WatchOptions {
+        resource_version: Some("1".into()),
+        timeout: Some(Duration::from_secs(5)),
+        ..Default::default()
+    };
+    let mut stream = b.watch(&opts, &alice()).await.expect("watch");
+    match tokio::time::timeout(Duration::from_secs(3), stream.next())
+        .await
+        .ok()
+        .flatten()
+    {
+        Some(DebugWatchEvent::Error(e)) => {
+            assert_eq!((e.code(), e.reason()), (410, "Expired"));
+            assert_eq!(e.message(), "too old resource version: 1 (9)");
+        }
+        other => panic!("want ERROR, got {other:?}"),
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), stream.next())
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn stream_targets() {
+    let p = pod(
+        "web",
+        &[
+            ("run", None, "running"),
+            ("bad", None, "waiting:ErrImagePull"),
+            ("dbg-bcdfg", Some("dbg"), "running"),
+        ],
+    );
+    let (fake, b) = setup(&[p], config());
+    let wait = Some(Duration::from_secs(2));
+    let t = b
+        .stream_target("ns", "web", "dbg", wait, &alice())
+        .await
+        .expect("mapped");
+    assert_eq!(t.container, "dbg-bcdfg");
+    let t = b
+        .stream_target("ns", "web", "dbg-bcdfg", wait, &alice())
+        .await
+        .expect("by ec name");
+    assert_eq!(t.container, "dbg-bcdfg");
+    let err = api_err(b.stream_target("ns", "web", "app", wait, &alice()).await);
+    assert_eq!(
+        (err.code(), err.message()),
+        (
+            400,
+            "container app is not a debug container of pod web".to_owned()
+        )
+    );
+    let err = api_err(b.stream_target("ns", "web", "bad", wait, &alice()).await);
+    assert_eq!(err.code(), 400);
+    // Logs do not wait.
+    assert!(
+        b.stream_target("ns", "web", "bad", None, &alice())
+            .await
+            .is_ok()
+    );
+    // A container that starts while we wait.
+    fake.set_ec_state("ns", "web", "run", state("waiting:ContainerCreating"));
+    let f = fake.clone();
+    let start = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        f.set_ec_state("ns", "web", "run", state("running"));
+    });
+    b.stream_target("ns", "web", "run", wait, &alice())
+        .await
+        .expect("started");
+    start.await.expect("start");
+    // One that does not.
+    fake.set_ec_state("ns", "web", "run", state("waiting:ContainerCreating"));
+    let err = api_err(
+        b.stream_target(
+            "ns",
+            "web",
+            "run",
+            Some(Duration::from_millis(1200)),
+            &alice(),
+        )
+        .await,
+    );
+    assert_eq!(err.code(), 504);
+    assert!(
+        err.message().contains("ContainerCreating"),
+        "{}",
+        err.message()
+    );
+}
+
+#[tokio::test]
+async fn ping_asks_for_the_version() {
+    let (fake, b) = setup(&[], config());
+    b.ping().await.expect("ping");
+    assert_eq!(fake.requests()[0].uri, "/version");
+}

@@ -1,0 +1,254 @@
+//! Create: add a debug container to the pod.
+//!
+//! 1. Read the pod (404 `pods "P" not found` passes through as kube-apiserver words it).
+//! 2. Plan ([`plan`]): resolve the names (see [`crate::naming`]), build the ephemeral container
+//!    from the request and profile, apply the server policy (403), validate it with
+//!    kube-apiserver's own rules (422, fields at `spec.ephemeralContainers[N]`, N = number of
+//!    existing ones, since the new one is appended last).
+//! 3. `PUT pods/POD/ephemeralcontainers` with the pod as read plus the new container; the
+//!    resourceVersion read makes it conditional. On 409 Conflict the pod is read again and the
+//!    plan redone (names re-checked), at most `conflict_retries` times, so of N concurrent creates
+//!    of one name exactly one wins and the others get 409 AlreadyExists.
+//! 4. Record the Event `DebugContainerCreated`; with `wait`, wait for running or terminated.
+
+use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
+use kube::Api;
+use kube::api::PostParams;
+use kube::core::Status;
+use poddebug_types::convert::to_ephemeral_container;
+use poddebug_types::validation::validate_ephemeral_container_add;
+use poddebug_types::{ApiError, PodDebugContainer};
+use rand::Rng;
+
+use crate::events::{REASON_CREATED, created_message};
+use crate::kube_backend::KubeBackend;
+use crate::naming::{self, ResolvedName};
+use crate::state::{EcState, ec_state, ephemeral_containers};
+use crate::wait::{Waited, wait_for};
+use crate::{CreateRequest, Policy, StorageError, policy, read};
+
+/// What a create will do to the pod.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// Debug name and ephemeral container name.
+    pub(crate) names: ResolvedName,
+    /// The container added.
+    pub(crate) ec: EphemeralContainer,
+    /// The body of the PUT: the pod as read (resourceVersion included) plus the container.
+    pub(crate) pod: Pod,
+}
+
+/// Decide a create on `pod` without side effects: names, container, policy, validation.
+pub(crate) fn plan(
+    policy: &Policy,
+    pod: &Pod,
+    req: &CreateRequest,
+    rng: &mut impl Rng,
+) -> Result<Plan, ApiError> {
+    let names = naming::resolve(pod, req.name.as_deref(), rng)?;
+    let ec = to_ephemeral_container(
+        &req.body,
+        &names.ec_name,
+        &names.debug_name,
+        req.profile,
+        &policy.default_image,
+    );
+    policy::check_image(policy, &req.pod, ec.image.as_deref().unwrap_or_default())?;
+    policy::check_count(policy, &req.pod, ephemeral_containers(pod).len())?;
+    let errors = validate_ephemeral_container_add(pod, &ec);
+    if !errors.is_empty() {
+        return Err(ApiError::invalid("", "Pod", &req.pod, errors));
+    }
+    let mut body = pod.clone();
+    // Only spec.ephemeralContainers counts on this subresource; leave managedFields out so the
+    // server keeps its own, and the status out to keep the body small.
+    body.metadata.managed_fields = None;
+    body.status = None;
+    body.spec
+        .get_or_insert_default()
+        .ephemeral_containers
+        .get_or_insert_default()
+        .push(ec.clone());
+    Ok(Plan {
+        names,
+        ec,
+        pod: body,
+    })
+}
+
+/// Whether kube-apiserver refused an update for a stale resourceVersion.
+fn is_conflict(s: &Status) -> bool {
+    s.code == 409 && s.reason == "Conflict"
+}
+
+/// Create a debug container (the whole flow described in the module docs).
+pub(crate) async fn create(
+    b: &KubeBackend,
+    req: CreateRequest,
+) -> Result<PodDebugContainer, StorageError> {
+    let api: Api<Pod> = b.pods(&req.namespace, &req.caller)?;
+    let mut conflicts = 0;
+    let (updated, plan) = loop {
+        let pod = api.get(&req.pod).await?;
+        let plan = plan(&b.config().policy, &pod, &req, &mut rand::rng())?;
+        match api
+            .replace_subresource(
+                "ephemeralcontainers",
+                &req.pod,
+                &PostParams::default(),
+                &plan.pod,
+            )
+            .await
+        {
+            Ok(updated) => break (updated, plan),
+            Err(kube::Error::Api(s))
+                if is_conflict(&s) && conflicts < b.config().conflict_retries =>
+            {
+                conflicts += 1;
+                tracing::debug!(pod = %req.pod, name = %plan.names.debug_name, conflicts, "conflict; retrying");
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let ResolvedName {
+        debug_name,
+        ec_name,
+    } = &plan.names;
+    tracing::info!(
+        namespace = %req.namespace, pod = %req.pod, debug = %debug_name, container = %ec_name,
+        user = %req.caller.user, "debug container created"
+    );
+    let message = created_message(
+        &req.caller,
+        debug_name,
+        ec_name,
+        plan.ec.image.as_deref().unwrap_or_default(),
+        req.profile.as_str(),
+    );
+    b.record_event(&updated, ec_name, REASON_CREATED, message)
+        .await;
+
+    let Some(timeout) = req.wait else {
+        return Ok(read::object_by_ec_name(&updated, ec_name)?);
+    };
+    let started = |p: &Pod| {
+        matches!(
+            ec_state(p, ec_name),
+            EcState::Running | EcState::Terminated { .. }
+        )
+    };
+    match wait_for(&api, updated, timeout, started).await? {
+        Waited::Done(pod) => Ok(read::object_by_ec_name(&pod, ec_name)?),
+        Waited::TimedOut(pod) => Err(ApiError::Timeout(format!(
+            "debug container {debug_name:?} in pod {:?} was not running after {}s ({})",
+            req.pod,
+            timeout.as_secs(),
+            ec_state(&pod, ec_name).describe()
+        ))
+        .into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Caller;
+    use crate::state::testutil::pod;
+    use poddebug_types::Profile;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    fn policy(allowed: &[&str], max: usize) -> Policy {
+        Policy {
+            allowed_images: allowed.iter().map(|s| (*s).to_owned()).collect(),
+            default_image: "busybox:1.36".to_owned(),
+            default_profile: Profile::General,
+            max_debug_containers_per_pod: max,
+        }
+    }
+
+    fn request(name: Option<&str>, image: Option<&str>) -> CreateRequest {
+        let mut body = PodDebugContainer::default();
+        body.container.image = image.map(str::to_owned);
+        CreateRequest {
+            namespace: "ns".into(),
+            pod: "web".into(),
+            name: name.map(str::to_owned),
+            body,
+            profile: Profile::General,
+            caller: Caller {
+                user: "alice".into(),
+                ..Default::default()
+            },
+            wait: None,
+        }
+    }
+
+    fn rng() -> StdRng {
+        StdRng::seed_from_u64(1)
+    }
+
+    #[test]
+    fn plan_appends_with_default_image() {
+        let p = pod("web", &[("old", None, "terminated")]);
+        let plan =
+            plan(&policy(&[], 0), &p, &request(Some("dbg"), None), &mut rng()).expect("plan");
+        assert_eq!(plan.names.ec_name, "dbg");
+        assert_eq!(plan.ec.image.as_deref(), Some("busybox:1.36"));
+        let ecs = ephemeral_containers(&plan.pod);
+        assert_eq!(ecs.len(), 2);
+        assert_eq!(ecs[1].name, "dbg");
+        assert_eq!(plan.pod.metadata.resource_version.as_deref(), Some("100"));
+        assert!(plan.pod.status.is_none());
+    }
+
+    #[test]
+    fn plan_refuses_by_policy() {
+        let p = pod("web", &[("a", None, "running")]);
+        let err = plan(
+            &policy(&["registry.example/*"], 0),
+            &p,
+            &request(Some("dbg"), Some("alpine")),
+            &mut rng(),
+        )
+        .expect_err("image refused");
+        assert_eq!(err.code(), 403);
+        let err =
+            plan(&policy(&[], 1), &p, &request(Some("dbg"), None), &mut rng()).expect_err("limit");
+        assert_eq!(err.code(), 403);
+    }
+
+    #[test]
+    fn plan_refuses_running_name() {
+        let p = pod("web", &[("dbg", None, "running")]);
+        let err =
+            plan(&policy(&[], 0), &p, &request(Some("dbg"), None), &mut rng()).expect_err("exists");
+        assert_eq!(err.reason(), "AlreadyExists");
+    }
+
+    #[test]
+    fn plan_reuses_terminated_name() {
+        let p = pod("web", &[("dbg", None, "terminated")]);
+        let plan =
+            plan(&policy(&[], 0), &p, &request(Some("dbg"), None), &mut rng()).expect("plan");
+        assert_ne!(plan.names.ec_name, "dbg");
+        assert_eq!(poddebug_types::convert::debug_name_of(&plan.ec), "dbg");
+    }
+
+    #[test]
+    fn plan_validates_at_the_appended_index() {
+        // A clash with the regular container "app" is kube-apiserver's 422 Duplicate value.
+        let p = pod("web", &[("x", None, "running")]);
+        let err =
+            plan(&policy(&[], 0), &p, &request(Some("app"), None), &mut rng()).expect_err("dup");
+        assert_eq!(err.code(), 422);
+        let status = err.to_status();
+        let causes = status.details.and_then(|d| d.causes).unwrap_or_default();
+        assert!(
+            causes
+                .iter()
+                .any(|c| c.field.as_deref() == Some("spec.ephemeralContainers[1].name")),
+            "{causes:?}"
+        );
+    }
+}

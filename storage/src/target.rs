@@ -1,0 +1,138 @@
+//! Where an attach or log stream goes: the container must be an ephemeral container of the pod,
+//! named by its debug name (mapped to the newest ephemeral container of that name) or by its own
+//! name. For attach, wait until it runs; a terminated container, or one that cannot start, is an
+//! error at once.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use poddebug_types::ApiError;
+use poddebug_types::convert::newest_for;
+
+use crate::state::{EcState, ec_state, ephemeral_container};
+use crate::wait::{Waited, wait_for};
+use crate::{StorageError, StreamTarget};
+
+/// `container X` as messages name it, with the ephemeral container's name when it differs.
+fn named(container: &str, ec_name: &str) -> String {
+    if container == ec_name {
+        format!("container {container}")
+    } else {
+        format!("container {container} (ephemeral container {ec_name})")
+    }
+}
+
+/// `Some(Ok)` when attachable, `Some(Err)` when it never will be, `None` while it may still start.
+fn attachable(
+    pod: &Pod,
+    pod_name: &str,
+    container: &str,
+    ec_name: &str,
+) -> Option<Result<(), ApiError>> {
+    let state = ec_state(pod, ec_name);
+    match &state {
+        EcState::Running => Some(Ok(())),
+        EcState::Terminated { .. } => Some(Err(ApiError::BadRequest(format!(
+            "{} in pod {pod_name} has terminated ({}); debug containers are never restarted, create a new one",
+            named(container, ec_name),
+            state.describe()
+        )))),
+        s if s.is_start_failure() => Some(Err(ApiError::BadRequest(format!(
+            "{} in pod {pod_name} cannot start: {}",
+            named(container, ec_name),
+            s.describe()
+        )))),
+        EcState::Waiting { .. } => None,
+    }
+}
+
+/// Resolve (and for attach, wait for) a stream target.
+pub(crate) async fn stream_target(
+    api: &Api<Pod>,
+    namespace: &str,
+    pod_name: &str,
+    container: &str,
+    wait_running: Option<Duration>,
+) -> Result<StreamTarget, StorageError> {
+    let pod = api.get(pod_name).await?;
+    let ec_name = newest_for(&pod, container)
+        .or_else(|| ephemeral_container(&pod, container))
+        .map(|ec| ec.name.clone())
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "container {container} is not a debug container of pod {pod_name}"
+            ))
+        })?;
+    let target = StreamTarget {
+        namespace: namespace.to_owned(),
+        pod: pod_name.to_owned(),
+        container: ec_name.clone(),
+    };
+    let Some(timeout) = wait_running else {
+        return Ok(target);
+    };
+    if let Some(ready) = attachable(&pod, pod_name, container, &ec_name) {
+        return ready.map(|()| target).map_err(StorageError::from);
+    }
+    let decided = |p: &Pod| attachable(p, pod_name, container, &ec_name).is_some();
+    match wait_for(api, pod, timeout, decided).await? {
+        Waited::Done(p) => match attachable(&p, pod_name, container, &ec_name) {
+            Some(Err(e)) => Err(e.into()),
+            _ => Ok(target),
+        },
+        Waited::TimedOut(p) => Err(ApiError::Timeout(format!(
+            "{} in pod {pod_name} was not running after {}s ({})",
+            named(container, &ec_name),
+            timeout.as_secs(),
+            ec_state(&p, &ec_name).describe()
+        ))
+        .into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::testutil::pod;
+
+    #[test]
+    fn attachability() {
+        let p = pod(
+            "web",
+            &[
+                ("run", None, "running"),
+                ("done", None, "terminated"),
+                ("bad", None, "waiting:ImagePullBackOff"),
+                ("new", None, "waiting:ContainerCreating"),
+                ("dbg-bcdfg", Some("dbg"), "terminated"),
+            ],
+        );
+        assert_eq!(attachable(&p, "web", "run", "run"), Some(Ok(())));
+        let err = attachable(&p, "web", "done", "done")
+            .and_then(Result::err)
+            .expect("terminated");
+        assert_eq!(err.code(), 400);
+        assert!(
+            err.message()
+                .starts_with("container done in pod web has terminated"),
+            "{}",
+            err.message()
+        );
+        let err = attachable(&p, "web", "bad", "bad")
+            .and_then(Result::err)
+            .expect("cannot start");
+        assert_eq!(
+            err.message(),
+            "container bad in pod web cannot start: ImagePullBackOff: ImagePullBackOff happened"
+        );
+        assert_eq!(attachable(&p, "web", "new", "new"), None);
+        let err = attachable(&p, "web", "dbg", "dbg-bcdfg")
+            .and_then(Result::err)
+            .expect("terminated");
+        assert!(
+            err.message()
+                .starts_with("container dbg (ephemeral container dbg-bcdfg) in pod web")
+        );
+    }
+}
