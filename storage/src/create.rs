@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 use kube::Api;
 use kube::api::PostParams;
 use kube::core::Status;
-use poddebug_types::convert::to_ephemeral_container;
+use poddebug_types::convert::{to_ephemeral_container, wrap_for_stop};
 use poddebug_types::validation::validate_ephemeral_container_add;
 use poddebug_types::{ApiError, PodDebugContainer};
 use rand::Rng;
@@ -46,13 +46,16 @@ pub(crate) fn plan(
     rng: &mut impl Rng,
 ) -> Result<Plan, ApiError> {
     let names = naming::resolve(pod, req.name.as_deref(), rng)?;
-    let ec = to_ephemeral_container(
+    let mut ec = to_ephemeral_container(
         &req.body,
         &names.ec_name,
         &names.debug_name,
         req.profile,
         &policy.default_image,
     );
+    // A debug container that would be its own PID 1 could never be stopped by DELETE; running
+    // its command under a waiting shell keeps it stoppable (see docs/user-guide.md).
+    wrap_for_stop(pod, &mut ec);
     policy::check_image(policy, &req.pod, ec.image.as_deref().unwrap_or_default())?;
     policy::check_count(policy, &req.pod, ephemeral_containers(pod).len())?;
     let errors = validate_ephemeral_container_add(pod, &ec);

@@ -572,3 +572,106 @@ mod tests {
         assert_eq!(back, want);
     }
 }
+
+/// The shell that keeps PID 1 a waiting parent: `sh -c '"$@"; exit $?' sh CMD ARGS…`. Two
+/// statements, so `sh` cannot `exec` the command in place; the command then runs as a child and
+/// can be signalled from inside the container when it is stopped.
+pub const STOP_WRAPPER: [&str; 4] = ["sh", "-c", "\"$@\"; exit $?", "sh"];
+
+/// Whether the debug container's own process would be PID 1 of its own PID namespace (no
+/// target container, no shared process namespace). The kernel ignores signals sent to such a
+/// process from inside its namespace, so it could never be stopped.
+pub fn runs_as_own_pid1(pod: &Pod, ec: &EphemeralContainer) -> bool {
+    let shares = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.share_process_namespace)
+        .unwrap_or(false);
+    let targeted = ec
+        .target_container_name
+        .as_deref()
+        .is_some_and(|t| !t.is_empty());
+    !shares && !targeted
+}
+
+/// Make a debug container stoppable: when it would run as its own PID 1 and names its command,
+/// run that command under [`STOP_WRAPPER`] (the command and args become the wrapper's
+/// arguments). Without a command the image's entrypoint is unknown and nothing is changed.
+/// Returns whether it wrapped.
+pub fn wrap_for_stop(pod: &Pod, ec: &mut EphemeralContainer) -> bool {
+    if !runs_as_own_pid1(pod, ec) {
+        return false;
+    }
+    let Some(command) = ec.command.take().filter(|c| !c.is_empty()) else {
+        return false;
+    };
+    if command.first().map(String::as_str) == Some("sh")
+        && command.get(1).map(String::as_str) == Some("-c")
+        && command.get(2).map(String::as_str) == Some(STOP_WRAPPER[2])
+    {
+        // Already wrapped (a resubmitted object): leave it as it is.
+        ec.command = Some(command);
+        return false;
+    }
+    let mut args = command;
+    args.extend(ec.args.take().unwrap_or_default());
+    ec.command = Some(STOP_WRAPPER.iter().map(|s| (*s).to_owned()).collect());
+    ec.args = Some(args);
+    true
+}
+
+#[cfg(test)]
+mod stop_wrapper_tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    fn ec(
+        command: Option<&[&str]>,
+        args: Option<&[&str]>,
+        target: Option<&str>,
+    ) -> EphemeralContainer {
+        EphemeralContainer {
+            name: "dbg".into(),
+            command: command.map(|c| c.iter().map(|s| s.to_string()).collect()),
+            args: args.map(|c| c.iter().map(|s| s.to_string()).collect()),
+            target_container_name: target.map(str::to_owned),
+            ..Default::default()
+        }
+    }
+
+    fn pod(share: Option<bool>) -> Pod {
+        Pod {
+            spec: Some(PodSpec {
+                share_process_namespace: share,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn wraps_only_an_own_pid1_with_a_command() {
+        let mut e = ec(Some(&["top", "-b"]), Some(&["-n", "1"]), None);
+        assert!(wrap_for_stop(&pod(None), &mut e));
+        assert_eq!(
+            e.command.as_deref().unwrap(),
+            &["sh", "-c", "\"$@\"; exit $?", "sh"]
+        );
+        assert_eq!(e.args.as_deref().unwrap(), &["top", "-b", "-n", "1"]);
+        // Idempotent.
+        assert!(!wrap_for_stop(&pod(None), &mut e));
+        assert_eq!(e.args.as_deref().unwrap(), &["top", "-b", "-n", "1"]);
+
+        let mut targeted = ec(Some(&["sh"]), None, Some("app"));
+        assert!(!wrap_for_stop(&pod(None), &mut targeted));
+        assert_eq!(targeted.command.as_deref().unwrap(), &["sh"]);
+
+        let mut shared = ec(Some(&["sh"]), None, None);
+        assert!(!wrap_for_stop(&pod(Some(true)), &mut shared));
+
+        let mut no_command = ec(None, Some(&["x"]), None);
+        assert!(!wrap_for_stop(&pod(None), &mut no_command));
+        assert_eq!(no_command.command, None);
+        assert_eq!(no_command.args.as_deref().unwrap(), &["x"]);
+    }
+}
