@@ -1,1 +1,24 @@
-//! placeholder
+//! End-to-end support for poddebug: a throw-away PKI, a fake kube-apiserver that answers like the
+//! real one (down to the Status texts of the live reference), a runner for the real
+//! `poddebug-apiserver` binary, and an HTTPS test client.
+//!
+//! Everything listens on 127.0.0.1 only, every loop is bounded, and dropping a value stops what
+//! it started.
+#![warn(missing_docs)]
+
+pub mod channel;
+pub mod client;
+pub mod fake;
+pub mod pki;
+pub mod server;
+pub mod spdy;
+
+pub use client::{
+    ClientError, HttpVersion, StreamingResponse, TestClient, TestClientBuilder, UpgradeResponse,
+};
+pub use fake::{
+    ADMIN_TOKEN, Attributes, ContainerState, ExecBehaviour, ExecRecord, FakeKube, Outage,
+    PODDEBUG_TOKEN, PODDEBUG_USER, RequestRecord, SarRecord, UserInfo,
+};
+pub use pki::{Ca, CertKey, TempDir, TestPki};
+pub use server::PodDebugServer;

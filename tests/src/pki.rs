@@ -70,7 +70,8 @@ struct Authority {
 
 impl Authority {
     fn new(common_name: &str, dir: &Path, stem: &str) -> Authority {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("empty SAN list is valid");
+        let mut params =
+            CertificateParams::new(Vec::<String>::new()).expect("empty SAN list is valid");
         params.distinguished_name = dn(common_name, &[]);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
@@ -83,27 +84,51 @@ impl Authority {
         let cert_pem = cert.pem();
         let cert_path = dir.join(format!("{stem}.crt"));
         write_file(&cert_path, &cert_pem);
-        Authority { params, key, cert_pem, cert_path }
+        Authority {
+            params,
+            key,
+            cert_pem,
+            cert_path,
+        }
     }
 
     fn sign(&self, params: &CertificateParams, dir: &Path, stem: &str) -> CertKey {
         let key = KeyPair::generate().expect("generate leaf key");
         let issuer = Issuer::from_params(&self.params, &self.key);
-        let cert = params.signed_by(&key, &issuer).expect("sign leaf certificate");
+        let cert = params
+            .signed_by(&key, &issuer)
+            .expect("sign leaf certificate");
         let cert_pem = cert.pem();
         let key_pem = key.serialize_pem();
         let cert_path = dir.join(format!("{stem}.crt"));
         let key_path = dir.join(format!("{stem}.key"));
         write_file(&cert_path, &cert_pem);
         write_file(&key_path, &key_pem);
-        CertKey { cert_pem, key_pem, cert_path, key_path }
+        CertKey {
+            cert_pem,
+            key_pem,
+            cert_path,
+            key_path,
+        }
     }
 }
 
+/// The OID of `O` (organizationName).
+const ORGANIZATION_OID: [u64; 4] = [2, 5, 4, 10];
+
+/// A subject with `O=` per group and `CN`. rcgen keeps one value per attribute type, so the
+/// second group is written under the same OID as a custom type; a third cannot be expressed.
 fn dn(common_name: &str, organizations: &[&str]) -> DistinguishedName {
+    assert!(
+        organizations.len() <= 2,
+        "rcgen writes at most two O= attributes per subject; got {organizations:?}"
+    );
     let mut dn = DistinguishedName::new();
-    for o in organizations {
+    if let Some(o) = organizations.first() {
         dn.push(DnType::OrganizationName, *o);
+    }
+    if let Some(o) = organizations.get(1) {
+        dn.push(DnType::CustomDnType(ORGANIZATION_OID.to_vec()), *o);
     }
     dn.push(DnType::CommonName, common_name);
     dn
@@ -170,7 +195,9 @@ pub struct TestPki {
 
 impl fmt::Debug for TestPki {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TestPki").field("dir", &self.inner.dir.path()).finish()
+        f.debug_struct("TestPki")
+            .field("dir", &self.inner.dir.path())
+            .finish()
     }
 }
 
@@ -185,10 +212,20 @@ impl TestPki {
     pub fn new() -> TestPki {
         let dir = TempDir::new("pki");
         let cluster = Authority::new("test-cluster-ca", dir.path(), Ca::Cluster.file_stem());
-        let front_proxy = Authority::new("test-front-proxy-ca", dir.path(), Ca::FrontProxy.file_stem());
+        let front_proxy = Authority::new(
+            "test-front-proxy-ca",
+            dir.path(),
+            Ca::FrontProxy.file_stem(),
+        );
         let client = Authority::new("test-client-ca", dir.path(), Ca::Client.file_stem());
         TestPki {
-            inner: Arc::new(Inner { dir, cluster, front_proxy, client, leaf_counter: AtomicU64::new(0) }),
+            inner: Arc::new(Inner {
+                dir,
+                cluster,
+                front_proxy,
+                client,
+                leaf_counter: AtomicU64::new(0),
+            }),
         }
     }
 
@@ -247,27 +284,38 @@ impl TestPki {
 
     /// A serving certificate signed by any of the three CAs (for negative tests).
     pub fn serving_cert_from(&self, ca: Ca, dns_names: &[&str], ips: &[IpAddr]) -> CertKey {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("empty SAN list is valid");
+        let mut params =
+            CertificateParams::new(Vec::<String>::new()).expect("empty SAN list is valid");
         let cn = dns_names.first().copied().unwrap_or("serving");
         params.distinguished_name = dn(cn, &[]);
         for name in dns_names {
-            let name = (*name).try_into().unwrap_or_else(|e| panic!("bad DNS name {name}: {e}"));
+            let name = (*name)
+                .try_into()
+                .unwrap_or_else(|e| panic!("bad DNS name {name}: {e}"));
             params.subject_alt_names.push(SanType::DnsName(name));
         }
         for ip in ips {
             params.subject_alt_names.push(SanType::IpAddress(*ip));
         }
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let stem = self.next_stem("serving");
         self.authority(ca).sign(&params, self.dir(), &stem)
     }
 
-    /// A client certificate with `CN=common_name` and one `O=` per group, signed by `ca`.
+    /// A client certificate with `CN=common_name` and one `O=` per group (at most two),
+    /// signed by `ca`.
     pub fn client_cert(&self, ca: Ca, common_name: &str, groups: &[&str]) -> CertKey {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("empty SAN list is valid");
+        let mut params =
+            CertificateParams::new(Vec::<String>::new()).expect("empty SAN list is valid");
         params.distinguished_name = dn(common_name, groups);
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         let stem = self.next_stem("client");
         self.authority(ca).sign(&params, self.dir(), &stem)
@@ -283,12 +331,30 @@ impl TestPki {
     pub fn auth_configmap_data(&self) -> std::collections::BTreeMap<String, String> {
         [
             ("client-ca-file", self.client_ca_pem().to_owned()),
-            ("requestheader-client-ca-file", self.front_proxy_ca_pem().to_owned()),
-            ("requestheader-allowed-names", format!(r#"["{FRONT_PROXY_CLIENT_CN}"]"#)),
-            ("requestheader-username-headers", r#"["X-Remote-User"]"#.to_owned()),
-            ("requestheader-uid-headers", r#"["X-Remote-Uid"]"#.to_owned()),
-            ("requestheader-group-headers", r#"["X-Remote-Group"]"#.to_owned()),
-            ("requestheader-extra-headers-prefix", r#"["X-Remote-Extra-"]"#.to_owned()),
+            (
+                "requestheader-client-ca-file",
+                self.front_proxy_ca_pem().to_owned(),
+            ),
+            (
+                "requestheader-allowed-names",
+                format!(r#"["{FRONT_PROXY_CLIENT_CN}"]"#),
+            ),
+            (
+                "requestheader-username-headers",
+                r#"["X-Remote-User"]"#.to_owned(),
+            ),
+            (
+                "requestheader-uid-headers",
+                r#"["X-Remote-Uid"]"#.to_owned(),
+            ),
+            (
+                "requestheader-group-headers",
+                r#"["X-Remote-Group"]"#.to_owned(),
+            ),
+            (
+                "requestheader-extra-headers-prefix",
+                r#"["X-Remote-Extra-"]"#.to_owned(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
@@ -306,11 +372,19 @@ mod tests {
         let pki = TestPki::new();
         let ck = pki.client_cert(Ca::Client, "alice", &["dev", "ops"]);
         assert!(ck.cert_path.exists() && ck.key_path.exists());
-        let der = rustls_pki_types::CertificateDer::from_pem_slice(ck.cert_pem.as_bytes())
-            .expect("pem");
+        let der =
+            rustls_pki_types::CertificateDer::from_pem_slice(ck.cert_pem.as_bytes()).expect("pem");
         let (_, cert) = X509Certificate::from_der(&der).expect("der");
-        let cn: Vec<_> = cert.subject().iter_common_name().filter_map(|a| a.as_str().ok()).collect();
-        let o: Vec<_> = cert.subject().iter_organization().filter_map(|a| a.as_str().ok()).collect();
+        let cn: Vec<_> = cert
+            .subject()
+            .iter_common_name()
+            .filter_map(|a| a.as_str().ok())
+            .collect();
+        let o: Vec<_> = cert
+            .subject()
+            .iter_organization()
+            .filter_map(|a| a.as_str().ok())
+            .collect();
         assert_eq!(cn, ["alice"]);
         assert_eq!(o, ["dev", "ops"]);
     }

@@ -20,7 +20,9 @@ pub type Resp = Response<Body>;
 
 /// A body holding `bytes`.
 pub fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// An empty body.
@@ -33,7 +35,7 @@ pub fn aborting() -> Body {
     let stream = futures::stream::once(async {
         Err::<Frame<Bytes>, BoxError>("connection closed by the fake on purpose".into())
     });
-    StreamBody::new(stream).boxed()
+    BodyExt::boxed(StreamBody::new(stream))
 }
 
 /// The sending half of a streaming body.
@@ -42,7 +44,9 @@ pub type ChunkSender = mpsc::Sender<Bytes>;
 /// A body streamed from a channel; it ends when every sender is dropped.
 pub fn channel_body(buffer: usize) -> (ChunkSender, Body) {
     let (tx, rx) = mpsc::channel::<Bytes>(buffer);
-    let body = StreamBody::new(rx.map(|b| Ok::<_, BoxError>(Frame::data(b)))).boxed();
+    let body = BodyExt::boxed(StreamBody::new(
+        rx.map(|b| Ok::<_, BoxError>(Frame::data(b))),
+    ));
     (tx, body)
 }
 
@@ -62,7 +66,8 @@ pub fn text_response(code: u16, text: impl Into<String>) -> Resp {
 pub fn with_type(code: u16, content_type: &'static str, body: Body) -> Resp {
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 
@@ -83,21 +88,44 @@ impl Query {
 
     /// The first value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Every value of `key`.
     pub fn all(&self, key: &str) -> Vec<String> {
-        self.0.iter().filter(|(k, _)| k == key).map(|(_, v)| v.clone()).collect()
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .collect()
     }
 
     /// `key` parsed the way Go's `strconv.ParseBool` does; absent or unparsable is `false`.
     pub fn flag(&self, key: &str) -> bool {
-        matches!(self.get(key), Some("1" | "t" | "T" | "true" | "TRUE" | "True"))
+        matches!(
+            self.get(key),
+            Some("1" | "t" | "T" | "true" | "TRUE" | "True")
+        )
     }
 }
 
 fn decode(s: &str) -> String {
     let plus = s.replace('+', " ");
-    percent_encoding::percent_decode_str(&plus).decode_utf8_lossy().into_owned()
+    percent_encoding::percent_decode_str(&plus)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// Marks a response the connection layer turns into a dropped connection (no answer at all).
+#[derive(Clone, Copy, Debug)]
+pub struct AbortConnection;
+
+/// A "response" that makes the fake close the connection without answering.
+pub fn abort_connection() -> Resp {
+    let mut resp = Response::new(aborting());
+    resp.extensions_mut().insert(AbortConnection);
+    resp
 }

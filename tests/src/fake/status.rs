@@ -22,7 +22,12 @@ pub struct KubeStatus {
 impl KubeStatus {
     /// A Status with no details.
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> KubeStatus {
-        KubeStatus { code, reason: reason.to_owned(), message: message.into(), details: None }
+        KubeStatus {
+            code,
+            reason: reason.to_owned(),
+            message: message.into(),
+            details: None,
+        }
     }
 
     /// Adds `details`.
@@ -74,7 +79,11 @@ pub fn details(group: &str, kind: &str, name: &str) -> Value {
 
 /// `GroupResource.String()`: `pods` or `events.events.k8s.io`.
 pub fn group_resource(group: &str, resource: &str) -> String {
-    if group.is_empty() { resource.to_owned() } else { format!("{resource}.{group}") }
+    if group.is_empty() {
+        resource.to_owned()
+    } else {
+        format!("{resource}.{group}")
+    }
 }
 
 /// 401 as the authentication filter writes it.
@@ -87,21 +96,33 @@ pub fn not_found(group: &str, resource: &str, name: &str) -> KubeStatus {
     KubeStatus::new(
         404,
         "NotFound",
-        format!("{} {} not found", group_resource(group, resource), go_quote(name)),
+        format!(
+            "{} {} not found",
+            group_resource(group, resource),
+            go_quote(name)
+        ),
     )
     .with_details(details(group, resource, name))
 }
 
 /// 404 for a path nothing serves (details `{}`; kubectl reads the empty name as "disabled").
 pub fn path_not_found() -> KubeStatus {
-    KubeStatus::new(404, "NotFound", "the server could not find the requested resource")
-        .with_details(json!({}))
+    KubeStatus::new(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
+    .with_details(json!({}))
 }
 
 /// 405 for a method the path does not serve.
 pub fn method_not_allowed() -> KubeStatus {
-    KubeStatus::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-        .with_details(json!({}))
+    KubeStatus::new(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource",
+    )
+    .with_details(json!({}))
 }
 
 /// 403 `<resource> "<name>" is forbidden: <why>` (`NewForbidden`).
@@ -111,7 +132,11 @@ pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> KubeStat
     } else if name.is_empty() {
         format!("{} is forbidden: {why}", group_resource(group, resource))
     } else {
-        format!("{} {} is forbidden: {why}", group_resource(group, resource), go_quote(name))
+        format!(
+            "{} {} is forbidden: {why}",
+            group_resource(group, resource),
+            go_quote(name)
+        )
     };
     KubeStatus::new(403, "Forbidden", message).with_details(details(group, resource, name))
 }
@@ -121,7 +146,11 @@ pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> KubeStatu
     KubeStatus::new(
         409,
         "Conflict",
-        format!("Operation cannot be fulfilled on {} {}: {why}", group_resource(group, resource), go_quote(name)),
+        format!(
+            "Operation cannot be fulfilled on {} {}: {why}",
+            group_resource(group, resource),
+            go_quote(name)
+        ),
     )
     .with_details(details(group, resource, name))
 }
@@ -135,7 +164,11 @@ pub fn already_exists(group: &str, resource: &str, name: &str) -> KubeStatus {
     KubeStatus::new(
         409,
         "AlreadyExists",
-        format!("{} {} already exists", group_resource(group, resource), go_quote(name)),
+        format!(
+            "{} {} already exists",
+            group_resource(group, resource),
+            go_quote(name)
+        ),
     )
     .with_details(details(group, resource, name))
 }
@@ -147,8 +180,12 @@ pub fn bad_request(message: impl Into<String>) -> KubeStatus {
 
 /// 500 InternalError (`Internal error occurred: <err>` with one cause).
 pub fn internal(err: &str) -> KubeStatus {
-    KubeStatus::new(500, "InternalError", format!("Internal error occurred: {err}"))
-        .with_details(json!({"causes": [{"message": err}]}))
+    KubeStatus::new(
+        500,
+        "InternalError",
+        format!("Internal error occurred: {err}"),
+    )
+    .with_details(json!({"causes": [{"message": err}]}))
 }
 
 /// 503 ServiceUnavailable.
@@ -163,8 +200,14 @@ pub fn expired(message: String) -> KubeStatus {
 
 /// `NewGenericServerResponse(422, ...)`, what a JSON patch that fails to apply gets.
 pub fn unprocessable_patch(server_message: &str) -> KubeStatus {
-    KubeStatus::new(422, "Invalid", "the server rejected our request due to an error in our request")
-        .with_details(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": server_message}]}))
+    KubeStatus::new(
+        422,
+        "Invalid",
+        "the server rejected our request due to an error in our request",
+    )
+    .with_details(
+        json!({"causes": [{"reason": "UnexpectedServerResponse", "message": server_message}]}),
+    )
 }
 
 /// The media types `PATCH` accepts, in kube-apiserver's order.
@@ -247,7 +290,12 @@ pub struct FieldError {
 
 impl FieldError {
     fn new(kind: FieldErrorType, field: &str, value: Option<String>, detail: &str) -> FieldError {
-        FieldError { kind, field: field.to_owned(), value, detail: detail.to_owned() }
+        FieldError {
+            kind,
+            field: field.to_owned(),
+            value,
+            detail: detail.to_owned(),
+        }
     }
 
     /// `field.Required`.
@@ -272,7 +320,12 @@ impl FieldError {
 
     /// `field.Invalid` with a string value.
     pub fn invalid(field: &str, value: &str, detail: &str) -> FieldError {
-        Self::new(FieldErrorType::Invalid, field, Some(go_quote(value)), detail)
+        Self::new(
+            FieldErrorType::Invalid,
+            field,
+            Some(go_quote(value)),
+            detail,
+        )
     }
 
     /// `field.Invalid` with a value printed as is (numbers, booleans).
@@ -284,7 +337,12 @@ impl FieldError {
     pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> FieldError {
         let list: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
         let detail = format!("supported values: {}", list.join(", "));
-        Self::new(FieldErrorType::NotSupported, field, Some(go_quote(value)), &detail)
+        Self::new(
+            FieldErrorType::NotSupported,
+            field,
+            Some(go_quote(value)),
+            &detail,
+        )
     }
 
     /// `ErrorBody()`: type text, then the value (if shown), then the detail.
@@ -326,7 +384,11 @@ pub fn invalid(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> Kube
         1 => seen.remove(0),
         _ => format!("[{}]", seen.join(", ")),
     };
-    let qualified = if group.is_empty() { kind.to_owned() } else { format!("{kind}.{group}") };
+    let qualified = if group.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}.{group}")
+    };
     let causes: Vec<Value> = errs
         .iter()
         .map(|e| json!({"reason": e.kind.reason(), "message": e.body(), "field": e.field}))
@@ -335,8 +397,12 @@ pub fn invalid(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> Kube
     if let Value::Object(m) = &mut d {
         m.insert("causes".into(), Value::Array(causes));
     }
-    KubeStatus::new(422, "Invalid", format!("{qualified} {} is invalid: {aggregate}", go_quote(name)))
-        .with_details(d)
+    KubeStatus::new(
+        422,
+        "Invalid",
+        format!("{qualified} {} is invalid: {aggregate}", go_quote(name)),
+    )
+    .with_details(d)
 }
 
 /// Go's `%q` for a string: double quotes, Go escapes.
@@ -354,7 +420,9 @@ pub fn go_quote(s: &str) -> String {
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
             '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -369,8 +437,14 @@ mod tests {
     #[test]
     fn invalid_aggregates_like_apimachinery() {
         let errs = [
-            FieldError::forbidden("spec.ephemeralContainers[0].ports", "cannot be set for an Ephemeral Container"),
-            FieldError::forbidden("spec.ephemeralContainers[0].resources", "cannot be set for an Ephemeral Container"),
+            FieldError::forbidden(
+                "spec.ephemeralContainers[0].ports",
+                "cannot be set for an Ephemeral Container",
+            ),
+            FieldError::forbidden(
+                "spec.ephemeralContainers[0].resources",
+                "cannot be set for an Ephemeral Container",
+            ),
         ];
         let s = invalid("", "Pod", "target", &errs).to_json();
         assert_eq!(
@@ -384,7 +458,13 @@ mod tests {
     #[test]
     fn bodies() {
         assert_eq!(FieldError::required("x", "").body(), "Required value");
-        assert_eq!(FieldError::not_found("x", "nope").body(), "Not found: \"nope\"");
-        assert_eq!(FieldError::duplicate("x", "app").message(), "x: Duplicate value: \"app\"");
+        assert_eq!(
+            FieldError::not_found("x", "nope").body(),
+            "Not found: \"nope\""
+        );
+        assert_eq!(
+            FieldError::duplicate("x", "app").message(),
+            "x: Duplicate value: \"app\""
+        );
     }
 }

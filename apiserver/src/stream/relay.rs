@@ -1,0 +1,545 @@
+//! The byte relay of an upgraded attach: client ⇄ upstream, both ways at once, with
+//! backpressure (a chunk is written before the next is read), buffers that grow under bulk
+//! traffic and shrink back when the stream idles, byte counting, and the shutdown message.
+//!
+//! A side that closes makes the relay shut down the other side's write half; the other direction
+//! then gets [`LINGER`] to finish before both connections are dropped. When the drain signal
+//! flips, the server→client direction stops at the next frame boundary, writes the shutdown
+//! message (WebSocket: a Status on the error channel and a close frame; SPDY: a last message on
+//! the error stream and GOAWAY) and closes; a stream that cannot reach a boundary within
+//! [`DRAIN_FINISH`] is just closed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::counter::Counter;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::protocol::{Negotiated, UpgradeKind};
+use super::{spdy_frames, websocket_frames};
+use crate::metrics::{DirectionLabels, Metrics};
+
+/// How long the other direction may go on after one side closed.
+pub const LINGER: Duration = Duration::from_secs(5);
+/// How long a draining stream may take to reach a frame boundary.
+pub const DRAIN_FINISH: Duration = Duration::from_secs(1);
+/// Smallest (idle) relay buffer.
+const SMALL_BUF: usize = 2 * 1024;
+/// Largest relay buffer.
+const MAX_BUF: usize = 64 * 1024;
+
+/// The message streams end with at shutdown.
+pub const SHUTDOWN_MESSAGE: &str = "the poddebug API server is shutting down";
+
+/// Who and what a stream is, for its log line.
+#[derive(Clone, Debug, Default)]
+pub struct StreamInfo {
+    /// `attach` or `log`.
+    pub kind: &'static str,
+    /// The user.
+    pub user: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Pod.
+    pub pod: String,
+    /// The container as the client named it.
+    pub container: String,
+    /// `websocket/v5.channel.k8s.io`, `spdy/v4.channel.k8s.io`, `http`.
+    pub protocol: String,
+}
+
+/// Counts one stream in the metrics for its whole life and logs one line when it ends (when
+/// dropped, whatever ended it).
+pub struct StreamGuard {
+    metrics: Arc<Metrics>,
+    info: StreamInfo,
+    start: Instant,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+    counter_in: Counter,
+    counter_out: Counter,
+    end: std::sync::Mutex<&'static str>,
+}
+
+impl StreamGuard {
+    /// Start counting a stream (`active_streams` goes up now, down on drop).
+    pub fn new(metrics: Arc<Metrics>, info: StreamInfo) -> StreamGuard {
+        metrics.active_streams.inc();
+        let counter = |d: &str| {
+            metrics
+                .stream_bytes
+                .get_or_create(&DirectionLabels {
+                    direction: d.to_owned(),
+                })
+                .clone()
+        };
+        let (counter_in, counter_out) = (counter("in"), counter("out"));
+        StreamGuard {
+            metrics,
+            info,
+            start: Instant::now(),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            counter_in,
+            counter_out,
+            end: std::sync::Mutex::new("dropped"),
+        }
+    }
+
+    /// The stream's description.
+    pub fn info(&self) -> &StreamInfo {
+        &self.info
+    }
+
+    /// Update the protocol label once it is known.
+    pub fn set_protocol(&mut self, protocol: String) {
+        self.info.protocol = protocol;
+    }
+
+    /// Bytes client → container.
+    pub fn add_in(&self, n: usize) {
+        self.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
+        self.counter_in.inc_by(n as u64);
+    }
+
+    /// Bytes container → client.
+    pub fn add_out(&self, n: usize) {
+        self.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+        self.counter_out.inc_by(n as u64);
+    }
+
+    /// Why the stream ended (the first reason given wins over later ones).
+    pub fn set_end(&self, why: &'static str) {
+        if let Ok(mut e) = self.end.lock() {
+            if *e == "dropped" {
+                *e = why;
+            }
+        }
+    }
+
+    /// Bytes relayed so far (in, out).
+    pub fn bytes(&self) -> (u64, u64) {
+        (
+            self.bytes_in.load(Ordering::Relaxed),
+            self.bytes_out.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.metrics.active_streams.dec();
+        let elapsed = self.start.elapsed();
+        self.metrics
+            .stream_duration
+            .observe(elapsed.as_secs_f64());
+        let (bytes_in, bytes_out) = self.bytes();
+        let end = self.end.lock().map(|e| *e).unwrap_or("unknown");
+        tracing::info!(
+            stream = self.info.kind,
+            user = %self.info.user,
+            namespace = %self.info.namespace,
+            pod = %self.info.pod,
+            container = %self.info.container,
+            protocol = %self.info.protocol,
+            bytes_in,
+            bytes_out,
+            duration_ms = elapsed.as_secs_f64() * 1000.0,
+            end,
+            "stream ended"
+        );
+    }
+}
+
+/// A read buffer that grows while reads fill it and shrinks back when the stream slows down,
+/// so that idle streams hold [`SMALL_BUF`] bytes per direction.
+struct AdaptiveBuf {
+    data: Vec<u8>,
+}
+
+impl AdaptiveBuf {
+    fn new() -> Self {
+        AdaptiveBuf {
+            data: vec![0; SMALL_BUF],
+        }
+    }
+
+    fn after_read(&mut self, n: usize) {
+        let cap = self.data.len();
+        if n == cap && cap < MAX_BUF {
+            self.data = vec![0; (cap * 4).min(MAX_BUF)];
+        } else if n < cap / 4 && cap > SMALL_BUF {
+            self.data = vec![0; n.next_power_of_two().max(SMALL_BUF)];
+        }
+    }
+}
+
+/// Resolves when the drain signal is (or becomes) true; never if its sender is gone.
+pub(crate) async fn drained(rx: &mut watch::Receiver<bool>) {
+    if rx.wait_for(|d| *d).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// How one direction ended.
+#[derive(Debug)]
+enum End {
+    /// The reading side closed (EOF).
+    Eof,
+    /// Reading or writing failed.
+    Error(std::io::Error),
+    /// The shutdown message was written (or the stream was closed at shutdown).
+    Drained,
+}
+
+/// Frame tracking of the server→client direction.
+enum OutTracker {
+    WebSocket(websocket_frames::FrameTracker),
+    Spdy(spdy_frames::FrameTracker),
+}
+
+/// client → upstream.
+async fn pump_in<R, W>(
+    r: &mut R,
+    w: &mut W,
+    guard: &StreamGuard,
+    spdy: Option<&spdy_frames::Session>,
+) -> End
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = AdaptiveBuf::new();
+    let mut tracker = spdy_frames::FrameTracker::default();
+    loop {
+        let n = match r.read(&mut buf.data).await {
+            Ok(0) => {
+                let _ = w.shutdown().await;
+                return End::Eof;
+            }
+            Ok(n) => n,
+            Err(e) => return End::Error(e),
+        };
+        if let Some(session) = spdy {
+            tracker.consume(&buf.data[..n], &mut |e| session.client_event(e));
+        }
+        if let Err(e) = write_chunk(w, &buf.data[..n]).await {
+            return End::Error(e);
+        }
+        guard.add_in(n);
+        buf.after_read(n);
+    }
+}
+
+async fn write_chunk<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::Result<()> {
+    w.write_all(data).await?;
+    w.flush().await
+}
+
+/// upstream → client, with the shutdown message.
+async fn pump_out<R, W>(
+    r: &mut R,
+    w: &mut W,
+    guard: &StreamGuard,
+    mut tracker: OutTracker,
+    spdy: Option<&spdy_frames::Session>,
+    shutdown_payload: &[u8],
+    base64: bool,
+    drain: &mut watch::Receiver<bool>,
+) -> End
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = AdaptiveBuf::new();
+    let mut draining: Option<tokio::time::Instant> = None;
+    loop {
+        if draining.is_some() {
+            let injection = match &tracker {
+                OutTracker::WebSocket(t) if t.injection_impossible() => Some(Vec::new()),
+                OutTracker::WebSocket(t) if t.at_message_boundary() => {
+                    let mut out =
+                        websocket_frames::error_channel_message(shutdown_payload, base64);
+                    out.extend(websocket_frames::close_frame(
+                        websocket_frames::CLOSE_GOING_AWAY,
+                        SHUTDOWN_MESSAGE,
+                    ));
+                    Some(out)
+                }
+                OutTracker::Spdy(t) if t.at_frame_boundary() => Some(
+                    spdy.map(|s| s.shutdown_frames(shutdown_payload))
+                        .unwrap_or_default(),
+                ),
+                _ => None,
+            };
+            if let Some(frames) = injection {
+                if !frames.is_empty() && write_chunk(w, &frames).await.is_ok() {
+                    guard.add_out(frames.len());
+                }
+                let _ = w.shutdown().await;
+                return End::Drained;
+            }
+        }
+        let limit = match (&tracker, draining) {
+            (_, None) => buf.data.len(),
+            (OutTracker::WebSocket(t), Some(_)) => t.wanted().min(buf.data.len()),
+            (OutTracker::Spdy(t), Some(_)) => t.wanted().min(buf.data.len()),
+        };
+        let read = tokio::select! {
+            biased;
+            _ = drained(drain), if draining.is_none() => {
+                draining = Some(tokio::time::Instant::now() + DRAIN_FINISH);
+                continue;
+            }
+            _ = sleep_until_opt(draining) => {
+                let _ = w.shutdown().await;
+                return End::Drained;
+            }
+            read = r.read(&mut buf.data[..limit]) => read,
+        };
+        let n = match read {
+            Ok(0) => {
+                let _ = w.shutdown().await;
+                return End::Eof;
+            }
+            Ok(n) => n,
+            Err(e) => return End::Error(e),
+        };
+        match &mut tracker {
+            OutTracker::WebSocket(t) => t.consume(&buf.data[..n]),
+            OutTracker::Spdy(t) => {
+                t.consume(&buf.data[..n], &mut |e| {
+                    if let Some(s) = spdy {
+                        s.server_event(e);
+                    }
+                });
+            }
+        }
+        if let Err(e) = write_chunk(w, &buf.data[..n]).await {
+            return End::Error(e);
+        }
+        guard.add_out(n);
+        if draining.is_none() {
+            buf.after_read(n);
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The Status (v4/v5) or text (older protocols) a stream ends with at shutdown.
+fn shutdown_payload(negotiated: &Negotiated) -> Vec<u8> {
+    if negotiated.status_errors() {
+        poddebug_types::ApiError::ServiceUnavailable(SHUTDOWN_MESSAGE.to_owned()).to_json()
+    } else {
+        SHUTDOWN_MESSAGE.as_bytes().to_vec()
+    }
+}
+
+/// Relay until both sides are done, one side closed and the other finished (or [`LINGER`]
+/// passed), or the drain signal ended the stream.
+pub async fn relay<C, U>(
+    client: C,
+    upstream: U,
+    negotiated: &Negotiated,
+    mut drain: watch::Receiver<bool>,
+    guard: &StreamGuard,
+) where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut cr, mut cw) = tokio::io::split(client);
+    let (mut ur, mut uw) = tokio::io::split(upstream);
+    let session = spdy_frames::Session::default();
+    let spdy = (negotiated.kind == UpgradeKind::Spdy).then_some(&session);
+    let tracker = match negotiated.kind {
+        UpgradeKind::WebSocket => OutTracker::WebSocket(Default::default()),
+        UpgradeKind::Spdy => OutTracker::Spdy(Default::default()),
+    };
+    let payload = shutdown_payload(negotiated);
+    let mut in_drain = drain.clone();
+    let inbound = pump_in(&mut cr, &mut uw, guard, spdy);
+    let outbound = pump_out(
+        &mut ur,
+        &mut cw,
+        guard,
+        tracker,
+        spdy,
+        &payload,
+        negotiated.base64(),
+        &mut drain,
+    );
+    tokio::pin!(inbound);
+    tokio::pin!(outbound);
+    tokio::select! {
+        end = &mut inbound => {
+            if let End::Error(e) = &end {
+                tracing::debug!(error = %e, "attach stream: client side failed");
+            }
+            guard.set_end(match end {
+                End::Eof => "client closed",
+                End::Error(_) => "client connection error",
+                End::Drained => "server shutting down",
+            });
+            let _ = tokio::time::timeout(LINGER, &mut outbound).await;
+        }
+        end = &mut outbound => {
+            if let End::Error(e) = &end {
+                tracing::debug!(error = %e, "attach stream: upstream side failed");
+            }
+            guard.set_end(match end {
+                End::Eof => "upstream closed",
+                End::Error(_) => "upstream connection error",
+                End::Drained => "server shutting down",
+            });
+            if !matches!(end, End::Drained) {
+                // Let the client's last frames (a WebSocket close reply) reach the upstream,
+                // unless the server is going down.
+                tokio::select! {
+                    _ = tokio::time::timeout(LINGER, &mut inbound) => {}
+                    _ = drained(&mut in_drain) => {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::duplex;
+
+    fn negotiated(kind: UpgradeKind, protocol: &str) -> Negotiated {
+        Negotiated {
+            kind,
+            protocol: protocol.to_owned(),
+        }
+    }
+
+    fn guard() -> StreamGuard {
+        StreamGuard::new(Arc::new(Metrics::new()), StreamInfo::default())
+    }
+
+    #[tokio::test]
+    async fn relays_both_ways_and_closes_the_other_side() {
+        let (client, mut client_peer) = duplex(1024);
+        let (upstream, mut upstream_peer) = duplex(1024);
+        let (_tx, rx) = watch::channel(false);
+        let g = guard();
+        let n = negotiated(UpgradeKind::WebSocket, "v5.channel.k8s.io");
+        let relay = relay(client, upstream, &n, rx, &g);
+        let peers = async {
+            client_peer.write_all(b"to upstream").await.expect("write");
+            let mut buf = [0u8; 11];
+            upstream_peer.read_exact(&mut buf).await.expect("read");
+            assert_eq!(&buf, b"to upstream");
+            // A zero-length binary message on channel 1, unmasked.
+            upstream_peer.write_all(&[0x82, 1, 1]).await.expect("write");
+            let mut buf = [0u8; 3];
+            client_peer.read_exact(&mut buf).await.expect("read");
+            assert_eq!(buf, [0x82, 1, 1]);
+            drop(client_peer);
+            let mut rest = Vec::new();
+            upstream_peer.read_to_end(&mut rest).await.expect("eof");
+            assert!(rest.is_empty());
+            drop(upstream_peer);
+        };
+        tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(relay, peers) })
+            .await
+            .expect("relay ends");
+        assert_eq!(g.bytes(), (11, 3));
+    }
+
+    #[tokio::test]
+    async fn drain_injects_status_and_close_at_a_frame_boundary() {
+        let (client, mut client_peer) = duplex(1 << 16);
+        let (upstream, mut upstream_peer) = duplex(1 << 16);
+        let (tx, rx) = watch::channel(false);
+        let g = guard();
+        let n = negotiated(UpgradeKind::WebSocket, "v5.channel.k8s.io");
+        let relay = relay(client, upstream, &n, rx, &g);
+        let peers = async {
+            // Half a frame: header says 4 payload bytes, only 2 sent before the drain.
+            upstream_peer.write_all(&[0x82, 4, 1, b'a']).await.expect("write");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            tx.send(true).expect("drain");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            upstream_peer.write_all(&[b'b', b'c', 0x82, 2, 1, b'z']).await.expect("write");
+            let mut got = Vec::new();
+            tokio::time::timeout(Duration::from_secs(3), client_peer.read_to_end(&mut got))
+                .await
+                .expect("client sees the end")
+                .expect("read");
+            got
+        };
+        let ((), got) = tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(relay, peers) })
+            .await
+            .expect("relay ends");
+        assert_eq!(&got[..6], &[0x82, 4, 1, b'a', b'b', b'c']);
+        let rest = &got[6..];
+        assert_eq!(rest[0], 0x82, "an error-channel message follows the finished frame");
+        let (len, at) = match rest[1] {
+            126 => (usize::from(u16::from_be_bytes([rest[2], rest[3]])), 4),
+            n => (usize::from(n), 2),
+        };
+        assert_eq!(rest[at], 3);
+        let status: serde_json::Value =
+            serde_json::from_slice(&rest[at + 1..at + len]).expect("Status");
+        assert_eq!(status["message"], SHUTDOWN_MESSAGE);
+        assert_eq!(status["status"], "Failure");
+        let close = &rest[at + len..];
+        assert_eq!(close[0], 0x88);
+        assert_eq!(&close[2..4], &1001u16.to_be_bytes());
+    }
+
+    #[tokio::test]
+    async fn drain_sends_goaway_on_spdy() {
+        let (client, mut client_peer) = duplex(1 << 16);
+        let (upstream, mut upstream_peer) = duplex(1 << 16);
+        let (tx, rx) = watch::channel(false);
+        let g = guard();
+        let n = negotiated(UpgradeKind::Spdy, "v4.channel.k8s.io");
+        let relay = relay(client, upstream, &n, rx, &g);
+        let peers = async {
+            // SYN_STREAM id 1 from the client, SYN_REPLY id 1 from the server.
+            let syn = |kind: u8, id: u8| vec![0x80, 3, 0, kind, 0, 0, 0, 4, 0, 0, 0, id];
+            client_peer.write_all(&syn(1, 1)).await.expect("write");
+            let mut buf = [0u8; 12];
+            upstream_peer.read_exact(&mut buf).await.expect("read");
+            upstream_peer.write_all(&syn(2, 1)).await.expect("write");
+            client_peer.read_exact(&mut buf).await.expect("read");
+            tx.send(true).expect("drain");
+            let mut got = Vec::new();
+            tokio::time::timeout(Duration::from_secs(3), client_peer.read_to_end(&mut got))
+                .await
+                .expect("client sees the end")
+                .expect("read");
+            got
+        };
+        let ((), got) = tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(relay, peers) })
+            .await
+            .expect("relay ends");
+        let payload = shutdown_payload(&n);
+        let mut expected = spdy_frames::data_frame(1, true, &payload);
+        expected.extend(spdy_frames::goaway_frame(1));
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn buffers_grow_and_shrink() {
+        let mut b = AdaptiveBuf::new();
+        b.after_read(SMALL_BUF);
+        assert_eq!(b.data.len(), SMALL_BUF * 4);
+        b.after_read(SMALL_BUF * 4);
+        assert_eq!(b.data.len(), MAX_BUF.min(SMALL_BUF * 16));
+        b.after_read(10);
+        assert_eq!(b.data.len(), SMALL_BUF);
+    }
+}

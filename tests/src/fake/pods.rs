@@ -1,0 +1,147 @@
+//! Single objects: `GET` of a pod, namespace or configmap, `DELETE` of a pod, and pod
+//! `PUT`/`PATCH` on the main resource, which (like kube) refuses any change of the ephemeral
+//! containers or other immutable spec fields.
+
+use http::{Method, Request};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+use super::ephemeral::{apply_patch, check_preconditions};
+use super::godump;
+use super::http::{Resp, json_response};
+use super::router::{Ctx, parse_json, read_body};
+use super::state::Kind;
+use super::status::{self, FieldError, KubeStatus};
+
+/// `GET` of one stored object.
+pub fn get_object(ctx: &Ctx, kind: Kind, namespace: &str, name: &str) -> Result<Resp, KubeStatus> {
+    let state = ctx.shared.lock();
+    let ns = if kind.namespaced() { namespace } else { "" };
+    state
+        .get(kind, ns, name)
+        .map(|o| json_response(200, o))
+        .ok_or_else(|| status::not_found("", kind.resource(), name))
+}
+
+/// `pods/{name}`.
+pub async fn handle(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    req: Request<Incoming>,
+) -> Result<Resp, KubeStatus> {
+    match ctx.method {
+        Method::GET => get_object(ctx, Kind::Pod, ns, name),
+        Method::DELETE => {
+            let removed = ctx.shared.mutate(|s| s.remove(Kind::Pod, ns, name));
+            removed
+                .map(|o| json_response(200, &o))
+                .ok_or_else(|| status::not_found("", "pods", name))
+        }
+        Method::PUT => {
+            let body = parse_json(&read_body(req).await?)?;
+            update(ctx, ns, name, |old| {
+                let rv = body["metadata"]["resourceVersion"].as_str().unwrap_or("");
+                if !rv.is_empty() && Some(rv) != old["metadata"]["resourceVersion"].as_str() {
+                    return Err(status::conflict(
+                        "",
+                        "pods",
+                        name,
+                        status::OPTIMISTIC_LOCK_ERROR_MSG,
+                    ));
+                }
+                Ok(body.clone())
+            })
+        }
+        Method::PATCH => {
+            let content_type = ctx.content_type();
+            if !status::PATCH_TYPES.contains(&content_type.as_str()) {
+                return Err(status::unsupported_patch_type());
+            }
+            let body = read_body(req).await?;
+            update(ctx, ns, name, |old| {
+                let patched = apply_patch(old, &content_type, &body)?;
+                check_preconditions(old, &patched, name)?;
+                Ok(patched)
+            })
+        }
+        _ => Err(status::method_not_allowed()),
+    }
+}
+
+/// What `ValidatePodUpdate` lets through: labels and annotations, container images,
+/// `activeDeadlineSeconds`, added tolerations, `terminationGracePeriodSeconds`.
+fn update(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    new_object: impl FnOnce(&Value) -> Result<Value, KubeStatus>,
+) -> Result<Resp, KubeStatus> {
+    let stored = ctx.shared.mutate(|state| {
+        let old = state.get(Kind::Pod, ns, name).cloned().ok_or_else(|| status::not_found("", "pods", name))?;
+        let new = new_object(&old)?;
+        let mut comparable_new = new["spec"].clone();
+        let mut comparable_old = old["spec"].clone();
+        for spec in [&mut comparable_new, &mut comparable_old] {
+            for list in ["containers", "initContainers"] {
+                if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+                    for c in cs {
+                        if let Some(m) = c.as_object_mut() {
+                            m.remove("image");
+                        }
+                    }
+                }
+            }
+            if let Some(m) = spec.as_object_mut() {
+                for f in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"] {
+                    m.remove(f);
+                }
+            }
+        }
+        if godump::normalize(&comparable_new) != godump::normalize(&comparable_old) {
+            let diff = godump::unified_diff(&godump::dump_generic(&old["spec"]), &godump::dump_generic(&new["spec"]));
+            let detail = format!(
+                "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)\n{diff}"
+            );
+            return Err(status::invalid("", "Pod", name, &[FieldError::forbidden("spec", &detail)]));
+        }
+        let mut merged = old.clone();
+        merged["spec"] = new["spec"].clone();
+        for f in ["labels", "annotations"] {
+            match new["metadata"].get(f) {
+                Some(v) if !v.is_null() => merged["metadata"][f] = v.clone(),
+                _ => {
+                    if let Some(m) = merged["metadata"].as_object_mut() {
+                        m.remove(f);
+                    }
+                }
+            }
+        }
+        if merged == old {
+            return Ok(old);
+        }
+        Ok(state.put(Kind::Pod, merged))
+    })?;
+    Ok(json_response(200, &stored))
+}
+
+/// A Namespace object.
+pub fn namespace_object(name: &str, labels: &[(&str, &str)]) -> Value {
+    let mut l: serde_json::Map<String, Value> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+        .collect();
+    l.insert("kubernetes.io/metadata.name".into(), json!(name));
+    json!({
+        "kind": "Namespace",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "uid": super::state::new_uid(),
+            "creationTimestamp": super::state::now_rfc3339(),
+            "labels": l,
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    })
+}
