@@ -10,7 +10,10 @@ use crate::options::{LogFormat, Options};
 /// Does `image` match one of `patterns` (`*` matches any run of characters)? An empty list
 /// allows everything.
 pub fn image_allowed(patterns: &[String], image: &str) -> bool {
-    patterns.is_empty() || patterns.iter().any(|p| poddebug_storage::glob_match(p.trim(), image))
+    patterns.is_empty()
+        || patterns
+            .iter()
+            .any(|p| poddebug_storage::glob_match(p.trim(), image))
 }
 
 /// Everything the server needs to know, fixed at startup.

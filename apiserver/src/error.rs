@@ -71,10 +71,10 @@ pub fn status_response(err: &ApiError) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    if let Some(secs) = err.retry_after_seconds() {
-        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-            resp.headers_mut().insert(header::RETRY_AFTER, v);
-        }
+    if let Some(secs) = err.retry_after_seconds()
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
     }
     resp.extensions_mut()
         .insert(ReportedError(err.reason().to_owned()));

@@ -131,10 +131,10 @@ async fn authorize(
     if let Attributes::Resource {
         subresource, verb, ..
     } = attrs
+        && subresource == "attach"
+        && verb == "get"
     {
-        if subresource == "attach" && verb == "get" {
-            check(st, &auth.user, &attrs.with_verb("create")).await?;
-        }
+        check(st, &auth.user, &attrs.with_verb("create")).await?;
     }
     Ok(auth)
 }

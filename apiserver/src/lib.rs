@@ -3,6 +3,10 @@
 //! [`run`] wires the pieces: flags → config, TLS, authentication, authorization, storage, the
 //! router ([`routes::app`]), background reloaders, and graceful shutdown.
 #![warn(missing_docs)]
+// `ApiError` carries a whole Status (names, causes); errors are the rare path, so boxing it
+// everywhere would cost more readability than the copies cost time.
+#![allow(clippy::result_large_err)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod authn;
 pub mod authz;
@@ -17,6 +21,7 @@ pub mod routes;
 pub mod serving;
 pub mod state;
 pub mod stream;
+pub mod upstream_metrics;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,11 +63,29 @@ pub async fn kube_config(
     }
 }
 
-fn client(cfg: kube::Config, what: &str) -> Result<kube::Client, StartupError> {
-    kube::Client::try_from(cfg).map_err(|e| StartupError::Kubeconfig {
-        what: what.to_owned(),
-        source: Box::new(e),
-    })
+/// A kube-rs client whose calls are observed in the upstream metrics.
+fn client(
+    cfg: kube::Config,
+    what: &str,
+    metrics: &Arc<metrics::Metrics>,
+) -> Result<kube::Client, StartupError> {
+    let builder =
+        kube::client::ClientBuilder::try_from(cfg).map_err(|e| StartupError::Kubeconfig {
+            what: what.to_owned(),
+            source: Box::new(e),
+        })?;
+    Ok(builder
+        .with_layer(&upstream_metrics::UpstreamMetricsLayer(metrics.clone()))
+        .build())
+}
+
+/// TokenReviews and SubjectAccessReviews sit on the path of every request: they fail fast
+/// (no client-side retries, short timeouts) so that an outage is a prompt 503, not a hang.
+fn for_reviews(mut cfg: kube::Config) -> kube::Config {
+    cfg.default_retry = false;
+    cfg.connect_timeout = Some(Duration::from_secs(5));
+    cfg.read_timeout = Some(Duration::from_secs(10));
+    cfg
 }
 
 /// Run the server until SIGTERM/SIGINT.
@@ -98,8 +121,17 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         Some(p) => kube_config(Some(p), "--authorization-kubeconfig").await?,
         None => main_cfg.clone(),
     };
-    let authn_client = client(authn_cfg, "--authentication-kubeconfig")?;
-    let authz_client = client(authz_cfg, "--authorization-kubeconfig")?;
+    let metrics = Arc::new(metrics::Metrics::new());
+    let authn_client = client(
+        for_reviews(authn_cfg),
+        "--authentication-kubeconfig",
+        &metrics,
+    )?;
+    let authz_client = client(
+        for_reviews(authz_cfg),
+        "--authorization-kubeconfig",
+        &metrics,
+    )?;
 
     // Authentication.
     let flags = FlagSettings {
@@ -130,7 +162,6 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     ));
 
     // Storage.
-    let metrics = Arc::new(metrics::Metrics::new());
     let mut backend_cfg = poddebug_storage::BackendConfig::new(poddebug_storage::Policy {
         allowed_images: opts.allowed_images.clone(),
         default_image: opts.default_image.clone(),
@@ -138,7 +169,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         max_debug_containers_per_pod: opts.max_debug_containers_per_pod,
     });
     backend_cfg.impersonate = opts.impersonate;
-    let pod_client = client(main_cfg.clone(), "--kubeconfig")?;
+    let pod_client = client(main_cfg.clone(), "--kubeconfig", &metrics)?;
     let backend: Arc<dyn poddebug_storage::DebugBackend> =
         Arc::new(poddebug_storage::KubeBackend::new(pod_client, backend_cfg));
     let upstream = Arc::new(

@@ -164,10 +164,10 @@ impl Metrics {
     /// The text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        if let Ok(reg) = self.registry.lock() {
-            if prometheus_client::encoding::text::encode(&mut out, &reg).is_err() {
-                out.clear();
-            }
+        if let Ok(reg) = self.registry.lock()
+            && prometheus_client::encoding::text::encode(&mut out, &reg).is_err()
+        {
+            out.clear();
         }
         out
     }

@@ -20,7 +20,8 @@ pub enum LogFormat {
 /// poddebug-apiserver serves the poddebug.dev/v1alpha1 API (debug containers for running pods)
 /// behind the kube-apiserver aggregation layer.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "poddebug-apiserver", version, about, long_about = None, max_term_width = 100)]
+// Like pflag, a repeated flag takes its last value, so wrappers and tests can override defaults.
+#[command(name = "poddebug-apiserver", version, about, long_about = None, max_term_width = 100, args_override_self = true)]
 pub struct Options {
     // ----- Secure serving -----
     /// The port on which to serve HTTPS with authentication and authorization.
@@ -277,10 +278,10 @@ impl Options {
             ),
             ("--authorization-kubeconfig", &self.authorization_kubeconfig),
         ] {
-            if let Some(p) = path {
-                if !p.is_file() {
-                    errs.push(format!("{flag}: {} is not a readable file", p.display()));
-                }
+            if let Some(p) = path
+                && !p.is_file()
+            {
+                errs.push(format!("{flag}: {} is not a readable file", p.display()));
             }
         }
         if self

@@ -7,8 +7,15 @@ use std::process::Command;
 const HEADER: &str = "# poddebug-apiserver flags\n\nGenerated from `poddebug-apiserver --help`; regenerate with\n`UPDATE_FLAGS_DOC=1 cargo test -p poddebug-apiserver --test flags_doc`.\n\n```text\n";
 
 fn expected() -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_poddebug-apiserver")).arg("--help").output().expect("run --help");
-    assert!(out.status.success(), "--help failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_poddebug-apiserver"))
+        .arg("--help")
+        .output()
+        .expect("run --help");
+    assert!(
+        out.status.success(),
+        "--help failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     format!("{HEADER}{}```\n", String::from_utf8_lossy(&out.stdout))
 }
 
@@ -66,12 +73,19 @@ fn help_names_the_kubernetes_flags() {
 #[test]
 fn bad_flags_are_all_reported_and_exit_non_zero() {
     let out = Command::new(env!("CARGO_BIN_EXE_poddebug-apiserver"))
-        .args(["--tls-cert-file=/nonexistent/a.crt", "--client-ca-file=/nonexistent/ca.crt", "--request-timeout=0s"])
+        .args([
+            "--tls-cert-file=/nonexistent/a.crt",
+            "--client-ca-file=/nonexistent/ca.crt",
+            "--request-timeout=0s",
+        ])
         .output()
         .expect("run");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--tls-cert-file and --tls-private-key-file must be given together"), "{err}");
+    assert!(
+        err.contains("--tls-cert-file and --tls-private-key-file must be given together"),
+        "{err}"
+    );
     assert!(err.contains("--client-ca-file"), "{err}");
     assert!(err.contains("--request-timeout must be positive"), "{err}");
 }

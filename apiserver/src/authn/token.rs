@@ -29,11 +29,17 @@ pub enum TokenError {
 /// Upper bound on cached entries; expired ones are dropped first.
 const MAX_CACHE_ENTRIES: usize = 10_000;
 
+/// SHA-256 of a token: the cache key.
+type TokenKey = [u8; 32];
+
+/// When a review was made, and its outcome (the user, or why not).
+type CachedReview = (Instant, Result<Caller, String>);
+
 /// TokenReview-backed authenticator with a TTL cache.
 pub struct TokenAuthenticator {
     client: kube::Client,
     ttl: Duration,
-    cache: Mutex<HashMap<[u8; 32], (Instant, Result<Caller, String>)>>,
+    cache: Mutex<HashMap<TokenKey, CachedReview>>,
 }
 
 impl TokenAuthenticator {
@@ -49,12 +55,11 @@ impl TokenAuthenticator {
     /// Authenticate a token, from the cache when fresh.
     pub async fn authenticate(&self, token: &str) -> Result<Caller, TokenError> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Ok(cache) = self.cache.lock() {
-            if let Some((at, res)) = cache.get(&key) {
-                if at.elapsed() < self.ttl {
-                    return res.clone().map_err(TokenError::Rejected);
-                }
-            }
+        if let Ok(cache) = self.cache.lock()
+            && let Some((at, res)) = cache.get(&key)
+            && at.elapsed() < self.ttl
+        {
+            return res.clone().map_err(TokenError::Rejected);
         }
         let res = self.review(token).await?;
         if let Ok(mut cache) = self.cache.lock() {
@@ -151,10 +156,10 @@ pub fn take_bearer(headers: &mut HeaderMap) -> Option<String> {
     }
     if token.is_some() {
         headers.remove(header::SEC_WEBSOCKET_PROTOCOL);
-        if !kept.is_empty() {
-            if let Ok(v) = HeaderValue::from_str(&kept.join(", ")) {
-                headers.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
-            }
+        if !kept.is_empty()
+            && let Ok(v) = HeaderValue::from_str(&kept.join(", "))
+        {
+            headers.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
         }
     }
     token

@@ -102,16 +102,16 @@ impl SarAuthorizer {
         }
         let spec = Self::review_spec(user, attrs);
         let key = serde_json::to_string(&spec).map_err(|e| Unavailable(e.to_string()))?;
-        if let Ok(cache) = self.cache.lock() {
-            if let Some((at, d)) = cache.get(&key) {
-                let ttl = if *d == Decision::Allow {
-                    self.allowed_ttl
-                } else {
-                    self.denied_ttl
-                };
-                if at.elapsed() < ttl {
-                    return Ok(d.clone());
-                }
+        if let Ok(cache) = self.cache.lock()
+            && let Some((at, d)) = cache.get(&key)
+        {
+            let ttl = if *d == Decision::Allow {
+                self.allowed_ttl
+            } else {
+                self.denied_ttl
+            };
+            if at.elapsed() < ttl {
+                return Ok(d.clone());
             }
         }
         let api: kube::Api<SubjectAccessReview> = kube::Api::all(self.client.clone());

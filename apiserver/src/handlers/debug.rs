@@ -71,23 +71,27 @@ async fn create(
     let pdc = poddebug_types::decode::decode_pod_debug_container(&bytes)?;
 
     let body_name = pdc.metadata.name.clone().filter(|n| !n.is_empty());
-    if let (Some(u), Some(b)) = (&url_name, &body_name) {
-        if u != b {
-            return Err(ApiError::BadRequest(format!(
-                "the name of the object ({b}) does not match the name on the URL ({u})"
-            ))
-            .into());
-        }
+    if let (Some(u), Some(b)) = (&url_name, &body_name)
+        && u != b
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({b}) does not match the name on the URL ({u})"
+        ))
+        .into());
     }
-    if let Some(body_ns) = pdc.metadata.namespace.as_deref().filter(|n| !n.is_empty()) {
-        if body_ns != ns {
-            return Err(ApiError::BadRequest(
-                "the namespace of the provided object does not match the namespace sent on the request".to_owned(),
-            )
-            .into());
-        }
+    if let Some(body_ns) = pdc.metadata.namespace.as_deref().filter(|n| !n.is_empty())
+        && body_ns != ns
+    {
+        return Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .to_owned(),
+        )
+        .into());
     }
-    let name = url_name.or(body_name);
+    // The name comes from the URL, else `metadata.name`, else `container.name` (validation
+    // checks that those agree); without any, one is generated.
+    let container_name = Some(pdc.container.name.clone()).filter(|n| !n.is_empty());
+    let name = url_name.or(body_name).or(container_name);
     let errs = poddebug_types::validation::validate_pod_debug_container(&pdc, name.as_deref());
     if !errs.is_empty() {
         return Err(ApiError::invalid(

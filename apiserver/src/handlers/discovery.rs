@@ -97,7 +97,10 @@ fn accepts_json(headers: &HeaderMap) -> bool {
 /// `GET /openapi/v2` (JSON only).
 pub async fn openapi_v2(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, Error> {
     if !accepts_json(&headers) {
-        return Err(ApiError::NotAcceptable("only the following media types are accepted: application/json".to_owned()).into());
+        return Err(ApiError::NotAcceptable(
+            "only the following media types are accepted: application/json".to_owned(),
+        )
+        .into());
     }
     Ok(serve(&st.docs.openapi_v2, &headers, "no-cache, private"))
 }

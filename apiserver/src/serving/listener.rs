@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -42,6 +42,7 @@ pub async fn serve(
         .keep_alive(true);
     builder
         .http2()
+        .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(max_header_bytes).unwrap_or(u32::MAX))
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(20));

@@ -76,7 +76,7 @@ fn mtime(p: &Path) -> Option<SystemTime> {
 impl ReloadingCert {
     /// Load the files once; errors are fatal at startup.
     pub fn load(files: CertFiles) -> Result<Self, StartupError> {
-        let ck = Self::read(&files).map_err(|e| StartupError::Tls(e))?;
+        let ck = Self::read(&files).map_err(StartupError::Tls)?;
         let stamps = (mtime(&files.cert), mtime(&files.key));
         Ok(ReloadingCert {
             current: RwLock::new((Arc::new(ck), stamps.0, stamps.1)),

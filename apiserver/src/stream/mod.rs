@@ -32,8 +32,8 @@ use crate::filters::query_map;
 use crate::state::AppState;
 use protocol::{AttachOptions, Negotiated};
 use relay::{StreamGuard, StreamInfo};
-pub use upstream::Upstream;
 use upstream::AttachOutcome;
+pub use upstream::Upstream;
 
 /// How long the client's side of the upgrade may take to complete after our 101.
 const CLIENT_UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,10 +52,7 @@ pub async fn attach(
     let query = query_map(req.uri().query());
     let kind = protocol::classify(req.method(), req.version(), req.headers())?;
     let opts = AttachOptions::parse(&query)?;
-    let Some(on_upgrade) = req
-        .extensions_mut()
-        .remove::<hyper::upgrade::OnUpgrade>()
-    else {
+    let Some(on_upgrade) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
         return Err(ApiError::BadRequest("this connection cannot be upgraded".to_owned()).into());
     };
     if *st.drain.borrow() {
@@ -191,10 +188,7 @@ pub async fn log(
                     Some(Ok(frame)) => {
                         if let Ok(data) = frame.into_data() {
                             guard.add_out(data.len());
-                            return Some((
-                                Ok::<_, std::io::Error>(data),
-                                (body, drain, guard),
-                            ));
+                            return Some((Ok::<_, std::io::Error>(data), (body, drain, guard)));
                         }
                     }
                 }
@@ -207,6 +201,7 @@ pub async fn log(
         .get(header::CONTENT_TYPE)
         .cloned()
         .unwrap_or_else(|| HeaderValue::from_static("text/plain"));
-    resp.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, content_type);
     Ok(resp)
 }

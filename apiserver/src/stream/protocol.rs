@@ -37,7 +37,11 @@ fn tokens(headers: &HeaderMap, name: &HeaderName) -> Vec<String> {
 }
 
 /// What upgrade the request asks for; 400 with a clear message when it cannot be served.
-pub fn classify(method: &Method, version: Version, headers: &HeaderMap) -> Result<UpgradeKind, ApiError> {
+pub fn classify(
+    method: &Method,
+    version: Version,
+    headers: &HeaderMap,
+) -> Result<UpgradeKind, ApiError> {
     if version != Version::HTTP_11 && version != Version::HTTP_10 {
         return Err(ApiError::BadRequest(format!(
             "attach needs a connection upgrade, which {version:?} cannot carry: connect over HTTP/1.1 (ALPN http/1.1)"
@@ -187,7 +191,11 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ApiError> {
 }
 
 fn container_param(query: &BTreeMap<String, String>, what: &str) -> Result<String, ApiError> {
-    match query.get("container").map(|c| c.trim()).filter(|c| !c.is_empty()) {
+    match query
+        .get("container")
+        .map(|c| c.trim())
+        .filter(|c| !c.is_empty())
+    {
         Some(c) => Ok(c.to_owned()),
         None => Err(ApiError::BadRequest(format!(
             "a container name must be specified with ?container=NAME: {what} works only on debug (ephemeral) containers"
@@ -320,10 +328,12 @@ mod tests {
         let err = classify(&Method::GET, Version::HTTP_2, &ws).unwrap_err();
         assert!(err.message().contains("HTTP/1.1"), "{}", err.message());
         let h2c = headers(&[("connection", "Upgrade"), ("upgrade", "h2c")]);
-        assert!(classify(&Method::GET, Version::HTTP_11, &h2c)
-            .unwrap_err()
-            .message()
-            .contains("unsupported upgrade"));
+        assert!(
+            classify(&Method::GET, Version::HTTP_11, &h2c)
+                .unwrap_err()
+                .message()
+                .contains("unsupported upgrade")
+        );
     }
 
     #[test]
@@ -343,7 +353,12 @@ mod tests {
         let names: Vec<&str> = up.keys().map(|k| k.as_str()).collect();
         assert_eq!(
             names,
-            vec!["connection", "upgrade", "x-stream-protocol-version", "user-agent"]
+            vec![
+                "connection",
+                "upgrade",
+                "x-stream-protocol-version",
+                "user-agent"
+            ]
         );
         assert_eq!(up.get_all("x-stream-protocol-version").iter().count(), 2);
 
@@ -352,7 +367,10 @@ mod tests {
             ("upgrade", "websocket"),
             ("sec-websocket-key", "abc"),
             ("sec-websocket-version", "13"),
-            ("sec-websocket-protocol", "v5.channel.k8s.io, v4.channel.k8s.io"),
+            (
+                "sec-websocket-protocol",
+                "v5.channel.k8s.io, v4.channel.k8s.io",
+            ),
             ("sec-websocket-extensions", "permessage-deflate"),
             ("x-stream-protocol-version", "v4.channel.k8s.io"),
         ]);
@@ -375,13 +393,24 @@ mod tests {
         };
         let o = AttachOptions::parse(&q(&[("container", "dbg"), ("stdin", "true"), ("tty", "1")]))
             .expect("valid");
-        assert_eq!(o.upstream_query("dbg-x y"), "container=dbg%2Dx%20y&stdin=true&tty=true");
+        assert_eq!(
+            o.upstream_query("dbg-x y"),
+            "container=dbg%2Dx%20y&stdin=true&tty=true"
+        );
         assert!(AttachOptions::parse(&q(&[("stdin", "true")])).is_err());
         let err = AttachOptions::parse(&q(&[("container", "d")])).unwrap_err();
-        assert_eq!(err.message(), "you must specify at least 1 of stdin, stdout, stderr");
+        assert_eq!(
+            err.message(),
+            "you must specify at least 1 of stdin, stdout, stderr"
+        );
         assert!(AttachOptions::parse(&q(&[("container", "d"), ("stdout", "yes")])).is_err());
         let lq = log_query(
-            &q(&[("follow", "true"), ("tailLines", "10"), ("command", "x"), ("container", "d")]),
+            &q(&[
+                ("follow", "true"),
+                ("tailLines", "10"),
+                ("command", "x"),
+                ("container", "d"),
+            ]),
             "d",
         );
         assert_eq!(lq, "container=d&follow=true&tailLines=10");

@@ -112,10 +112,10 @@ impl StreamGuard {
 
     /// Why the stream ended (the first reason given wins over later ones).
     pub fn set_end(&self, why: &'static str) {
-        if let Ok(mut e) = self.end.lock() {
-            if *e == "dropped" {
-                *e = why;
-            }
+        if let Ok(mut e) = self.end.lock()
+            && *e == "dropped"
+        {
+            *e = why;
         }
     }
 
@@ -132,9 +132,7 @@ impl Drop for StreamGuard {
     fn drop(&mut self) {
         self.metrics.active_streams.dec();
         let elapsed = self.start.elapsed();
-        self.metrics
-            .stream_duration
-            .observe(elapsed.as_secs_f64());
+        self.metrics.stream_duration.observe(elapsed.as_secs_f64());
         let (bytes_in, bytes_out) = self.bytes();
         let end = self.end.lock().map(|e| *e).unwrap_or("unknown");
         tracing::info!(
@@ -220,6 +218,10 @@ where
                 return End::Eof;
             }
             Ok(n) => n,
+            Err(e) if is_eof(&e) => {
+                let _ = w.shutdown().await;
+                return End::Eof;
+            }
             Err(e) => return End::Error(e),
         };
         if let Some(session) = spdy {
@@ -231,6 +233,17 @@ where
         guard.add_in(n);
         buf.after_read(n);
     }
+}
+
+/// A peer that closed its TCP connection without a TLS close_notify ended the stream all the
+/// same (browsers and Go clients do this).
+fn is_eof(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe
+    )
 }
 
 async fn write_chunk<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::Result<()> {
@@ -260,8 +273,7 @@ where
             let injection = match &tracker {
                 OutTracker::WebSocket(t) if t.injection_impossible() => Some(Vec::new()),
                 OutTracker::WebSocket(t) if t.at_message_boundary() => {
-                    let mut out =
-                        websocket_frames::error_channel_message(shutdown_payload, base64);
+                    let mut out = websocket_frames::error_channel_message(shutdown_payload, base64);
                     out.extend(websocket_frames::close_frame(
                         websocket_frames::CLOSE_GOING_AWAY,
                         SHUTDOWN_MESSAGE,
@@ -305,6 +317,10 @@ where
                 return End::Eof;
             }
             Ok(n) => n,
+            Err(e) if is_eof(&e) => {
+                let _ = w.shutdown().await;
+                return End::Eof;
+            }
             Err(e) => return End::Error(e),
         };
         match &mut tracker {
@@ -467,11 +483,17 @@ mod tests {
         let relay = relay(client, upstream, &n, rx, &g);
         let peers = async {
             // Half a frame: header says 4 payload bytes, only 2 sent before the drain.
-            upstream_peer.write_all(&[0x82, 4, 1, b'a']).await.expect("write");
+            upstream_peer
+                .write_all(&[0x82, 4, 1, b'a'])
+                .await
+                .expect("write");
             tokio::time::sleep(Duration::from_millis(50)).await;
             tx.send(true).expect("drain");
             tokio::time::sleep(Duration::from_millis(50)).await;
-            upstream_peer.write_all(&[b'b', b'c', 0x82, 2, 1, b'z']).await.expect("write");
+            upstream_peer
+                .write_all(&[b'b', b'c', 0x82, 2, 1, b'z'])
+                .await
+                .expect("write");
             let mut got = Vec::new();
             tokio::time::timeout(Duration::from_secs(3), client_peer.read_to_end(&mut got))
                 .await
@@ -479,12 +501,16 @@ mod tests {
                 .expect("read");
             got
         };
-        let ((), got) = tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(relay, peers) })
-            .await
-            .expect("relay ends");
+        let ((), got) =
+            tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(relay, peers) })
+                .await
+                .expect("relay ends");
         assert_eq!(&got[..6], &[0x82, 4, 1, b'a', b'b', b'c']);
         let rest = &got[6..];
-        assert_eq!(rest[0], 0x82, "an error-channel message follows the finished frame");
+        assert_eq!(
+            rest[0], 0x82,
+            "an error-channel message follows the finished frame"
+        );
         let (len, at) = match rest[1] {
             126 => (usize::from(u16::from_be_bytes([rest[2], rest[3]])), 4),
             n => (usize::from(n), 2),
@@ -523,9 +549,10 @@ mod tests {
                 .expect("read");
             got
         };
-        let ((), got) = tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(relay, peers) })
-            .await
-            .expect("relay ends");
+        let ((), got) =
+            tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(relay, peers) })
+                .await
+                .expect("relay ends");
         let payload = shutdown_payload(&n);
         let mut expected = spdy_frames::data_frame(1, true, &payload);
         expected.extend(spdy_frames::goaway_frame(1));

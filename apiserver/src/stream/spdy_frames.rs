@@ -193,12 +193,9 @@ impl Session {
     pub fn client_event(&self, e: Event) {
         match e {
             Event::Opened(id) => {
-                let _ = self.error_stream.compare_exchange(
-                    0,
-                    id,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                );
+                let _ =
+                    self.error_stream
+                        .compare_exchange(0, id, Ordering::AcqRel, Ordering::Acquire);
                 self.last_client_stream.fetch_max(id, Ordering::AcqRel);
             }
             Event::Reset(id) if id == self.error_stream.load(Ordering::Acquire) => {
@@ -241,7 +238,9 @@ impl Session {
         {
             out.extend(data_frame(error, true, error_payload));
         }
-        out.extend(goaway_frame(self.last_client_stream.load(Ordering::Acquire)));
+        out.extend(goaway_frame(
+            self.last_client_stream.load(Ordering::Acquire),
+        ));
         out
     }
 }

@@ -135,7 +135,10 @@ impl Upstream {
             Ok(Err(e)) => {
                 metrics.observe_upstream(&method, None, start.elapsed());
                 tracing::warn!(error = %e, "stream request to the kube-apiserver failed");
-                Err(ApiError::ServiceUnavailable("the Kubernetes API is unreachable".to_owned()).into())
+                Err(
+                    ApiError::ServiceUnavailable("the Kubernetes API is unreachable".to_owned())
+                        .into(),
+                )
             }
             Err(_) => {
                 metrics.observe_upstream(&method, None, start.elapsed());
@@ -170,7 +173,9 @@ impl Upstream {
             let headers = resp.headers().clone();
             let io = hyper::upgrade::on(&mut resp).await.map_err(|e| {
                 tracing::warn!(error = %e, "the kube-apiserver's upgraded connection failed");
-                Error::from(bad_gateway("the upgraded connection to the Kubernetes API failed"))
+                Error::from(bad_gateway(
+                    "the upgraded connection to the Kubernetes API failed",
+                ))
             })?;
             return Ok(AttachOutcome::Switched {
                 io: TokioIo::new(io),
@@ -213,7 +218,10 @@ impl Upstream {
         if status.as_u16() >= 400 {
             return Ok(Err(refusal(resp).await));
         }
-        Err(bad_gateway(&format!("the Kubernetes API answered the log request with {status}")).into())
+        Err(bad_gateway(&format!(
+            "the Kubernetes API answered the log request with {status}"
+        ))
+        .into())
     }
 }
 

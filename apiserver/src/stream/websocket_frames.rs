@@ -156,9 +156,7 @@ impl FrameTracker {
         match self.position {
             Position::Payload { remaining } => usize::try_from(remaining).unwrap_or(usize::MAX),
             Position::Header { have } if have < 2 => 2 - have,
-            Position::Header { have } => {
-                header_len(self.header[1]).saturating_sub(have)
-            }
+            Position::Header { have } => header_len(self.header[1]).saturating_sub(have),
         }
         .max(1)
     }
@@ -250,7 +248,7 @@ mod tests {
     #[test]
     fn wanted_never_crosses_a_boundary() {
         let mut stream = Vec::new();
-        stream.extend(frame(OP_BINARY, &vec![1u8; 200]));
+        stream.extend(frame(OP_BINARY, &[1u8; 200]));
         stream.extend(frame(OP_BINARY, &vec![2u8; 70_000]));
         stream.extend(frame(OP_BINARY, &[]));
         let mut t = FrameTracker::default();
@@ -273,7 +271,10 @@ mod tests {
         t.consume(&masked(OP_BINARY, false, b"part"));
         assert!(!t.at_message_boundary());
         t.consume(&frame(0x9, b""));
-        assert!(!t.at_message_boundary(), "a ping inside a fragmented message");
+        assert!(
+            !t.at_message_boundary(),
+            "a ping inside a fragmented message"
+        );
         t.consume(&frame(OP_CONTINUATION, b"end"));
         assert!(t.at_message_boundary());
         t.consume(&close_frame(1000, ""));
