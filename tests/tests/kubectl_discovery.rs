@@ -1,0 +1,137 @@
+//! The real kubectl (v1.32 on this machine) pointed straight at poddebug with a client
+//! certificate: discovery, `kubectl explain` (OpenAPI v3) and `kubectl get` of our resources.
+//! Skipped, with a message, where no kubectl is installed.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use poddebug_tests::pki::Ca;
+use poddebug_tests::{FakeKube, PodDebugServer, TempDir, TestPki};
+use serde_json::json;
+
+fn kubectl_available() -> bool {
+    let found = Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("kubectl not found: skipping");
+    }
+    found
+}
+
+/// A kubeconfig for `server` authenticating with a client-CA certificate of `user`.
+fn kubeconfig(
+    dir: &TempDir,
+    server: &PodDebugServer,
+    pki: &TestPki,
+    user: &str,
+    groups: &[&str],
+) -> PathBuf {
+    let cert = pki.client_cert(Ca::Client, user, groups);
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let cfg = json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "poddebug",
+        "clusters": [{"name": "poddebug", "cluster": {"server": server.url(), "certificate-authority-data": b64(pki.cluster_ca_pem())}}],
+        "users": [{"name": user, "user": {"client-certificate-data": b64(&cert.cert_pem), "client-key-data": b64(&cert.key_pem)}}],
+        "contexts": [{"name": "poddebug", "context": {"cluster": "poddebug", "user": user, "namespace": "shop"}}],
+    });
+    let path = dir.path().join(format!("kubeconfig-{user}.json"));
+    std::fs::write(&path, cfg.to_string()).expect("write kubeconfig");
+    path
+}
+
+fn run(kc: &PathBuf, cache: &TempDir, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new("kubectl")
+        .env("KUBECONFIG", kc)
+        .env("KUBECACHEDIR", cache.path())
+        .args(args)
+        .output()
+        .expect("kubectl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn kubectl_discovers_explains_and_lists_our_resources() {
+    if !kubectl_available() {
+        return;
+    }
+    let fake = FakeKube::start().await;
+    fake.allow_all();
+    fake.add_namespace("shop", &[]);
+    fake.add_simple_pod("shop", "web");
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let dir = TempDir::new("kubectl");
+    let cache = TempDir::new("kubecache");
+    let kc = kubeconfig(&dir, &server, &pki, "kim", &["devs"]);
+    let kc2 = kc.clone();
+    let (ok, out, err) = tokio::task::spawn_blocking(move || {
+        let cache = TempDir::new("kubecache-inner");
+        run(
+            &kc2,
+            &cache,
+            &["api-resources", "--api-group=poddebug.dev", "--no-headers"],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("poddebugcontainers")
+            && out.contains("pdc")
+            && out.contains("PodDebugContainer"),
+        "{out}"
+    );
+    assert!(
+        out.contains("debugprofiles") && out.contains("DebugProfile"),
+        "{out}"
+    );
+
+    let kc2 = kc.clone();
+    let (ok, out, err) = tokio::task::spawn_blocking(move || {
+        let cache = TempDir::new("kubecache-explain");
+        run(&kc2, &cache, &["explain", "poddebugcontainers.status"])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("KIND:") && out.contains("PodDebugContainer"),
+        "{out}"
+    );
+    assert!(
+        out.contains("phase") && out.contains("ephemeralContainerName"),
+        "{out}"
+    );
+
+    let kc2 = kc.clone();
+    let (ok, out, err) = tokio::task::spawn_blocking(move || {
+        let cache = TempDir::new("kubecache-profiles");
+        run(&kc2, &cache, &["get", "debugprofiles"])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("REQUIRES-USE") && out.contains("sysadmin"),
+        "{out}{err}"
+    );
+
+    let (ok, out, err) =
+        tokio::task::spawn_blocking(move || run(&kc, &cache, &["get", "pdc", "-n", "shop"]))
+            .await
+            .unwrap();
+    assert!(ok, "{err}");
+    // kubectl prints the empty-list notice on stderr.
+    assert!(
+        err.contains("No resources found in shop namespace"),
+        "{out}{err}"
+    );
+}
