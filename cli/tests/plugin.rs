@@ -1,0 +1,156 @@
+//! The plugin end to end: real kubectl, the real server, the fake kube-apiserver.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use poddebug_tests::pki::Ca;
+use poddebug_tests::{FakeKube, PodDebugServer, TempDir, TestPki};
+use serde_json::json;
+
+fn kubeconfig(dir: &TempDir, server: &PodDebugServer, pki: &TestPki) -> PathBuf {
+    use base64::Engine;
+    let cert = pki.client_cert(Ca::Client, "plugin-user", &["devs"]);
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let cfg = json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "pd",
+        "clusters": [{"name": "pd", "cluster": {"server": server.url(), "certificate-authority-data": b64(pki.cluster_ca_pem())}}],
+        "users": [{"name": "u", "user": {"client-certificate-data": b64(&cert.cert_pem), "client-key-data": b64(&cert.key_pem)}}],
+        "contexts": [{"name": "pd", "context": {"cluster": "pd", "user": "u", "namespace": "shop"}}],
+    });
+    let path = dir.path().join("kubeconfig.json");
+    std::fs::write(&path, cfg.to_string()).expect("kubeconfig");
+    path
+}
+
+fn plugin(kc: &PathBuf, cache: &TempDir, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-poddebug"))
+        .env("KUBECONFIG", kc)
+        .env("KUBECACHEDIR", cache.path())
+        .args(args)
+        .output()
+        .expect("plugin");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn run_get_list_stop_and_profiles() {
+    if !Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("kubectl not found: skipping");
+        return;
+    }
+    let fake = FakeKube::start().await;
+    fake.allow_all();
+    fake.add_namespace("shop", &[]);
+    fake.add_simple_pod("shop", "web");
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let dir = TempDir::new("plugin");
+    let cache = TempDir::new("plugin-cache");
+    let kc = kubeconfig(&dir, &server, &pki);
+
+    let (kc1, c1) = (kc.clone(), TempDir::new("c1"));
+    let (ok, out, err) = tokio::task::spawn_blocking(move || {
+        plugin(
+            &kc1,
+            &c1,
+            &[
+                "run",
+                "web",
+                "-c",
+                "dbg",
+                "--image",
+                "busybox:1.36",
+                "--target",
+                "app",
+                "--wait",
+                "10",
+                "--",
+                "sh",
+                "-c",
+                "sleep 1000",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.trim(),
+        "debug container dbg in pod web (busybox:1.36): Running",
+        "{err}"
+    );
+    assert!(
+        err.contains("kubectl poddebug stop -n shop web dbg"),
+        "{err}"
+    );
+    let ec = &fake
+        .pod("shop", "web")
+        .unwrap()
+        .spec
+        .unwrap()
+        .ephemeral_containers
+        .unwrap()[0];
+    assert_eq!(ec.command.as_deref().unwrap(), &["sh", "-c", "sleep 1000"]);
+    assert_eq!(ec.target_container_name.as_deref(), Some("app"));
+
+    let (kc1, c1) = (kc.clone(), TempDir::new("c2"));
+    let (ok, out, err) =
+        tokio::task::spawn_blocking(move || plugin(&kc1, &c1, &["get", "web", "-o", "json"]))
+            .await
+            .unwrap();
+    assert!(ok, "{err}");
+    let list: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(list["items"][0]["metadata"]["name"], "dbg");
+
+    let (kc1, c1) = (kc.clone(), TempDir::new("c3"));
+    let (ok, out, err) = tokio::task::spawn_blocking(move || plugin(&kc1, &c1, &["list"]))
+        .await
+        .unwrap();
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("web.dbg") && out.contains("busybox:1.36"),
+        "{out}"
+    );
+
+    let (kc1, c1) = (kc.clone(), TempDir::new("c4"));
+    let (ok, out, err) = tokio::task::spawn_blocking(move || {
+        plugin(&kc1, &c1, &["stop", "web", "dbg", "--grace-period", "1"])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("debug container dbg in pod web") && out.contains("Terminated"),
+        "{out}"
+    );
+    assert!(
+        fake.execs().iter().all(|e| e.container == "dbg"),
+        "only the debug container is touched"
+    );
+
+    let (ok, out, err) = tokio::task::spawn_blocking(move || plugin(&kc, &cache, &["profiles"]))
+        .await
+        .unwrap();
+    assert!(ok, "{err}");
+    assert!(out.contains("sysadmin"), "{out}");
+
+    // A refusal keeps kubectl's wording and a non-zero exit.
+    let dir2 = TempDir::new("c5");
+    let kc2 = kubeconfig(&dir2, &server, &pki);
+    let (ok, _, err) = tokio::task::spawn_blocking(move || {
+        let c = TempDir::new("c6");
+        plugin(&kc2, &c, &["run", "nosuchpod", "-c", "x", "--wait", "0"])
+    })
+    .await
+    .unwrap();
+    assert!(!ok);
+    assert!(err.contains("pods \"nosuchpod\" not found"), "{err}");
+}
