@@ -3,24 +3,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use poddebug_tests::pki::Ca;
-use poddebug_tests::{FakeKube, PodDebugServer, TempDir, TestPki};
-use serde_json::json;
-
-fn kubeconfig(dir: &TempDir, server: &PodDebugServer, pki: &TestPki) -> PathBuf {
-    use base64::Engine;
-    let cert = pki.client_cert(Ca::Client, "plugin-user", &["devs"]);
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let cfg = json!({
-        "apiVersion": "v1", "kind": "Config", "current-context": "pd",
-        "clusters": [{"name": "pd", "cluster": {"server": server.url(), "certificate-authority-data": b64(pki.cluster_ca_pem())}}],
-        "users": [{"name": "u", "user": {"client-certificate-data": b64(&cert.cert_pem), "client-key-data": b64(&cert.key_pem)}}],
-        "contexts": [{"name": "pd", "context": {"cluster": "pd", "user": "u", "namespace": "shop"}}],
-    });
-    let path = dir.path().join("kubeconfig.json");
-    std::fs::write(&path, cfg.to_string()).expect("kubeconfig");
-    path
-}
+use poddebug_tests::{FakeKube, PodDebugServer, TempDir};
 
 fn plugin(kc: &PathBuf, cache: &TempDir, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kubectl-poddebug"))
@@ -54,7 +37,7 @@ async fn run_get_list_stop_and_profiles() {
     let server = PodDebugServer::start(&fake, &pki, &[]).await;
     let dir = TempDir::new("plugin");
     let cache = TempDir::new("plugin-cache");
-    let kc = kubeconfig(&dir, &server, &pki);
+    let kc = server.write_kubeconfig(dir.path(), "plugin-user", &["devs"], "shop");
 
     let (kc1, c1) = (kc.clone(), TempDir::new("c1"));
     let (ok, out, err) = tokio::task::spawn_blocking(move || {
@@ -144,7 +127,7 @@ async fn run_get_list_stop_and_profiles() {
 
     // A refusal keeps kubectl's wording and a non-zero exit.
     let dir2 = TempDir::new("c5");
-    let kc2 = kubeconfig(&dir2, &server, &pki);
+    let kc2 = server.write_kubeconfig(dir2.path(), "plugin-user", &["devs"], "shop");
     let (ok, _, err) = tokio::task::spawn_blocking(move || {
         let c = TempDir::new("c6");
         plugin(&kc2, &c, &["run", "nosuchpod", "-c", "x", "--wait", "0"])

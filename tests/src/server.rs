@@ -245,6 +245,33 @@ impl PodDebugServer {
         TestClient::builder(&self.url()).ca_pem(&self.cluster_ca_pem)
     }
 
+    /// Writes a kubeconfig into `dir` that talks to this server directly as `user` in `groups`
+    /// with a client-CA certificate (namespace `namespace`), for the real kubectl.
+    pub fn write_kubeconfig(
+        &self,
+        dir: &std::path::Path,
+        user: &str,
+        groups: &[&str],
+        namespace: &str,
+    ) -> PathBuf {
+        use base64::Engine;
+        let pki = self
+            .pki
+            .as_ref()
+            .expect("write_kubeconfig needs a server made by start()");
+        let cert = pki.client_cert(Ca::Client, user, groups);
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let cfg = serde_json::json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "poddebug",
+            "clusters": [{"name": "poddebug", "cluster": {"server": self.url(), "certificate-authority-data": b64(&self.cluster_ca_pem)}}],
+            "users": [{"name": user, "user": {"client-certificate-data": b64(&cert.cert_pem), "client-key-data": b64(&cert.key_pem)}}],
+            "contexts": [{"name": "poddebug", "context": {"cluster": "poddebug", "user": user, "namespace": namespace}}],
+        });
+        let path = dir.join(format!("kubeconfig-{user}.json"));
+        std::fs::write(&path, cfg.to_string()).expect("write kubeconfig");
+        path
+    }
+
     /// A client that authenticates as the aggregator forwarding for `user` in `groups`.
     pub fn front_proxy_client(&self, user: &str, groups: &[&str]) -> TestClient {
         let pki = self

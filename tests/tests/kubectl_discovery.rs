@@ -5,9 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use poddebug_tests::pki::Ca;
-use poddebug_tests::{FakeKube, PodDebugServer, TempDir, TestPki};
-use serde_json::json;
+use poddebug_tests::{FakeKube, PodDebugServer, TempDir};
 
 fn kubectl_available() -> bool {
     let found = Command::new("kubectl")
@@ -19,28 +17,6 @@ fn kubectl_available() -> bool {
         eprintln!("kubectl not found: skipping");
     }
     found
-}
-
-/// A kubeconfig for `server` authenticating with a client-CA certificate of `user`.
-fn kubeconfig(
-    dir: &TempDir,
-    server: &PodDebugServer,
-    pki: &TestPki,
-    user: &str,
-    groups: &[&str],
-) -> PathBuf {
-    let cert = pki.client_cert(Ca::Client, user, groups);
-    use base64::Engine;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let cfg = json!({
-        "apiVersion": "v1", "kind": "Config", "current-context": "poddebug",
-        "clusters": [{"name": "poddebug", "cluster": {"server": server.url(), "certificate-authority-data": b64(pki.cluster_ca_pem())}}],
-        "users": [{"name": user, "user": {"client-certificate-data": b64(&cert.cert_pem), "client-key-data": b64(&cert.key_pem)}}],
-        "contexts": [{"name": "poddebug", "context": {"cluster": "poddebug", "user": user, "namespace": "shop"}}],
-    });
-    let path = dir.path().join(format!("kubeconfig-{user}.json"));
-    std::fs::write(&path, cfg.to_string()).expect("write kubeconfig");
-    path
 }
 
 fn run(kc: &PathBuf, cache: &TempDir, args: &[&str]) -> (bool, String, String) {
@@ -70,7 +46,7 @@ async fn kubectl_discovers_explains_and_lists_our_resources() {
     let server = PodDebugServer::start(&fake, &pki, &[]).await;
     let dir = TempDir::new("kubectl");
     let cache = TempDir::new("kubecache");
-    let kc = kubeconfig(&dir, &server, &pki, "kim", &["devs"]);
+    let kc = server.write_kubeconfig(dir.path(), "kim", &["devs"], "shop");
     let kc2 = kc.clone();
     let (ok, out, err) = tokio::task::spawn_blocking(move || {
         let cache = TempDir::new("kubecache-inner");

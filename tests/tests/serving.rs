@@ -29,7 +29,10 @@ async fn setup(extra: &[&str]) -> (FakeKube, TestPki, PodDebugServer) {
 
 /// Lets the fake authorize everything except what `deny` says about a user-facing request
 /// (the poddebug service account's own pod calls are always allowed).
-fn policy(fake: &FakeKube, deny: impl Fn(&poddebug_tests::fake::Attributes) -> bool + Send + Sync + 'static) {
+fn policy(
+    fake: &FakeKube,
+    deny: impl Fn(&poddebug_tests::fake::Attributes) -> bool + Send + Sync + 'static,
+) {
     fake.set_policy(move |a| a.user.starts_with("system:serviceaccount:") || !deny(a));
 }
 
@@ -38,7 +41,33 @@ fn json_of(b: &Bytes) -> Value {
 }
 
 fn user_sars(fake: &FakeKube, user: &str) -> Vec<poddebug_tests::fake::SarRecord> {
-    fake.sars().into_iter().filter(|s| s.attributes.user == user).collect()
+    fake.sars()
+        .into_iter()
+        .filter(|s| s.attributes.user == user)
+        .collect()
+}
+
+/// Polls `check` every 100 ms for up to 10 s; true once it held.
+async fn eventually<F, Fut>(mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..100 {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// The status code of `GET path`.
+async fn code_of(c: &TestClient, path: &str) -> StatusCode {
+    c.request(Method::GET, path, &[], Bytes::new())
+        .await
+        .map(|r| r.0)
+        .unwrap_or(StatusCode::BAD_GATEWAY)
 }
 
 // ---------- TLS and HTTP versions ----------
@@ -46,13 +75,30 @@ fn user_sars(fake: &FakeKube, user: &str) -> Vec<poddebug_tests::fake::SarRecord
 #[tokio::test]
 async fn serves_http2_and_http1_over_tls() {
     let (_fake, pki, server) = setup(&[]).await;
-    for (version, want) in [(HttpVersion::Http2, http::Version::HTTP_2), (HttpVersion::Http1, http::Version::HTTP_11)] {
-        let client = server.client_builder().front_proxy(&pki, "alice", &["system:masters"], &[]).version(version).build();
+    for (version, want) in [
+        (HttpVersion::Http2, http::Version::HTTP_2),
+        (HttpVersion::Http1, http::Version::HTTP_11),
+    ] {
+        let client = server
+            .client_builder()
+            .front_proxy(&pki, "alice", &["system:masters"], &[])
+            .version(version)
+            .build();
         let tls = client.connect_tls().await.expect("TLS");
         let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
         drop(tls);
-        assert_eq!(alpn.as_deref(), Some(if want == http::Version::HTTP_2 { &b"h2"[..] } else { &b"http/1.1"[..] }));
-        let (code, _, body) = client.request(Method::GET, GV, &[], Bytes::new()).await.expect("request");
+        assert_eq!(
+            alpn.as_deref(),
+            Some(if want == http::Version::HTTP_2 {
+                &b"h2"[..]
+            } else {
+                &b"http/1.1"[..]
+            })
+        );
+        let (code, _, body) = client
+            .request(Method::GET, GV, &[], Bytes::new())
+            .await
+            .expect("request");
         assert_eq!(code, StatusCode::OK, "{version:?}");
         assert_eq!(json_of(&body)["kind"], "APIResourceList");
     }
@@ -66,23 +112,50 @@ async fn front_proxy_user_is_authorized_with_its_identity() {
     policy(&fake, |a| a.user == "bob");
     let alice = server
         .client_builder()
-        .front_proxy(&pki, "alice", &["devs", "system:authenticated"], &[("authentication.kubernetes.io/credential-id", "X509SHA256=ab")])
+        .front_proxy(
+            &pki,
+            "alice",
+            &["devs", "system:authenticated"],
+            &[(
+                "authentication.kubernetes.io/credential-id",
+                "X509SHA256=ab",
+            )],
+        )
         .header("x-remote-uid", "uid-1")
         .build();
-    let (code, _, _) = alice.request(Method::GET, &format!("{GV}/namespaces/{NS}/pods/{POD}/debug"), &[], Bytes::new()).await.unwrap();
+    let (code, _, _) = alice
+        .request(
+            Method::GET,
+            &format!("{GV}/namespaces/{NS}/pods/{POD}/debug"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::OK);
     let sars = user_sars(&fake, "alice");
     let sar = sars.last().expect("a SubjectAccessReview for alice");
     assert_eq!(sar.spec["uid"], "uid-1");
     assert_eq!(sar.spec["groups"], json!(["devs", "system:authenticated"]));
-    assert_eq!(sar.spec["extra"], json!({"authentication.kubernetes.io/credential-id": ["X509SHA256=ab"]}));
+    assert_eq!(
+        sar.spec["extra"],
+        json!({"authentication.kubernetes.io/credential-id": ["X509SHA256=ab"]})
+    );
     assert_eq!(
         sar.spec["resourceAttributes"],
         json!({"verb": "get", "group": "poddebug.dev", "version": "v1alpha1", "resource": "pods", "subresource": "debug", "namespace": NS, "name": POD})
     );
 
     let bob = server.front_proxy_client("bob", &["devs"]);
-    let (code, headers, body) = bob.request(Method::POST, &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/dbg"), &[], "{}").await.unwrap();
+    let (code, headers, body) = bob
+        .request(
+            Method::POST,
+            &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/dbg"),
+            &[],
+            "{}",
+        )
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::FORBIDDEN);
     assert_eq!(headers["content-type"], "application/json");
     let status = json_of(&body);
@@ -93,8 +166,19 @@ async fn front_proxy_user_is_authorized_with_its_identity() {
         status["message"],
         "pods.poddebug.dev \"web\" is forbidden: User \"bob\" cannot create resource \"pods/debug\" in API group \"poddebug.dev\" in the namespace \"shop\""
     );
-    assert_eq!(status["details"], json!({"name": POD, "group": "poddebug.dev", "kind": "pods"}));
-    assert!(fake.pod(NS, POD).unwrap().spec.unwrap().ephemeral_containers.is_none(), "a denied create changes nothing");
+    assert_eq!(
+        status["details"],
+        json!({"name": POD, "group": "poddebug.dev", "kind": "pods"})
+    );
+    assert!(
+        fake.pod(NS, POD)
+            .unwrap()
+            .spec
+            .unwrap()
+            .ephemeral_containers
+            .is_none(),
+        "a denied create changes nothing"
+    );
 }
 
 #[tokio::test]
@@ -107,26 +191,52 @@ async fn spoofed_remote_headers_without_a_certificate_authenticate_nobody() {
         .header("x-remote-group", "system:masters")
         .header("x-remote-extra-scopes", "all")
         .build();
-    let (code, _, body) = spoofer.request(Method::GET, GV, &[], Bytes::new()).await.unwrap();
-    assert_eq!(code, StatusCode::FORBIDDEN, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(json_of(&body)["message"], "forbidden: User \"system:anonymous\" cannot get path \"/apis/poddebug.dev/v1alpha1\"");
-    assert!(fake.sars().iter().all(|s| s.attributes.user != "admin"), "the spoofed user never reaches the authorizer");
+    let (code, _, body) = spoofer
+        .request(Method::GET, GV, &[], Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        code,
+        StatusCode::FORBIDDEN,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    assert_eq!(
+        json_of(&body)["message"],
+        "forbidden: User \"system:anonymous\" cannot get path \"/apis/poddebug.dev/v1alpha1\""
+    );
+    assert!(
+        fake.sars().iter().all(|s| s.attributes.user != "admin"),
+        "the spoofed user never reaches the authorizer"
+    );
     let anon = user_sars(&fake, "system:anonymous");
-    assert_eq!(anon.last().unwrap().attributes.groups, vec!["system:unauthenticated"]);
+    assert_eq!(
+        anon.last().unwrap().attributes.groups,
+        vec!["system:unauthenticated"]
+    );
     assert!(anon.last().unwrap().attributes.extra.is_empty());
 
     // A client certificate from the *client* CA is not a front proxy: its headers are ignored too.
     let client_cert = pki_client(&server, &pki, "carol", &["qa"]);
     let spoof2 = client_cert.with_header("x-remote-user", "admin");
-    let (code, _, _) = spoof2.request(Method::GET, GV, &[], Bytes::new()).await.unwrap();
+    let (code, _, _) = spoof2
+        .request(Method::GET, GV, &[], Bytes::new())
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::OK);
     let carol = user_sars(&fake, "carol");
-    assert_eq!(carol.last().unwrap().attributes.groups, vec!["qa", "system:authenticated"]);
+    assert_eq!(
+        carol.last().unwrap().attributes.groups,
+        vec!["qa", "system:authenticated"]
+    );
     assert!(fake.sars().iter().all(|s| s.attributes.user != "admin"));
 }
 
 fn pki_client(server: &PodDebugServer, pki: &TestPki, user: &str, groups: &[&str]) -> TestClient {
-    server.client_builder().client_cert_key(&pki.client_cert(Ca::Client, user, groups)).build()
+    server
+        .client_builder()
+        .client_cert_key(&pki.client_cert(Ca::Client, user, groups))
+        .build()
 }
 
 #[tokio::test]
@@ -136,7 +246,11 @@ async fn client_certificates_and_front_proxy_certificates_are_checked() {
 
     // A front-proxy CN signed by the wrong CA (the cluster CA): 401, not anonymous.
     let wrong_ca = pki.client_cert(Ca::Cluster, "front-proxy-client", &[]);
-    let c = server.client_builder().client_cert_key(&wrong_ca).header("x-remote-user", "admin").build();
+    let c = server
+        .client_builder()
+        .client_cert_key(&wrong_ca)
+        .header("x-remote-user", "admin")
+        .build();
     let (code, _, body) = c.request(Method::GET, GV, &[], Bytes::new()).await.unwrap();
     assert_eq!(code, StatusCode::UNAUTHORIZED);
     let status = json_of(&body);
@@ -145,7 +259,11 @@ async fn client_certificates_and_front_proxy_certificates_are_checked() {
 
     // Signed by the front-proxy CA, but a CN not in --requestheader-allowed-names: 401.
     let other_cn = pki.client_cert(Ca::FrontProxy, "not-the-aggregator", &[]);
-    let c = server.client_builder().client_cert_key(&other_cn).header("x-remote-user", "admin").build();
+    let c = server
+        .client_builder()
+        .client_cert_key(&other_cn)
+        .header("x-remote-user", "admin")
+        .build();
     let (code, _, _) = c.request(Method::GET, GV, &[], Bytes::new()).await.unwrap();
     assert_eq!(code, StatusCode::UNAUTHORIZED);
 
@@ -156,28 +274,55 @@ async fn client_certificates_and_front_proxy_certificates_are_checked() {
     assert!(fake.sars().iter().all(|s| s.attributes.user != "admin"));
     // system:masters skips the review, like the generic apiserver; dave is not one.
     let dave = user_sars(&fake, "dave");
-    assert_eq!(dave.last().unwrap().attributes.groups, vec!["ops", "oncall", "system:authenticated"]);
-    assert_eq!(dave.last().unwrap().spec["nonResourceAttributes"], json!({"path": GV, "verb": "get"}));
+    assert_eq!(
+        dave.last().unwrap().attributes.groups,
+        vec!["ops", "oncall", "system:authenticated"]
+    );
+    assert_eq!(
+        dave.last().unwrap().spec["nonResourceAttributes"],
+        json!({"path": GV, "verb": "get"})
+    );
 }
 
 #[tokio::test]
 async fn bearer_tokens_go_through_token_review_and_are_cached() {
     let (fake, _pki, server) = setup(&["--authentication-token-webhook-cache-ttl=30s"]).await;
     fake.allow_all();
-    fake.add_token("portal-token", UserInfo { name: "portal-user".into(), uid: "u-9".into(), groups: vec!["portal".into()], extra: BTreeMap::new() });
+    fake.add_token(
+        "portal-token",
+        UserInfo {
+            name: "portal-user".into(),
+            uid: "u-9".into(),
+            groups: vec!["portal".into()],
+            extra: BTreeMap::new(),
+        },
+    );
     let before = fake.token_reviews_count();
     let portal = server.client_builder().bearer_token("portal-token").build();
     for _ in 0..3 {
-        let (code, _, _) = portal.request(Method::GET, GV, &[], Bytes::new()).await.unwrap();
+        let (code, _, _) = portal
+            .request(Method::GET, GV, &[], Bytes::new())
+            .await
+            .unwrap();
         assert_eq!(code, StatusCode::OK);
     }
-    assert_eq!(fake.token_reviews_count() - before, 1, "three requests, one TokenReview");
+    assert_eq!(
+        fake.token_reviews_count() - before,
+        1,
+        "three requests, one TokenReview"
+    );
     let sar = user_sars(&fake, "portal-user").pop().unwrap();
     assert_eq!(sar.spec["uid"], "u-9");
-    assert_eq!(sar.attributes.groups, vec!["portal", "system:authenticated"]);
+    assert_eq!(
+        sar.attributes.groups,
+        vec!["portal", "system:authenticated"]
+    );
 
     let bad = server.client_builder().bearer_token("not-a-token").build();
-    let (code, _, body) = bad.request(Method::GET, GV, &[], Bytes::new()).await.unwrap();
+    let (code, _, body) = bad
+        .request(Method::GET, GV, &[], Bytes::new())
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::UNAUTHORIZED);
     assert_eq!(json_of(&body)["reason"], "Unauthorized");
 
@@ -203,17 +348,38 @@ async fn anonymous_requests_reach_only_the_always_allowed_paths() {
     policy(&fake, |a| a.user == "system:anonymous");
     let anon = server.client_builder().build();
     for path in ["/healthz", "/livez", "/readyz"] {
-        let (code, _, body) = anon.request(Method::GET, path, &[], Bytes::new()).await.unwrap();
+        let (code, _, body) = anon
+            .request(Method::GET, path, &[], Bytes::new())
+            .await
+            .unwrap();
         assert_eq!(code, StatusCode::OK, "{path}");
         assert_eq!(&body[..], b"ok");
     }
-    let (code, _, body) = anon.request(Method::GET, "/readyz?verbose", &[], Bytes::new()).await.unwrap();
+    let (code, _, body) = anon
+        .request(Method::GET, "/readyz?verbose", &[], Bytes::new())
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::OK);
     let text = String::from_utf8_lossy(&body);
-    assert!(text.contains("[+]authentication-config ok") && text.contains("[+]upstream-kube-apiserver ok"), "{text}");
-    assert!(user_sars(&fake, "system:anonymous").is_empty(), "health paths need no review");
-    for path in ["/metrics", "/apis", "/openapi/v2", &format!("{GV}/namespaces/{NS}/poddebugcontainers")] {
-        let (code, _, _) = anon.request(Method::GET, path, &[], Bytes::new()).await.unwrap();
+    assert!(
+        text.contains("[+]authentication-config ok")
+            && text.contains("[+]upstream-kube-apiserver ok"),
+        "{text}"
+    );
+    assert!(
+        user_sars(&fake, "system:anonymous").is_empty(),
+        "health paths need no review"
+    );
+    for path in [
+        "/metrics",
+        "/apis",
+        "/openapi/v2",
+        &format!("{GV}/namespaces/{NS}/poddebugcontainers"),
+    ] {
+        let (code, _, _) = anon
+            .request(Method::GET, path, &[], Bytes::new())
+            .await
+            .unwrap();
         assert_eq!(code, StatusCode::FORBIDDEN, "{path}");
     }
 }
@@ -224,29 +390,80 @@ async fn anonymous_requests_reach_only_the_always_allowed_paths() {
 async fn every_endpoint_asks_for_kube_apiservers_attributes() {
     let (fake, pki, server) = setup(&["--authorization-webhook-cache-unauthorized-ttl=0s"]).await;
     policy(&fake, |_| true); // deny every user request: we only look at what was asked
-    let c = server.client_builder().front_proxy(&pki, "eve", &["devs"], &[]).build();
+    let c = server
+        .client_builder()
+        .front_proxy(&pki, "eve", &["devs"], &[])
+        .build();
     let ns = format!("{GV}/namespaces/{NS}");
     let cases: Vec<(Method, String, Vec<(&str, &str, &str, &str)>)> = vec![
-        (Method::POST, format!("{ns}/pods/{POD}/debug/dbg"), vec![("create", "pods", "debug", POD)]),
-        (Method::POST, format!("{ns}/pods/{POD}/debug"), vec![("create", "pods", "debug", POD)]),
-        (Method::GET, format!("{ns}/pods/{POD}/debug/dbg"), vec![("get", "pods", "debug", POD)]),
-        (Method::DELETE, format!("{ns}/pods/{POD}/debug/dbg"), vec![("delete", "pods", "debug", POD)]),
-        (Method::POST, format!("{ns}/pods/{POD}/attach?container=dbg"), vec![("create", "pods", "attach", POD)]),
-        (Method::GET, format!("{ns}/pods/{POD}/log?container=dbg"), vec![("get", "pods", "log", POD)]),
-        (Method::GET, format!("{ns}/poddebugcontainers"), vec![("list", "poddebugcontainers", "", "")]),
-        (Method::GET, format!("{ns}/poddebugcontainers?watch=true"), vec![("watch", "poddebugcontainers", "", "")]),
-        (Method::GET, format!("{ns}/poddebugcontainers/{POD}.dbg"), vec![("get", "poddebugcontainers", "", "web.dbg")]),
+        (
+            Method::POST,
+            format!("{ns}/pods/{POD}/debug/dbg"),
+            vec![("create", "pods", "debug", POD)],
+        ),
+        (
+            Method::POST,
+            format!("{ns}/pods/{POD}/debug"),
+            vec![("create", "pods", "debug", POD)],
+        ),
+        (
+            Method::GET,
+            format!("{ns}/pods/{POD}/debug/dbg"),
+            vec![("get", "pods", "debug", POD)],
+        ),
+        (
+            Method::DELETE,
+            format!("{ns}/pods/{POD}/debug/dbg"),
+            vec![("delete", "pods", "debug", POD)],
+        ),
+        (
+            Method::POST,
+            format!("{ns}/pods/{POD}/attach?container=dbg"),
+            vec![("create", "pods", "attach", POD)],
+        ),
+        (
+            Method::GET,
+            format!("{ns}/pods/{POD}/log?container=dbg"),
+            vec![("get", "pods", "log", POD)],
+        ),
+        (
+            Method::GET,
+            format!("{ns}/poddebugcontainers"),
+            vec![("list", "poddebugcontainers", "", "")],
+        ),
+        (
+            Method::GET,
+            format!("{ns}/poddebugcontainers?watch=true"),
+            vec![("watch", "poddebugcontainers", "", "")],
+        ),
+        (
+            Method::GET,
+            format!("{ns}/poddebugcontainers/{POD}.dbg"),
+            vec![("get", "poddebugcontainers", "", "web.dbg")],
+        ),
     ];
     for (method, path, want) in cases {
         fake.clear_sars();
-        let (code, _, _) = c.request(method.clone(), &path, &[], Bytes::new()).await.unwrap();
+        let (code, _, _) = c
+            .request(method.clone(), &path, &[], Bytes::new())
+            .await
+            .unwrap();
         assert_eq!(code, StatusCode::FORBIDDEN, "{method} {path}");
         let got: Vec<(String, String, String, String)> = user_sars(&fake, "eve")
             .into_iter()
-            .map(|s| (s.attributes.verb, s.attributes.resource, s.attributes.subresource, s.attributes.name))
+            .map(|s| {
+                (
+                    s.attributes.verb,
+                    s.attributes.resource,
+                    s.attributes.subresource,
+                    s.attributes.name,
+                )
+            })
             .collect();
-        let want: Vec<(String, String, String, String)> =
-            want.into_iter().map(|(v, r, s, n)| (v.into(), r.into(), s.into(), n.into())).collect();
+        let want: Vec<(String, String, String, String)> = want
+            .into_iter()
+            .map(|(v, r, s, n)| (v.into(), r.into(), s.into(), n.into()))
+            .collect();
         assert_eq!(got, want, "{method} {path}");
         let sar = user_sars(&fake, "eve").pop().unwrap();
         assert_eq!(sar.attributes.api_group, "poddebug.dev");
@@ -255,21 +472,48 @@ async fn every_endpoint_asks_for_kube_apiservers_attributes() {
     // A WebSocket attach is a GET: it needs get and create, like core attach since 1.35.
     policy(&fake, |a| a.user == "eve" && a.verb == "create");
     fake.clear_sars();
-    let (code, _, body) = c.request(Method::GET, &format!("{ns}/pods/{POD}/attach?container=dbg"), &[], Bytes::new()).await.unwrap();
+    let (code, _, body) = c
+        .request(
+            Method::GET,
+            &format!("{ns}/pods/{POD}/attach?container=dbg"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::FORBIDDEN);
-    assert!(json_of(&body)["message"].as_str().unwrap().contains("cannot create resource \"pods/attach\""));
-    let verbs: Vec<String> = user_sars(&fake, "eve").into_iter().map(|s| s.attributes.verb).collect();
+    assert!(
+        json_of(&body)["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot create resource \"pods/attach\"")
+    );
+    let verbs: Vec<String> = user_sars(&fake, "eve")
+        .into_iter()
+        .map(|s| s.attributes.verb)
+        .collect();
     assert_eq!(verbs, ["get", "create"]);
     // Cluster-scoped and non-resource requests.
     fake.clear_sars();
-    for path in [format!("{GV}/debugprofiles"), "/apis".to_owned(), "/openapi/v3".to_owned(), "/metrics".to_owned()] {
-        let _ = c.request(Method::GET, &path, &[], Bytes::new()).await.unwrap();
+    for path in [
+        format!("{GV}/debugprofiles"),
+        "/apis".to_owned(),
+        "/openapi/v3".to_owned(),
+        "/metrics".to_owned(),
+    ] {
+        let _ = c
+            .request(Method::GET, &path, &[], Bytes::new())
+            .await
+            .unwrap();
     }
     let sars = user_sars(&fake, "eve");
     assert_eq!(sars[0].attributes.verb, "list");
     assert_eq!(sars[0].attributes.resource, "debugprofiles");
     assert_eq!(sars[0].attributes.namespace, "");
-    let paths: Vec<&str> = sars[1..].iter().map(|s| s.attributes.path.as_str()).collect();
+    let paths: Vec<&str> = sars[1..]
+        .iter()
+        .map(|s| s.attributes.path.as_str())
+        .collect();
     assert_eq!(paths, ["/apis", "/openapi/v3", "/metrics"]);
 }
 
@@ -281,18 +525,52 @@ async fn decisions_are_cached_with_separate_ttls() {
     ])
     .await;
     policy(&fake, |a| a.user == "mallory");
-    let ok = server.client_builder().front_proxy(&pki, "frank", &[], &[]).build();
-    let denied = server.client_builder().front_proxy(&pki, "mallory", &[], &[]).build();
+    let ok = server
+        .client_builder()
+        .front_proxy(&pki, "frank", &[], &[])
+        .build();
+    let denied = server
+        .client_builder()
+        .front_proxy(&pki, "mallory", &[], &[])
+        .build();
     for _ in 0..3 {
-        assert_eq!(ok.request(Method::GET, GV, &[], Bytes::new()).await.unwrap().0, StatusCode::OK);
-        assert_eq!(denied.request(Method::GET, GV, &[], Bytes::new()).await.unwrap().0, StatusCode::FORBIDDEN);
+        assert_eq!(
+            ok.request(Method::GET, GV, &[], Bytes::new())
+                .await
+                .unwrap()
+                .0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            denied
+                .request(Method::GET, GV, &[], Bytes::new())
+                .await
+                .unwrap()
+                .0,
+            StatusCode::FORBIDDEN
+        );
     }
-    assert_eq!(user_sars(&fake, "frank").len(), 1, "allowed answers are cached for 60s");
+    assert_eq!(
+        user_sars(&fake, "frank").len(),
+        1,
+        "allowed answers are cached for 60s"
+    );
     let denied_before = user_sars(&fake, "mallory").len();
     assert!(denied_before >= 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(denied.request(Method::GET, GV, &[], Bytes::new()).await.unwrap().0, StatusCode::FORBIDDEN);
-    assert_eq!(user_sars(&fake, "mallory").len(), denied_before + 1, "denied answers expire after 200ms");
+    assert_eq!(
+        denied
+            .request(Method::GET, GV, &[], Bytes::new())
+            .await
+            .unwrap()
+            .0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        user_sars(&fake, "mallory").len(),
+        denied_before + 1,
+        "denied answers expire after 200ms"
+    );
 }
 
 #[tokio::test]
@@ -300,17 +578,47 @@ async fn an_unreachable_authorizer_is_never_an_allow() {
     let (fake, pki, server) = setup(&["--authorization-webhook-cache-authorized-ttl=0s"]).await;
     fake.allow_all();
     fake.set_authorizer_down(true);
-    let c = server.client_builder().front_proxy(&pki, "gina", &[], &[]).build();
-    let (code, _, body) = c.request(Method::POST, &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/dbg"), &[], "{}").await.unwrap();
+    let c = server
+        .client_builder()
+        .front_proxy(&pki, "gina", &[], &[])
+        .build();
+    let (code, _, body) = c
+        .request(
+            Method::POST,
+            &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/dbg"),
+            &[],
+            "{}",
+        )
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
     let status = json_of(&body);
     assert_eq!(status["reason"], "ServiceUnavailable");
     assert_eq!(status["kind"], "Status");
-    assert!(fake.pod(NS, POD).unwrap().spec.unwrap().ephemeral_containers.is_none());
+    assert!(
+        fake.pod(NS, POD)
+            .unwrap()
+            .spec
+            .unwrap()
+            .ephemeral_containers
+            .is_none()
+    );
     // Health stays up: it needs no authorizer.
-    assert_eq!(c.request(Method::GET, "/livez", &[], Bytes::new()).await.unwrap().0, StatusCode::OK);
+    assert_eq!(
+        c.request(Method::GET, "/livez", &[], Bytes::new())
+            .await
+            .unwrap()
+            .0,
+        StatusCode::OK
+    );
     fake.set_authorizer_down(false);
-    assert_eq!(c.request(Method::GET, GV, &[], Bytes::new()).await.unwrap().0, StatusCode::OK);
+    assert_eq!(
+        c.request(Method::GET, GV, &[], Bytes::new())
+            .await
+            .unwrap()
+            .0,
+        StatusCode::OK
+    );
 }
 
 // ---------- operations ----------
@@ -319,33 +627,109 @@ async fn an_unreachable_authorizer_is_never_an_allow() {
 async fn metrics_count_requests_and_are_authorized_as_a_non_resource_url() {
     let (fake, pki, server) = setup(&[]).await;
     policy(&fake, |a| a.user == "viewer" && a.path == "/metrics");
-    let admin = server.client_builder().front_proxy(&pki, "ops", &[], &[]).build();
-    let _ = admin.request(Method::GET, GV, &[], Bytes::new()).await.unwrap();
-    let _ = admin.request(Method::GET, &format!("{GV}/namespaces/{NS}/pods/nope/debug/x"), &[], Bytes::new()).await.unwrap();
-    let (code, headers, body) = admin.request(Method::GET, "/metrics", &[], Bytes::new()).await.unwrap();
+    let admin = server
+        .client_builder()
+        .front_proxy(&pki, "ops", &[], &[])
+        .build();
+    let _ = admin
+        .request(Method::GET, GV, &[], Bytes::new())
+        .await
+        .unwrap();
+    let _ = admin
+        .request(
+            Method::GET,
+            &format!("{GV}/namespaces/{NS}/pods/nope/debug/x"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
+    let (code, headers, body) = admin
+        .request(Method::GET, "/metrics", &[], Bytes::new())
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::OK);
-    assert!(headers["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
     let text = String::from_utf8_lossy(&body);
-    assert!(text.contains("poddebug_apiserver_requests_total{verb=\"get\",resource=\"nonresource\",code=\"200\"}"), "{text}");
-    assert!(text.contains("poddebug_apiserver_requests_total{verb=\"get\",resource=\"pods/debug\",code=\"404\"} 1"), "{text}");
-    assert!(text.contains("poddebug_apiserver_request_duration_seconds_bucket"), "{text}");
-    assert!(text.contains("poddebug_apiserver_inflight_requests"), "{text}");
-    assert!(text.contains("poddebug_apiserver_active_streams 0"), "{text}");
-    assert!(text.contains("poddebug_apiserver_upstream_request_duration_seconds"), "{text}");
-    let viewer = server.client_builder().front_proxy(&pki, "viewer", &[], &[]).build();
-    let (code, _, body) = viewer.request(Method::GET, "/metrics", &[], Bytes::new()).await.unwrap();
+    assert!(
+        text.contains(
+            "poddebug_apiserver_requests_total{verb=\"get\",resource=\"nonresource\",code=\"200\"}"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "poddebug_apiserver_requests_total{verb=\"get\",resource=\"pods/debug\",code=\"404\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("poddebug_apiserver_request_duration_seconds_bucket"),
+        "{text}"
+    );
+    assert!(
+        text.contains("poddebug_apiserver_inflight_requests"),
+        "{text}"
+    );
+    assert!(
+        text.contains("poddebug_apiserver_active_streams 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("poddebug_apiserver_upstream_request_duration_seconds"),
+        "{text}"
+    );
+    let viewer = server
+        .client_builder()
+        .front_proxy(&pki, "viewer", &[], &[])
+        .build();
+    let (code, _, body) = viewer
+        .request(Method::GET, "/metrics", &[], Bytes::new())
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::FORBIDDEN);
-    assert_eq!(json_of(&body)["message"], "forbidden: User \"viewer\" cannot get path \"/metrics\"");
+    assert_eq!(
+        json_of(&body)["message"],
+        "forbidden: User \"viewer\" cannot get path \"/metrics\""
+    );
 }
 
 #[tokio::test]
 async fn logs_have_one_line_per_request_and_no_credentials() {
     let (fake, pki, server) = setup(&[]).await;
     fake.allow_all();
-    fake.add_token("secret-token-value", UserInfo { name: "tok".into(), ..Default::default() });
-    let c = server.client_builder().front_proxy(&pki, "logged-user", &[], &[]).build();
-    let _ = c.request(Method::GET, &format!("{GV}/debugprofiles"), &[], Bytes::new()).await.unwrap();
-    let _ = server.client_builder().bearer_token("secret-token-value").build().request(Method::GET, GV, &[], Bytes::new()).await.unwrap();
+    fake.add_token(
+        "secret-token-value",
+        UserInfo {
+            name: "tok".into(),
+            ..Default::default()
+        },
+    );
+    let c = server
+        .client_builder()
+        .front_proxy(&pki, "logged-user", &[], &[])
+        .build();
+    let _ = c
+        .request(
+            Method::GET,
+            &format!("{GV}/debugprofiles"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
+    let _ = server
+        .client_builder()
+        .bearer_token("secret-token-value")
+        .build()
+        .request(Method::GET, GV, &[], Bytes::new())
+        .await
+        .unwrap();
     assert!(server.wait_for_log("logged-user", T).await);
     let logs = server.logs();
     let line: Value = logs
@@ -358,7 +742,10 @@ async fn logs_have_one_line_per_request_and_no_credentials() {
     assert_eq!(line["code"], 200);
     assert!(line["duration_ms"].is_number());
     let all = server.logs_text();
-    assert!(!all.contains("secret-token-value"), "tokens never reach the log");
+    assert!(
+        !all.contains("secret-token-value"),
+        "tokens never reach the log"
+    );
     assert!(!all.contains("BEGIN CERTIFICATE"));
 }
 
@@ -371,9 +758,20 @@ async fn limits_answer_413_429_and_504() {
     ])
     .await;
     fake.allow_all();
-    let c = server.client_builder().front_proxy(&pki, "lim", &[], &[]).build();
+    let c = server
+        .client_builder()
+        .front_proxy(&pki, "lim", &[], &[])
+        .build();
     let big = format!("{{\"container\": {{\"image\": \"{}\"}}}}", "x".repeat(4096));
-    let (code, _, body) = c.request(Method::POST, &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/big"), &[], big).await.unwrap();
+    let (code, _, body) = c
+        .request(
+            Method::POST,
+            &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/big"),
+            &[],
+            big,
+        )
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(json_of(&body)["reason"], "RequestEntityTooLarge");
 
@@ -398,10 +796,18 @@ async fn limits_answer_413_429_and_504() {
     }
     assert!(saw_429, "a second request while the slot is taken gets 429");
     let (code, _, body) = slow.await.unwrap().unwrap();
-    assert_eq!(code, StatusCode::GATEWAY_TIMEOUT, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        code,
+        StatusCode::GATEWAY_TIMEOUT,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
     let status = json_of(&body);
     assert_eq!(status["reason"], "Timeout");
-    assert!(status["message"].as_str().unwrap().starts_with("Timeout: "), "{status}");
+    assert!(
+        status["message"].as_str().unwrap().starts_with("Timeout: "),
+        "{status}"
+    );
 }
 
 #[tokio::test]
@@ -417,12 +823,23 @@ async fn serving_certificate_rotates_without_dropping_connections() {
     std::fs::write(&key_path, &first.key_pem).unwrap();
     let cert_arg = format!("--tls-cert-file={}", cert_path.display());
     let key_arg = format!("--tls-private-key-file={}", key_path.display());
-    let server = PodDebugServer::start(&fake, &pki, &[&cert_arg, &key_arg, "--cert-reload-interval=200ms"]).await;
+    let server = PodDebugServer::start(
+        &fake,
+        &pki,
+        &[&cert_arg, &key_arg, "--cert-reload-interval=200ms"],
+    )
+    .await;
 
-    let client = server.client_builder().front_proxy(&pki, "rot", &["system:masters"], &[]).http1_only().build();
+    let client = server
+        .client_builder()
+        .front_proxy(&pki, "rot", &["system:masters"], &[])
+        .http1_only()
+        .build();
     let tls = client.connect_tls().await.unwrap();
     let served_first = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .unwrap();
     tokio::spawn(conn);
     let req = |p: &str| {
         http::Request::get(p)
@@ -432,24 +849,26 @@ async fn serving_certificate_rotates_without_dropping_connections() {
             .body(http_body_util::Empty::<Bytes>::new())
             .unwrap()
     };
-    assert_eq!(send.send_request(req(GV)).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        send.send_request(req(GV)).await.unwrap().status(),
+        StatusCode::OK
+    );
 
     let second = pki.localhost_serving_cert();
     std::fs::write(&cert_path, &second.cert_pem).unwrap();
     std::fs::write(&key_path, &second.key_pem).unwrap();
-    let mut rotated = false;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let rotated = eventually(|| async {
         let tls = client.connect_tls().await.unwrap();
-        if tls.get_ref().1.peer_certificates().unwrap()[0].as_ref() != served_first.as_slice() {
-            rotated = true;
-            break;
-        }
-    }
+        tls.get_ref().1.peer_certificates().unwrap()[0].as_ref() != served_first.as_slice()
+    })
+    .await;
     assert!(rotated, "new handshakes get the new certificate");
     // The connection opened before the rotation still serves requests.
     for _ in 0..3 {
-        let resp = send.send_request(req(GV)).await.expect("old connection still usable");
+        let resp = send
+            .send_request(req(GV))
+            .await
+            .expect("old connection still usable");
         assert_eq!(resp.status(), StatusCode::OK);
     }
 }
@@ -465,17 +884,19 @@ async fn client_ca_rotation_applies_live() {
     std::fs::write(&ca_path, other.ca_pem(Ca::Client)).unwrap();
     let arg = format!("--client-ca-file={}", ca_path.display());
     let server = PodDebugServer::start(&fake, &pki, &[&arg, "--cert-reload-interval=200ms"]).await;
-    let c = server.client_builder().client_cert_key(&pki.client_cert(Ca::Client, "ivan", &["system:masters"])).build();
-    assert_eq!(c.request(Method::GET, GV, &[], Bytes::new()).await.unwrap().0, StatusCode::UNAUTHORIZED);
+    let c = server
+        .client_builder()
+        .client_cert_key(&pki.client_cert(Ca::Client, "ivan", &["system:masters"]))
+        .build();
+    assert_eq!(
+        c.request(Method::GET, GV, &[], Bytes::new())
+            .await
+            .unwrap()
+            .0,
+        StatusCode::UNAUTHORIZED
+    );
     std::fs::write(&ca_path, pki.ca_pem(Ca::Client)).unwrap();
-    let mut ok = false;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if c.request(Method::GET, GV, &[], Bytes::new()).await.unwrap().0 == StatusCode::OK {
-            ok = true;
-            break;
-        }
-    }
+    let ok = eventually(|| async { code_of(&c, GV).await == StatusCode::OK }).await;
     assert!(ok, "the new client CA is used without a restart");
 }
 
@@ -499,31 +920,27 @@ async fn authentication_config_is_looked_up_and_followed_in_the_cluster() {
         "--log-format=json".to_owned(),
     ];
     let _server = PodDebugServer::spawn_raw(&args);
-    let anonymous = TestClient::builder(&format!("https://127.0.0.1:{port}")).ca_pem(pki.cluster_ca_pem()).build();
-    let mut ready = false;
-    for _ in 0..100 {
-        if let Ok((StatusCode::OK, _, _)) = anonymous.request(Method::GET, "/readyz", &[], Bytes::new()).await {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let anonymous = TestClient::builder(&format!("https://127.0.0.1:{port}"))
+        .ca_pem(pki.cluster_ca_pem())
+        .build();
+    let ready =
+        eventually(|| async { code_of(&anonymous, "/readyz").await == StatusCode::OK }).await;
     assert!(ready, "ready once the ConfigMap was read");
     let aggregator = TestClient::builder(&format!("https://127.0.0.1:{port}"))
         .ca_pem(pki.cluster_ca_pem())
         .front_proxy(&pki, "via-aggregator", &["system:masters"], &[])
         .build();
-    assert_eq!(aggregator.request(Method::GET, GV, &[], Bytes::new()).await.unwrap().0, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        aggregator
+            .request(Method::GET, GV, &[], Bytes::new())
+            .await
+            .unwrap()
+            .0,
+        StatusCode::UNAUTHORIZED
+    );
     // kube-apiserver rotates its front-proxy CA: the watch picks it up.
     fake.set_auth_configmap(pki.auth_configmap_data());
-    let mut ok = false;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if aggregator.request(Method::GET, GV, &[], Bytes::new()).await.unwrap().0 == StatusCode::OK {
-            ok = true;
-            break;
-        }
-    }
+    let ok = eventually(|| async { code_of(&aggregator, GV).await == StatusCode::OK }).await;
     assert!(ok, "the rotated front-proxy CA applies live");
 }
 
@@ -532,22 +949,55 @@ async fn graceful_shutdown_lets_a_request_in_flight_finish() {
     let (fake, pki, mut server) = setup(&["--shutdown-grace-period=10s"]).await;
     fake.allow_all();
     fake.set_kubelet_simulation(false);
-    let c = Arc::new(server.client_builder().front_proxy(&pki, "sd", &[], &[]).build());
+    let c = Arc::new(
+        server
+            .client_builder()
+            .front_proxy(&pki, "sd", &[], &[])
+            .build(),
+    );
     let path = format!("{GV}/namespaces/{NS}/pods/{POD}/debug/late?wait=true&timeoutSeconds=20");
     let inflight = {
         let c = c.clone();
         tokio::spawn(async move { c.request(Method::POST, &path, &[], "{}").await })
     };
     // Wait until the container was added (the request is now waiting for it to run).
-    assert!(fake.wait_until(T, |f| f.pod(NS, POD).and_then(|p| p.spec).and_then(|s| s.ephemeral_containers).is_some()).await);
+    assert!(
+        fake.wait_until(T, |f| f
+            .pod(NS, POD)
+            .and_then(|p| p.spec)
+            .and_then(|s| s.ephemeral_containers)
+            .is_some())
+            .await
+    );
     let pid = server.pid().to_string();
-    let _ = tokio::process::Command::new("kill").args(["-TERM", &pid]).status().await;
+    let _ = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     // New connections are refused while draining.
-    assert!(c.request(Method::GET, "/livez", &[], Bytes::new()).await.is_err(), "the listener is closed");
-    fake.set_ec_state(NS, POD, "late", poddebug_tests::fake::ContainerState::Running);
-    let (code, _, body) = inflight.await.unwrap().expect("the in-flight request completes");
-    assert_eq!(code, StatusCode::CREATED, "{}", String::from_utf8_lossy(&body));
+    assert!(
+        c.request(Method::GET, "/livez", &[], Bytes::new())
+            .await
+            .is_err(),
+        "the listener is closed"
+    );
+    fake.set_ec_state(
+        NS,
+        POD,
+        "late",
+        poddebug_tests::fake::ContainerState::Running,
+    );
+    let (code, _, body) = inflight
+        .await
+        .unwrap()
+        .expect("the in-flight request completes");
+    assert_eq!(
+        code,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
     assert_eq!(json_of(&body)["status"]["phase"], "Running");
     let status = server.wait_exit(T).await.expect("exits after draining");
     assert!(status.success(), "{status}");
