@@ -86,6 +86,9 @@ pub struct ListOptions {
     pub namespace: Option<String>,
     /// Only this pod.
     pub pod: Option<String>,
+    /// With `pod`: a pod that does not exist is kube-apiserver's 404 `pods "POD" not found`
+    /// instead of an empty list (the `pods/POD/debug` subresource, as for the pod's others).
+    pub pod_must_exist: bool,
     /// Label selector on pod labels, as kube-apiserver parses it.
     pub label_selector: Option<String>,
     /// Field selector passed through to the pod list.

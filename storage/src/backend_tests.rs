@@ -153,6 +153,28 @@ async fn missing_pod_and_name_are_404s() {
         (err.code(), err.message()),
         (404, "pods \"nope\" not found".to_owned())
     );
+    // The list of one pod: 404 only when asked for (`pods/POD/debug`).
+    let mut opts = ListOptions {
+        namespace: Some("ns".into()),
+        pod: Some("nope".into()),
+        ..Default::default()
+    };
+    let list = b.list(&opts, &alice()).await.expect("empty list");
+    assert!(list.items.is_empty());
+    opts.pod_must_exist = true;
+    let err = api_err(b.list(&opts, &alice()).await);
+    assert_eq!(
+        (err.code(), err.message()),
+        (404, "pods \"nope\" not found".to_owned())
+    );
+    opts.pod = Some("web".into());
+    assert!(
+        b.list(&opts, &alice())
+            .await
+            .expect("list")
+            .items
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -306,8 +328,18 @@ async fn stop_of_terminated_or_unstarted_containers() {
 }
 
 #[tokio::test]
-async fn stop_records_the_request_then_execs_in_the_debug_container() {
-    let (fake, b) = setup(&[pod("web", &[("dbg", None, "running")])], config());
+async fn stop_refused_by_the_image_records_nothing() {
+    // A debug container sharing the target's PID namespace (stoppable from inside).
+    let mut p = pod("web", &[("dbg", None, "running")]);
+    if let Some(ec) = p
+        .spec
+        .as_mut()
+        .and_then(|s| s.ephemeral_containers.as_mut())
+        .and_then(|ecs| ecs.first_mut())
+    {
+        ec.target_container_name = Some("app".into());
+    }
+    let (fake, b) = setup(&[p], config());
     fake.set_exec_error(
         500,
         "error executing command in container: failed to exec in container: OCI runtime exec failed: exec \
@@ -330,22 +362,13 @@ async fn stop_records_the_request_then_execs_in_the_debug_container() {
         .expect("exec made");
     assert!(exec.uri.contains("container=dbg"), "{}", exec.uri);
     assert!(exec.uri.contains("poddebug-stop"), "{}", exec.uri);
-    // The stop request was recorded on the pod before the exec, and GET shows it.
-    let patch_at = reqs
-        .iter()
-        .position(|r| r.method == http::Method::PATCH)
-        .expect("patched");
-    let exec_at = reqs
-        .iter()
-        .position(|r| r.uri.contains("/exec?"))
-        .expect("exec");
-    assert!(patch_at < exec_at);
+    // Nothing was signalled, so nothing was recorded on the pod.
+    assert!(
+        reqs.iter().all(|r| r.method != http::Method::PATCH),
+        "{reqs:?}"
+    );
     let got = b.get("ns", "web", "dbg", &alice()).await.expect("get");
-    let stop = got
-        .status
-        .and_then(|s| s.stop_requested)
-        .expect("stop recorded");
-    assert_eq!(stop.requested_by, "alice");
+    assert!(got.status.and_then(|s| s.stop_requested).is_none());
 
     // Any other exec failure passes through as kube-apiserver said it.
     fake.set_exec_error(
@@ -362,6 +385,33 @@ async fn stop_records_the_request_then_execs_in_the_debug_container() {
     let err = api_err(b.stop(req).await);
     assert_eq!(err.code(), 403);
     assert!(err.message().contains("pods/exec"));
+}
+
+#[tokio::test]
+async fn stop_of_an_unwrapped_own_pid1_is_refused_before_anything() {
+    // No target, no shared PID namespace, the image's entrypoint: the kernel would drop the
+    // signals, so nothing is run and nothing is recorded.
+    let (fake, b) = setup(&[pod("web", &[("dbg", None, "running")])], config());
+    let req = StopRequest {
+        namespace: "ns".into(),
+        pod: "web".into(),
+        name: "dbg".into(),
+        grace_period: Duration::from_secs(3),
+        caller: alice(),
+    };
+    let err = api_err(b.stop(req).await);
+    assert_eq!((err.code(), err.reason()), (409, "Conflict"));
+    assert!(
+        err.message().contains("PID 1 of its own PID namespace"),
+        "{}",
+        err.message()
+    );
+    let reqs = fake.requests();
+    assert!(
+        reqs.iter()
+            .all(|r| !r.uri.contains("/exec") && r.method == http::Method::GET),
+        "{reqs:?}"
+    );
 }
 
 #[tokio::test]

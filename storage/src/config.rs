@@ -25,7 +25,9 @@ pub struct BackendConfig {
     /// Upper bound of the grace period a stop may ask for: kube-apiserver cuts requests to an
     /// aggregated server after `--request-timeout` (1m by default).
     pub max_grace_period: Duration,
-    /// How many times a create re-reads the pod and retries after a 409 Conflict.
+    /// How many times a create re-reads the pod and retries after a 409 Conflict. Every
+    /// conflict means another writer succeeded (a create, the kubelet's status update), so a
+    /// burst of N creates on one pod needs up to N-1 retries for its last one.
     pub conflict_retries: u32,
     /// Bound on each Event write; Event failures are logged, never returned.
     pub event_timeout: Duration,
@@ -33,7 +35,7 @@ pub struct BackendConfig {
 
 impl BackendConfig {
     /// The defaults: no impersonation, component `poddebug`, 15s exec slack, 5s status wait,
-    /// grace periods capped at 30s, 5 conflict retries, 3s Event timeout.
+    /// grace periods capped at 30s, 30 conflict retries, 3s Event timeout.
     pub fn new(policy: Policy) -> Self {
         BackendConfig {
             policy,
@@ -43,7 +45,7 @@ impl BackendConfig {
             stop_exec_timeout: Duration::from_secs(15),
             stop_status_wait: Duration::from_secs(5),
             max_grace_period: Duration::from_secs(30),
-            conflict_retries: 5,
+            conflict_retries: 30,
             event_timeout: Duration::from_secs(3),
         }
     }

@@ -7,8 +7,9 @@
 //!    existing ones, since the new one is appended last).
 //! 3. `PUT pods/POD/ephemeralcontainers` with the pod as read plus the new container; the
 //!    resourceVersion read makes it conditional. On 409 Conflict the pod is read again and the
-//!    plan redone (names re-checked), at most `conflict_retries` times, so of N concurrent creates
-//!    of one name exactly one wins and the others get 409 AlreadyExists.
+//!    plan redone (names re-checked) after a short random pause, at most `conflict_retries`
+//!    times, so of N concurrent creates of one name exactly one wins and the others get 409
+//!    AlreadyExists, and concurrent creates of different names all succeed.
 //! 4. Record the Event `DebugContainerCreated`; with `wait`, wait for running or terminated.
 
 use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
@@ -79,6 +80,13 @@ pub(crate) fn plan(
     })
 }
 
+/// A random pause before retry `attempt` (1-based) after a conflict: up to 5 ms, doubling per
+/// attempt, capped at 160 ms.
+fn conflict_backoff(attempt: u32, rng: &mut impl Rng) -> std::time::Duration {
+    let cap_ms = 5u64 << attempt.saturating_sub(1).min(5);
+    std::time::Duration::from_millis(rng.random_range(0..=cap_ms))
+}
+
 /// Whether kube-apiserver refused an update for a stale resourceVersion.
 fn is_conflict(s: &Status) -> bool {
     s.code == 409 && s.reason == "Conflict"
@@ -109,6 +117,10 @@ pub(crate) async fn create(
             {
                 conflicts += 1;
                 tracing::debug!(pod = %req.pod, name = %plan.names.debug_name, conflicts, "conflict; retrying");
+                // Someone else changed the pod (another create, the kubelet's status): back off
+                // a random while so that racing creates do not keep colliding in lock step.
+                let pause = conflict_backoff(conflicts, &mut rand::rng());
+                tokio::time::sleep(pause).await;
             }
             Err(e) => return Err(e.into()),
         }
@@ -189,6 +201,16 @@ mod tests {
 
     fn rng() -> StdRng {
         StdRng::seed_from_u64(1)
+    }
+
+    #[test]
+    fn conflict_backoff_grows_and_is_capped() {
+        let mut r = rng();
+        for _ in 0..100 {
+            assert!(conflict_backoff(1, &mut r) <= std::time::Duration::from_millis(5));
+            assert!(conflict_backoff(3, &mut r) <= std::time::Duration::from_millis(20));
+            assert!(conflict_backoff(40, &mut r) <= std::time::Duration::from_millis(160));
+        }
     }
 
     #[test]

@@ -93,6 +93,14 @@ pub(crate) async fn list(
         lp = lp.fields(f);
     }
     let pods = api.list(&lp).await?;
+    if pods.items.is_empty()
+        && opts.pod_must_exist
+        && let Some(pod) = opts.pod.as_deref()
+    {
+        // Nothing listed: a missing pod is its own 404 (a pod the label selector excluded is
+        // an empty list).
+        api.get(pod).await?;
+    }
     let items = pods
         .items
         .iter()

@@ -2,14 +2,18 @@
 //!
 //! 1. Read the pod; find the newest ephemeral container of the debug name (404 if none).
 //! 2. Already terminated: answer its object, nothing else (idempotent). Not started yet
-//!    (waiting, no status): 409 Conflict, there is no process to stop.
-//! 3. Record the request in the pod annotation `poddebug.dev/stop-requests` (server identity,
-//!    failures logged).
-//! 4. Exec [`STOP_SCRIPT`](crate::STOP_SCRIPT) in the debug container itself, bounded by grace
-//!    period + `stop_exec_timeout`.
+//!    (waiting, no status): 409 Conflict, there is no process to stop. Its main process is PID 1
+//!    of its own PID namespace and was not wrapped at create (no target, no shared process
+//!    namespace, the image's entrypoint): 409 Conflict explaining why, before anything is done,
+//!    since the kernel would drop the signals (kubernetes.md §7.2).
+//! 3. Exec [`STOP_SCRIPT`](crate::STOP_SCRIPT) in the debug container itself, bounded by grace
+//!    period + `stop_exec_timeout`. An image without `sh` (or `/proc`) gives 409 naming that,
+//!    and nothing was changed.
+//! 4. Once signals were sent, record the request in the pod annotation
+//!    `poddebug.dev/stop-requests` (server identity, failures logged).
 //! 5. Wait up to `stop_status_wait` for the kubelet to report it terminated: `Terminated`, else
 //!    `InProgress`. A main process that is PID 1 of its own namespace and survived gives 409
-//!    Conflict with an explanation; an image without `sh` gives 409 naming that.
+//!    Conflict with an explanation.
 //! 6. Record the Event `DebugContainerStopped` when signals were sent.
 
 use std::time::Duration;
@@ -18,6 +22,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, Time};
 use kube::Api;
 use kube::api::{AttachParams, Patch, PatchParams};
+use poddebug_types::convert::{STOP_WRAPPER, runs_as_own_pid1};
 use poddebug_types::{ApiError, GROUP, PodDebugContainer, StopRequest as StopRecord};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -116,6 +121,25 @@ fn own_init_reason() -> String {
         .to_owned()
 }
 
+/// The explanation of a debug container that can never be stopped from inside: its main
+/// process is its own PID 1 and runs the image's entrypoint, which could not be wrapped.
+fn unwrapped_own_init_reason() -> String {
+    "the debug container's main process is PID 1 of its own PID namespace (the container has no \
+     targetContainerName, the pod does not share its process namespace, and it was not created \
+     with a command that poddebug runs under a stoppable shell), and the kernel ignores signals \
+     sent to it from inside the container, so it cannot be stopped; nothing was done. End its \
+     main process from its own session (for example `exit` in an attached shell), or create \
+     debug containers with targetContainerName set, or with a command"
+        .to_owned()
+}
+
+/// Whether the container's command is the wrapper that keeps PID 1 a waiting shell.
+fn is_stop_wrapped(ec: &k8s_openapi::api::core::v1::EphemeralContainer) -> bool {
+    ec.command
+        .as_deref()
+        .is_some_and(|c| c.iter().map(String::as_str).eq(STOP_WRAPPER))
+}
+
 /// Write the stop record on the pod with the server's identity; failures are logged only.
 async fn record_request(b: &KubeBackend, pod: &Pod, ec_name: &str, record: &StopRecord) {
     let name = pod.metadata.name.clone().unwrap_or_default();
@@ -147,10 +171,15 @@ async fn record_request(b: &KubeBackend, pod: &Pod, ec_name: &str, record: &Stop
     tracing::warn!(namespace = %ns, pod = %name, "pod kept changing; stop request not recorded");
 }
 
-/// The object to answer, showing the stop record even if the pod read predates it.
-fn answer(pod: &Pod, ec_name: &str, record: &StopRecord) -> Result<PodDebugContainer, ApiError> {
+/// The object to answer, showing the stop record (when one was written) even if the pod read
+/// predates it.
+fn answer(
+    pod: &Pod,
+    ec_name: &str,
+    record: Option<&StopRecord>,
+) -> Result<PodDebugContainer, ApiError> {
     let mut obj = read::object_by_ec_name(pod, ec_name)?;
-    if let Some(status) = obj.status.as_mut() {
+    if let (Some(status), Some(record)) = (obj.status.as_mut(), record) {
         status.stop_requested.get_or_insert_with(|| record.clone());
     }
     Ok(obj)
@@ -160,7 +189,9 @@ fn answer(pod: &Pod, ec_name: &str, record: &StopRecord) -> Result<PodDebugConta
 pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcome, StorageError> {
     let api: Api<Pod> = b.pods(&req.namespace, &req.caller)?;
     let pod = api.get(&req.pod).await?;
-    let ec_name = read::newest(&pod, &req.name)?.name.clone();
+    let ec = read::newest(&pod, &req.name)?;
+    let ec_name = ec.name.clone();
+    let unstoppable = runs_as_own_pid1(&pod, ec) && !is_stop_wrapped(ec);
     match ec_state(&pod, &ec_name) {
         EcState::Terminated { .. } => {
             return Ok(StopOutcome::Terminated(read::object_by_ec_name(
@@ -176,6 +207,9 @@ pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcom
                 ),
             ));
         }
+        EcState::Running if unstoppable => {
+            return Err(conflict(&req.name, unwrapped_own_init_reason()));
+        }
         EcState::Running => {}
     }
 
@@ -183,8 +217,6 @@ pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcom
         requested_at: Time(jiff::Timestamp::now()),
         requested_by: req.caller.user.clone(),
     };
-    record_request(b, &pod, &ec_name, &record).await;
-
     let grace = req.grace_period.min(b.config().max_grace_period);
     let bound = grace + b.config().stop_exec_timeout;
     let (outcome, output) = run_script(&api, &req.pod, &ec_name, grace, bound).await?;
@@ -219,6 +251,11 @@ pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcom
         ScriptOutcome::OwnInitSurvives | ScriptOutcome::NothingToSignal => SHORT_STATUS_WAIT,
         ScriptOutcome::Signalled | ScriptOutcome::Ended => b.config().stop_status_wait,
     };
+    // Recorded only once signals were (or may have been) sent: a refused stop changes nothing.
+    let signalled = !matches!(outcome, ScriptOutcome::NothingToSignal);
+    if signalled {
+        record_request(b, &pod, &ec_name, &record).await;
+    }
     let waited = wait_for(&api, pod, status_wait, |p| {
         ec_state(p, &ec_name).is_terminated()
     })
@@ -239,14 +276,16 @@ pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcom
             _ => {}
         }
     }
-    b.record_event(
-        &pod,
-        &ec_name,
-        REASON_STOPPED,
-        stopped_message(&req.caller, &req.name, &ec_name),
-    )
-    .await;
-    let obj = answer(&pod, &ec_name, &record)?;
+    if signalled {
+        b.record_event(
+            &pod,
+            &ec_name,
+            REASON_STOPPED,
+            stopped_message(&req.caller, &req.name, &ec_name),
+        )
+        .await;
+    }
+    let obj = answer(&pod, &ec_name, signalled.then_some(&record))?;
     Ok(if terminated {
         StopOutcome::Terminated(obj)
     } else {

@@ -58,6 +58,16 @@ pub async fn create_named(
     create(st, ns, pod, Some(name), q.0, auth.0, body).await
 }
 
+/// Dry runs cannot be honoured (a debug container can neither be simulated nor removed), so a
+/// request that asks for one is refused before anything happens, as kube-apiserver refuses it
+/// for storage without dry-run support, instead of being carried out for real.
+fn refuse_dry_run(q: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if q.get("dryRun").is_some_and(|v| !v.is_empty()) {
+        return Err(ApiError::BadRequest("dryRun is not supported".to_owned()));
+    }
+    Ok(())
+}
+
 async fn create(
     State(st): State<AppState>,
     ns: String,
@@ -67,6 +77,7 @@ async fn create(
     auth: Authenticated,
     body: Body,
 ) -> Result<Response, Error> {
+    refuse_dry_run(&q)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
     let pdc = poddebug_types::decode::decode_pod_debug_container(&bytes)?;
 
@@ -183,6 +194,7 @@ pub async fn list_in_pod(
     let opts = ListOptions {
         namespace: Some(ns),
         pod: Some(pod),
+        pod_must_exist: true,
         ..Default::default()
     };
     list::respond(st.0, opts, auth.0, headers, q.0, false).await
@@ -197,14 +209,24 @@ pub async fn delete(
     body: Body,
 ) -> Result<Response, Error> {
     // DeleteOptions may come in the body (kubectl sends them); only gracePeriodSeconds matters.
+    refuse_dry_run(&q)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
     let mut grace = seconds(&q, "gracePeriodSeconds")?;
-    if grace.is_none() && !bytes.iter().all(u8::is_ascii_whitespace) {
+    if !bytes.iter().all(u8::is_ascii_whitespace) {
         let opts: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
-        grace = opts
-            .get("gracePeriodSeconds")
-            .and_then(serde_json::Value::as_u64);
+        if opts
+            .get("dryRun")
+            .and_then(serde_json::Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+        {
+            return Err(ApiError::BadRequest("dryRun is not supported".to_owned()).into());
+        }
+        if grace.is_none() {
+            grace = opts
+                .get("gracePeriodSeconds")
+                .and_then(serde_json::Value::as_u64);
+        }
     }
     let grace_period = Duration::from_secs(grace.unwrap_or(10).min(300));
     let outcome = st

@@ -65,6 +65,7 @@ pub async fn respond(
     table: bool,
     q: BTreeMap<String, String>,
     qualify: bool,
+    names: super::list::NameSelector,
 ) -> Result<Response, Error> {
     let timeout = match q.get("timeoutSeconds") {
         Some(v) => Some(Duration::from_secs(v.parse::<u64>().map_err(|_| {
@@ -86,25 +87,20 @@ pub async fn respond(
     let mut drain = st.drain.clone();
     let stream = events
         .filter_map(move |ev| {
+            let typed = |ty: &str, mut o: poddebug_types::PodDebugContainer| {
+                if qualify {
+                    super::list::qualify(&mut o);
+                }
+                if names.matches(&o) {
+                    encode_typed(ty, o, table)
+                } else {
+                    None
+                }
+            };
             let out = match ev {
-                DebugWatchEvent::Added(mut o) => {
-                    if qualify {
-                        super::list::qualify(&mut o);
-                    }
-                    encode_typed("ADDED", o, table)
-                }
-                DebugWatchEvent::Modified(mut o) => {
-                    if qualify {
-                        super::list::qualify(&mut o);
-                    }
-                    encode_typed("MODIFIED", o, table)
-                }
-                DebugWatchEvent::Deleted(mut o) => {
-                    if qualify {
-                        super::list::qualify(&mut o);
-                    }
-                    encode_typed("DELETED", o, table)
-                }
+                DebugWatchEvent::Added(o) => typed("ADDED", o),
+                DebugWatchEvent::Modified(o) => typed("MODIFIED", o),
+                DebugWatchEvent::Deleted(o) => typed("DELETED", o),
                 other => encode_marker(other, table),
             };
             futures::future::ready(out.map(Ok::<Bytes, std::io::Error>))

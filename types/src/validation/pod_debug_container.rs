@@ -7,16 +7,14 @@
 use crate::api::PodDebugContainer;
 use crate::convert::DEBUG_NAME_ENV;
 use crate::field::{ErrorList, FieldError};
-use crate::names::dns1123_label_errors;
 use crate::profile::Profile;
 
 /// Validate a `PodDebugContainer` received in a request. `url_name` is the debug name taken
 /// from the request path, when the path has one.
 ///
 /// * `metadata.name`, if set, must equal `url_name`, if given (`must match the name in the URL`);
-/// * the debug name (`metadata.name`, else `url_name`) must be a DNS-1123 label;
-/// * `container.name`, if set, must equal it (`must match metadata.name`), or be a DNS-1123
-///   label itself when it is the only name given;
+/// * `container.name`, if set, must equal the debug name (`metadata.name`, else `url_name`)
+///   when there is one (`must match metadata.name`);
 /// * `profile`, if set, must be one of the profile names (`Unsupported value`);
 /// * `container.env` may not define `PODDEBUG_NAME`, which poddebug reserves.
 pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&str>) -> ErrorList {
@@ -32,29 +30,20 @@ pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&s
             format!("must match the name in the URL ({url})"),
         ));
     }
+    // The debug name itself is not checked here: it becomes the ephemeral container's name,
+    // whose rules (a DNS-1123 label) kube-apiserver's validation reports on the pod, with the
+    // pod's Status (`spec.ephemeralContainers[N].name`), as it does for `kubectl debug -c`.
     let debug_name = meta_name.or(url_name);
-    if let Some(name) = debug_name {
-        for msg in dns1123_label_errors(name) {
-            errs.push(FieldError::invalid("metadata.name", name, msg));
-        }
-    }
     let container_name = pdc.container.name.as_str();
-    if !container_name.is_empty() {
-        match debug_name {
-            Some(name) if name != container_name => {
-                errs.push(FieldError::invalid(
-                    "container.name",
-                    container_name,
-                    "must match metadata.name",
-                ));
-            }
-            Some(_) => {}
-            None => {
-                for msg in dns1123_label_errors(container_name) {
-                    errs.push(FieldError::invalid("container.name", container_name, msg));
-                }
-            }
-        }
+    if let Some(name) = debug_name
+        && !container_name.is_empty()
+        && name != container_name
+    {
+        errs.push(FieldError::invalid(
+            "container.name",
+            container_name,
+            "must match metadata.name",
+        ));
     }
     for (i, env) in pdc.container.env.iter().flatten().enumerate() {
         if env.name == DEBUG_NAME_ENV {
