@@ -17,20 +17,31 @@ const GV: &str = "/apis/poddebug.dev/v1alpha1";
 fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
     use std::io::Write;
     let mut cmd = Command::new("kubectl");
-    cmd.args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     if stdin.is_some() {
         cmd.stdin(std::process::Stdio::piped());
     }
     let mut child = cmd.spawn().expect("kubectl on PATH");
     if let Some(input) = stdin {
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
     }
     child.wait_with_output().expect("kubectl")
 }
 
 fn ok(args: &[&str], stdin: Option<&str>) -> String {
     let out = kubectl(args, stdin);
-    assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -62,7 +73,17 @@ impl Sandbox {
             }
         });
         ok(&["apply", "-f", "-"], Some(&pod.to_string()));
-        ok(&["wait", "-n", &ns, "--for=condition=Ready", "pod/web", "--timeout=180s"], None);
+        ok(
+            &[
+                "wait",
+                "-n",
+                &ns,
+                "--for=condition=Ready",
+                "pod/web",
+                "--timeout=180s",
+            ],
+            None,
+        );
         Sandbox { ns }
     }
 
@@ -84,17 +105,42 @@ fn api_service_is_available_and_discoverable() {
         return;
     }
     let cond = ok(
-        &["get", "apiservice", "v1alpha1.poddebug.dev", "-o", "jsonpath={.status.conditions[?(@.type==\"Available\")].status}"],
+        &[
+            "get",
+            "apiservice",
+            "v1alpha1.poddebug.dev",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+        ],
         None,
     );
     assert_eq!(cond.trim(), "True");
-    let resources = ok(&["api-resources", "--api-group=poddebug.dev", "-o", "name"], None);
-    assert!(resources.contains("poddebugcontainers.poddebug.dev"), "{resources}");
-    assert!(resources.contains("debugprofiles.poddebug.dev"), "{resources}");
+    let resources = ok(
+        &["api-resources", "--api-group=poddebug.dev", "-o", "name"],
+        None,
+    );
+    assert!(
+        resources.contains("poddebugcontainers.poddebug.dev"),
+        "{resources}"
+    );
+    assert!(
+        resources.contains("debugprofiles.poddebug.dev"),
+        "{resources}"
+    );
     let explain = ok(&["explain", "poddebugcontainers.status.phase"], None);
-    assert!(explain.contains("Waiting") || explain.contains("phase"), "{explain}");
+    assert!(
+        explain.contains("Waiting") || explain.contains("phase"),
+        "{explain}"
+    );
     let profiles = ok(&["get", "debugprofiles"], None);
-    for p in ["legacy", "general", "baseline", "restricted", "netadmin", "sysadmin"] {
+    for p in [
+        "legacy",
+        "general",
+        "baseline",
+        "restricted",
+        "netadmin",
+        "sysadmin",
+    ] {
         assert!(profiles.contains(p), "{profiles}");
     }
 }
@@ -112,7 +158,13 @@ fn create_read_list_and_stop_a_debug_container() {
         "profile": "general"
     });
     let created: Value = serde_json::from_str(&ok(
-        &["create", "--raw", &sb.path("debug/dbg?wait=true&timeoutSeconds=120"), "-f", "-"],
+        &[
+            "create",
+            "--raw",
+            &sb.path("debug/dbg?wait=true&timeoutSeconds=120"),
+            "-f",
+            "-",
+        ],
         Some(&body.to_string()),
     ))
     .expect("JSON");
@@ -120,42 +172,99 @@ fn create_read_list_and_stop_a_debug_container() {
     assert_eq!(created["status"]["phase"], "Running", "{created}");
 
     // The same name while it runs: 409.
-    let again = kubectl(&["create", "--raw", &sb.path("debug/dbg"), "-f", "-"], Some(&body.to_string()));
+    let again = kubectl(
+        &["create", "--raw", &sb.path("debug/dbg"), "-f", "-"],
+        Some(&body.to_string()),
+    );
     assert!(!again.status.success());
-    assert!(String::from_utf8_lossy(&again.stderr).contains("AlreadyExists"), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("AlreadyExists"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
 
     // kube-apiserver's own rules: ports are forbidden, at index 1 (one EC exists).
     let bad = json!({"container": {"image": "busybox:1.36", "ports": [{"containerPort": 80}]}});
-    let out = kubectl(&["create", "--raw", &sb.path("debug/bad"), "-f", "-"], Some(&bad.to_string()));
+    let out = kubectl(
+        &["create", "--raw", &sb.path("debug/bad"), "-f", "-"],
+        Some(&bad.to_string()),
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container"), "{err}");
+    assert!(
+        err.contains(
+            "spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container"
+        ),
+        "{err}"
+    );
 
-    let got: Value = serde_json::from_str(&ok(&["get", "--raw", &sb.path("debug/dbg")], None)).unwrap();
+    let got: Value =
+        serde_json::from_str(&ok(&["get", "--raw", &sb.path("debug/dbg")], None)).unwrap();
     assert_eq!(got["status"]["podName"], "web");
     let table = ok(&["get", "poddebugcontainers", "-n", &sb.ns], None);
-    assert!(table.contains("web.dbg") && table.contains("Running"), "{table}");
+    assert!(
+        table.contains("web.dbg") && table.contains("Running"),
+        "{table}"
+    );
 
     // Stop: the debug container ends, the application keeps running without a restart.
-    let _ = ok(&["delete", "--raw", &sb.path("debug/dbg?gracePeriodSeconds=2")], None);
+    let _ = ok(
+        &[
+            "delete",
+            "--raw",
+            &sb.path("debug/dbg?gracePeriodSeconds=2"),
+        ],
+        None,
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let got: Value = serde_json::from_str(&ok(&["get", "--raw", &sb.path("debug/dbg")], None)).unwrap();
+        let got: Value =
+            serde_json::from_str(&ok(&["get", "--raw", &sb.path("debug/dbg")], None)).unwrap();
         if got["status"]["phase"] == "Terminated" {
-            assert!(got["status"]["stopRequested"]["requestedBy"].is_string(), "{got}");
+            assert!(
+                got["status"]["stopRequested"]["requestedBy"].is_string(),
+                "{got}"
+            );
             break;
         }
         assert!(Instant::now() < deadline, "not terminated: {got}");
         std::thread::sleep(Duration::from_secs(1));
     }
-    let pod: Value = serde_json::from_str(&ok(&["get", "pod", "web", "-n", &sb.ns, "-o", "json"], None)).unwrap();
-    assert!(pod["status"]["containerStatuses"][0]["state"]["running"].is_object(), "the target still runs");
+    let pod: Value = serde_json::from_str(&ok(
+        &["get", "pod", "web", "-n", &sb.ns, "-o", "json"],
+        None,
+    ))
+    .unwrap();
+    assert!(
+        pod["status"]["containerStatuses"][0]["state"]["running"].is_object(),
+        "the target still runs"
+    );
     assert_eq!(pod["status"]["containerStatuses"][0]["restartCount"], 0);
-    let events = ok(&["get", "events", "-n", &sb.ns, "--field-selector=involvedObject.name=web", "-o", "json"], None);
-    assert!(events.contains("DebugContainerCreated") && events.contains("DebugContainerStopped"), "{events}");
+    let events = ok(
+        &[
+            "get",
+            "events",
+            "-n",
+            &sb.ns,
+            "--field-selector=involvedObject.name=web",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(
+        events.contains("DebugContainerCreated") && events.contains("DebugContainerStopped"),
+        "{events}"
+    );
 
     // The name can be reused now that it terminated.
     let reused: Value = serde_json::from_str(&ok(
-        &["create", "--raw", &sb.path("debug/dbg?wait=true&timeoutSeconds=120"), "-f", "-"],
+        &[
+            "create",
+            "--raw",
+            &sb.path("debug/dbg?wait=true&timeoutSeconds=120"),
+            "-f",
+            "-",
+        ],
         Some(&body.to_string()),
     ))
     .unwrap();
@@ -171,7 +280,16 @@ fn logs_of_a_debug_container_are_readable() {
     }
     let sb = Sandbox::new("logs");
     let body = json!({"container": {"image": "busybox:1.36", "command": ["sh", "-c", "echo hello-from-debug; sleep 3600"]}});
-    let _ = ok(&["create", "--raw", &sb.path("debug/printer?wait=true&timeoutSeconds=120"), "-f", "-"], Some(&body.to_string()));
+    let _ = ok(
+        &[
+            "create",
+            "--raw",
+            &sb.path("debug/printer?wait=true&timeoutSeconds=120"),
+            "-f",
+            "-",
+        ],
+        Some(&body.to_string()),
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = ok(&["get", "--raw", &sb.path("log?container=printer")], None);
