@@ -14,7 +14,7 @@
 
 use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::Status;
 use poddebug_types::convert::{to_ephemeral_container, wrap_for_stop};
 use poddebug_types::validation::validate_ephemeral_container_add;
@@ -35,8 +35,6 @@ pub(crate) struct Plan {
     pub(crate) names: ResolvedName,
     /// The container added.
     pub(crate) ec: EphemeralContainer,
-    /// The body of the PUT: the pod as read (resourceVersion included) plus the container.
-    pub(crate) pod: Pod,
 }
 
 /// Decide a create on `pod` without side effects: names, container, policy, validation.
@@ -63,21 +61,45 @@ pub(crate) fn plan(
     if !errors.is_empty() {
         return Err(ApiError::invalid("", "Pod", &req.pod, errors));
     }
-    let mut body = pod.clone();
-    // Only spec.ephemeralContainers counts on this subresource; leave managedFields out so the
-    // server keeps its own, and the status out to keep the body small.
-    body.metadata.managed_fields = None;
-    body.status = None;
-    body.spec
-        .get_or_insert_default()
-        .ephemeral_containers
-        .get_or_insert_default()
-        .push(ec.clone());
-    Ok(Plan {
-        names,
-        ec,
-        pod: body,
-    })
+    Ok(Plan { names, ec })
+}
+
+/// The body of the PUT: the pod exactly as read, as JSON, plus the new container.
+///
+/// The pod is kept as raw JSON rather than re-serialized from k8s-openapi types, so that fields
+/// a newer cluster knows and these types do not (on existing ephemeral containers above all)
+/// are sent back unchanged: dropping one would make kube-apiserver answer "existing ephemeral
+/// containers may not be changed". Only spec.ephemeralContainers counts on this subresource;
+/// managedFields are left out so the server keeps its own, and the status to keep it small.
+pub(crate) fn put_body(
+    mut raw_pod: serde_json::Value,
+    ec: &EphemeralContainer,
+) -> Result<serde_json::Value, ApiError> {
+    let internal =
+        || ApiError::Internal("the pod read from the cluster is not an object".to_owned());
+    let obj = raw_pod.as_object_mut().ok_or_else(internal)?;
+    obj.remove("status");
+    if let Some(meta) = obj
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        meta.remove("managedFields");
+    }
+    let spec = obj
+        .entry("spec")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .ok_or_else(internal)?;
+    let list = spec
+        .entry("ephemeralContainers")
+        .or_insert_with(|| serde_json::json!([]));
+    if list.is_null() {
+        *list = serde_json::json!([]);
+    }
+    let ec_json = serde_json::to_value(ec)
+        .map_err(|_| ApiError::Internal("encoding the debug container failed".to_owned()))?;
+    list.as_array_mut().ok_or_else(internal)?.push(ec_json);
+    Ok(raw_pod)
 }
 
 /// A random pause before retry `attempt` (1-based) after a conflict: up to 5 ms, doubling per
@@ -98,16 +120,28 @@ pub(crate) async fn create(
     req: CreateRequest,
 ) -> Result<PodDebugContainer, StorageError> {
     let api: Api<Pod> = b.pods(&req.namespace, &req.caller)?;
+    // The same client and identity, reading the pod as untyped JSON (see `put_body`).
+    let raw_api: Api<DynamicObject> = Api::namespaced_with(
+        api.clone().into_client(),
+        &req.namespace,
+        &ApiResource::erase::<Pod>(&()),
+    );
     let mut conflicts = 0;
     let (updated, plan) = loop {
-        let pod = api.get(&req.pod).await?;
+        let raw = serde_json::to_value(raw_api.get(&req.pod).await?).map_err(|_| {
+            ApiError::Internal("the pod read from the cluster cannot be encoded".to_owned())
+        })?;
+        let pod: Pod = serde_json::from_value(raw.clone()).map_err(|_| {
+            ApiError::Internal("the pod read from the cluster cannot be decoded".to_owned())
+        })?;
         let plan = plan(&b.config().policy, &pod, &req, &mut rand::rng())?;
+        let body = put_body(raw, &plan.ec)?;
         match api
             .replace_subresource(
                 "ephemeralcontainers",
                 &req.pod,
                 &PostParams::default(),
-                &plan.pod,
+                &body,
             )
             .await
         {
@@ -220,11 +254,24 @@ mod tests {
             plan(&policy(&[], 0), &p, &request(Some("dbg"), None), &mut rng()).expect("plan");
         assert_eq!(plan.names.ec_name, "dbg");
         assert_eq!(plan.ec.image.as_deref(), Some("busybox:1.36"));
-        let ecs = ephemeral_containers(&plan.pod);
+        let mut raw = serde_json::to_value(&p).expect("json");
+        // A field these types do not know, as a newer cluster may send it.
+        raw["spec"]["ephemeralContainers"][0]["futureField"] = serde_json::json!({"x": 1});
+        raw["metadata"]["managedFields"] = serde_json::json!([{"manager": "kubectl"}]);
+        let body = put_body(raw, &plan.ec).expect("body");
+        let ecs = body["spec"]["ephemeralContainers"]
+            .as_array()
+            .expect("list");
         assert_eq!(ecs.len(), 2);
-        assert_eq!(ecs[1].name, "dbg");
-        assert_eq!(plan.pod.metadata.resource_version.as_deref(), Some("100"));
-        assert!(plan.pod.status.is_none());
+        assert_eq!(
+            ecs[0]["futureField"],
+            serde_json::json!({"x": 1}),
+            "unknown fields survive"
+        );
+        assert_eq!(ecs[1]["name"], "dbg");
+        assert_eq!(body["metadata"]["resourceVersion"], "100");
+        assert!(body.get("status").is_none());
+        assert!(body["metadata"].get("managedFields").is_none());
     }
 
     #[test]
