@@ -1829,3 +1829,28 @@ async fn kubectl_straight_at_the_server() {
         .collect();
     assert_eq!(states, ["Terminated:", "Terminated:"], "{out}");
 }
+
+#[tokio::test]
+async fn bodies_in_another_media_type_get_415_and_change_nothing() {
+    let env = common::env(&[]).await;
+    let (code, _, body) = env
+        .alice
+        .request(
+            http::Method::POST,
+            &common::debug_path(common::NS, common::POD, Some("yaml"), ""),
+            &[("content-type", "application/yaml")],
+            "container:\n  image: busybox\n",
+        )
+        .await
+        .expect("request");
+    assert_eq!(code, http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let status: serde_json::Value = serde_json::from_slice(&body).expect("Status");
+    assert_eq!(status["reason"], "UnsupportedMediaType");
+    assert_eq!(status["kind"], "Status");
+    let pod = env.fake.pod(common::NS, common::POD).expect("pod");
+    assert!(
+        pod.spec
+            .and_then(|s| s.ephemeral_containers)
+            .is_none_or(|e| e.is_empty())
+    );
+}

@@ -42,9 +42,10 @@ pub async fn create_generated(
     Path((ns, pod)): Path<(String, String)>,
     q: Query<BTreeMap<String, String>>,
     auth: Extension<Authenticated>,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
-    create(st, ns, pod, None, q.0, auth.0, body).await
+    create(st, ns, pod, None, q.0, auth.0, headers, body).await
 }
 
 /// `POST .../pods/POD/debug/NAME`.
@@ -53,9 +54,10 @@ pub async fn create_named(
     Path((ns, pod, name)): Path<(String, String, String)>,
     q: Query<BTreeMap<String, String>>,
     auth: Extension<Authenticated>,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
-    create(st, ns, pod, Some(name), q.0, auth.0, body).await
+    create(st, ns, pod, Some(name), q.0, auth.0, headers, body).await
 }
 
 /// Dry runs cannot be honoured (a debug container can neither be simulated nor removed), so a
@@ -68,6 +70,7 @@ fn refuse_dry_run(q: &BTreeMap<String, String>) -> Result<(), ApiError> {
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)] // the parts of one request, named
 async fn create(
     State(st): State<AppState>,
     ns: String,
@@ -75,9 +78,11 @@ async fn create(
     url_name: Option<String>,
     q: BTreeMap<String, String>,
     auth: Authenticated,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
     refuse_dry_run(&q)?;
+    super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
     let pdc = poddebug_types::decode::decode_pod_debug_container(&bytes)?;
 
@@ -206,10 +211,12 @@ pub async fn delete(
     Path((ns, pod, name)): Path<(String, String, String)>,
     Query(q): Query<BTreeMap<String, String>>,
     Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
     // DeleteOptions may come in the body (kubectl sends them); only gracePeriodSeconds matters.
     refuse_dry_run(&q)?;
+    super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
     let mut grace = seconds(&q, "gracePeriodSeconds")?;
     if !bytes.iter().all(u8::is_ascii_whitespace) {
