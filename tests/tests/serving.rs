@@ -386,6 +386,9 @@ async fn anonymous_requests_reach_only_the_always_allowed_paths() {
 
 // ---------- authorization ----------
 
+/// verb, resource, subresource, name of one SubjectAccessReview.
+type Expected = (&'static str, &'static str, &'static str, &'static str);
+
 #[tokio::test]
 async fn every_endpoint_asks_for_kube_apiservers_attributes() {
     let (fake, pki, server) = setup(&["--authorization-webhook-cache-unauthorized-ttl=0s"]).await;
@@ -395,7 +398,7 @@ async fn every_endpoint_asks_for_kube_apiservers_attributes() {
         .front_proxy(&pki, "eve", &["devs"], &[])
         .build();
     let ns = format!("{GV}/namespaces/{NS}");
-    let cases: Vec<(Method, String, Vec<(&str, &str, &str, &str)>)> = vec![
+    let cases: Vec<(Method, String, Vec<Expected>)> = vec![
         (
             Method::POST,
             format!("{ns}/pods/{POD}/debug/dbg"),

@@ -251,21 +251,32 @@ async fn write_chunk<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::
     w.flush().await
 }
 
+/// What the server→client direction knows to end a stream cleanly at shutdown.
+struct Shutdown<'a> {
+    tracker: OutTracker,
+    spdy: Option<&'a spdy_frames::Session>,
+    payload: &'a [u8],
+    base64: bool,
+}
+
 /// upstream → client, with the shutdown message.
 async fn pump_out<R, W>(
     r: &mut R,
     w: &mut W,
     guard: &StreamGuard,
-    mut tracker: OutTracker,
-    spdy: Option<&spdy_frames::Session>,
-    shutdown_payload: &[u8],
-    base64: bool,
+    sd: Shutdown<'_>,
     drain: &mut watch::Receiver<bool>,
 ) -> End
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let Shutdown {
+        mut tracker,
+        spdy,
+        payload: shutdown_payload,
+        base64,
+    } = sd;
     let mut buf = AdaptiveBuf::new();
     let mut draining: Option<tokio::time::Instant> = None;
     loop {
@@ -386,10 +397,12 @@ pub async fn relay<C, U>(
         &mut ur,
         &mut cw,
         guard,
-        tracker,
-        spdy,
-        &payload,
-        negotiated.base64(),
+        Shutdown {
+            tracker,
+            spdy,
+            payload: &payload,
+            base64: negotiated.base64(),
+        },
         &mut drain,
     );
     tokio::pin!(inbound);

@@ -26,7 +26,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::{Message, Role};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Message, Role};
 
 use super::http::{Resp, empty, json_response, text_response};
 use super::kubelet::container_state;
@@ -36,9 +37,6 @@ use super::state::Kind;
 use super::status::{self, KubeStatus};
 use crate::channel::{self, Decoded, ch};
 use crate::spdy::{self, Frame};
-
-/// Kept for callers of the placeholder; attach is implemented.
-pub const NOT_IMPLEMENTED: &str = "attach is not implemented in fake yet";
 
 /// Pod annotation: exit code of the attached process.
 pub const EXIT_CODE_ANNOTATION: &str = "fake.poddebug.dev/attach-exit-code";
@@ -139,7 +137,7 @@ impl Process {
             .map(|v| {
                 let get = |k: &str| {
                     v.get(k)
-                        .or_else(|| v.get(&k.to_ascii_lowercase()))
+                        .or_else(|| v.get(k.to_ascii_lowercase()))
                         .and_then(Value::as_u64)
                         .unwrap_or(0)
                 };
@@ -439,7 +437,12 @@ async fn websocket_session<S>(
     {
         return;
     }
-    let _ = ws.close(None).await;
+    let _ = ws
+        .close(Some(CloseFrame {
+            code: CloseCode::Normal,
+            reason: "".into(),
+        }))
+        .await;
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(Ok(msg)) = ws.next().await {
             if msg.is_close() {
@@ -504,11 +507,7 @@ where
                     }
                 }
             }
-            Frame::Ping(id) => {
-                if conn.send(&Frame::Ping(id)).await.is_err() {
-                    return;
-                }
-            }
+            Frame::Ping(id) if conn.send(&Frame::Ping(id)).await.is_err() => return,
             Frame::RstStream { .. } | Frame::GoAway { .. } => return,
             _ => {}
         }

@@ -43,7 +43,11 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch as tokio_watch;
 
-pub use attach::NOT_IMPLEMENTED as ATTACH_NOT_IMPLEMENTED;
+pub use attach::{
+    DROP_AFTER_ANNOTATION as ATTACH_DROP_AFTER_ANNOTATION,
+    EXIT_CODE_ANNOTATION as ATTACH_EXIT_CODE_ANNOTATION,
+    REFUSE_ANNOTATION as ATTACH_REFUSE_ANNOTATION,
+};
 pub use authn::{ADMIN_TOKEN, PODDEBUG_TOKEN, PODDEBUG_UID, PODDEBUG_USER, UserInfo};
 pub use authz::{Attributes, Policy};
 pub use configmaps::{AUTH_NAME, AUTH_NAMESPACE};

@@ -1,0 +1,320 @@
+//! Attach stream benchmark: the same WebSocket (`v5.channel.k8s.io`) client talking to the fake
+//! kube-apiserver's attach directly, and through the real `poddebug-apiserver` binary.
+//!
+//! - bulk throughput: stdin → the fake's `cat` → stdout, writer and reader concurrent;
+//! - small-message round trip: one 16-byte stdin message, wait for its echo, repeated;
+//! - memory per idle stream: the server's RSS before and after opening N idle streams.
+//!
+//! Usage (release build recommended; loopback only, bounded, ends by itself):
+//! `PODDEBUG_APISERVER_BIN=target/release/poddebug-apiserver target/release/stream-bench
+//!  [--bulk-mib 64] [--rtt-iterations 2000] [--idle-streams 1000] [--runs 3]`
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use http::{Method, StatusCode};
+use poddebug_tests::{ADMIN_TOKEN, ContainerState, FakeKube, PodDebugServer, TestClient, TestPki};
+use serde_json::json;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::{Message, Role};
+
+const NS: &str = "default";
+const POD: &str = "web";
+const QUERY: &str = "container=dbg&stdin=true&stdout=true&tty=true";
+const CHUNK: usize = 32 * 1024;
+
+type Ws = WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
+
+struct Args {
+    bulk_mib: usize,
+    rtt_iterations: usize,
+    idle_streams: usize,
+    runs: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        bulk_mib: 64,
+        rtt_iterations: 2000,
+        idle_streams: 1000,
+        runs: 3,
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    for pair in argv.chunks(2) {
+        let v = pair.get(1).and_then(|v| v.parse().ok());
+        match (pair[0].as_str(), v) {
+            ("--bulk-mib", Some(v)) => a.bulk_mib = v,
+            ("--rtt-iterations", Some(v)) => a.rtt_iterations = v,
+            ("--idle-streams", Some(v)) => a.idle_streams = v,
+            ("--runs", Some(v)) => a.runs = v.max(1),
+            (k, _) => {
+                eprintln!("unknown or bad argument {k}");
+                std::process::exit(2);
+            }
+        }
+    }
+    a
+}
+
+#[derive(Clone)]
+struct Target {
+    name: &'static str,
+    client: TestClient,
+    path: String,
+}
+
+async fn open(t: &Target) -> Ws {
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = t
+        .client
+        .upgrade(Method::GET, &t.path, &headers)
+        .await
+        .expect("upgrade request");
+    assert_eq!(
+        resp.status,
+        StatusCode::SWITCHING_PROTOCOLS,
+        "{}: {resp:?}",
+        t.name
+    );
+    let mut ws =
+        WebSocketStream::from_raw_socket(resp.io.expect("upgraded"), Role::Client, None).await;
+    // The initial empty stdout message.
+    let first = tokio::time::timeout(Duration::from_secs(10), ws.next())
+        .await
+        .expect("first message");
+    assert!(matches!(first, Some(Ok(Message::Binary(_)))));
+    ws
+}
+
+fn stdout_len(msg: &Message) -> usize {
+    match msg {
+        Message::Binary(b) if b.first() == Some(&1) => b.len() - 1,
+        _ => 0,
+    }
+}
+
+/// MB/s (10^6 bytes per second) of `total` bytes echoed through one stream.
+async fn bulk(t: &Target, total: usize) -> f64 {
+    let ws = open(t).await;
+    let (mut sink, mut stream) = ws.split();
+    let mut chunk = vec![b'x'; CHUNK + 1];
+    chunk[0] = 0;
+    let chunk = Bytes::from(chunk);
+    let start = Instant::now();
+    let writer = tokio::spawn(async move {
+        let mut sent = 0;
+        while sent < total {
+            sink.send(Message::Binary(chunk.clone()))
+                .await
+                .expect("send");
+            sent += CHUNK;
+        }
+        sink
+    });
+    let mut got = 0;
+    while got < total {
+        match tokio::time::timeout(Duration::from_secs(30), stream.next()).await {
+            Ok(Some(Ok(m))) => got += stdout_len(&m),
+            other => panic!("{}: stream ended after {got} bytes: {other:?}", t.name),
+        }
+    }
+    let elapsed = start.elapsed();
+    let sink = writer.await.expect("writer");
+    if let Ok(mut ws) = sink.reunite(stream) {
+        let _ = ws.close(None).await;
+    }
+    total as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+/// Round-trip times of `n` 16-byte messages, sorted.
+async fn rtts(t: &Target, n: usize) -> Vec<Duration> {
+    let mut ws = open(t).await;
+    let mut msg = vec![b'p'; 17];
+    msg[0] = 0;
+    let msg = Bytes::from(msg);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n + 100 {
+        let start = Instant::now();
+        ws.send(Message::Binary(msg.clone())).await.expect("send");
+        let mut got = 0;
+        while got < 16 {
+            match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+                Ok(Some(Ok(m))) => got += stdout_len(&m),
+                other => panic!("{}: {other:?}", t.name),
+            }
+        }
+        if i >= 100 {
+            out.push(start.elapsed());
+        }
+    }
+    let _ = ws.close(None).await;
+    out.sort();
+    out
+}
+
+fn pct(v: &[Duration], p: f64) -> Duration {
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+async fn active_streams(server: &PodDebugServer) -> Option<f64> {
+    let client = server.front_proxy_client("bench", &["system:masters"]);
+    let (_, _, body) = client
+        .request(Method::GET, "/metrics", &[], Bytes::new())
+        .await
+        .ok()?;
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find(|l| l.starts_with("poddebug_apiserver_active_streams "))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1000.0)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let a = args();
+    let fake = FakeKube::start_with_pki(TestPki::new()).await;
+    fake.add_pod_json(json!({
+        "metadata": {"name": POD, "namespace": NS},
+        "spec": {
+            "containers": [{"name": "app", "image": "busybox"}],
+            "ephemeralContainers": [{"name": "dbg", "image": "busybox", "stdin": true, "tty": true}],
+        },
+    }));
+    assert!(fake.set_ec_state(NS, POD, "dbg", ContainerState::Running));
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &["--v=1"]).await;
+    let direct = Target {
+        name: "direct",
+        client: fake.client(ADMIN_TOKEN),
+        path: format!("/api/v1/namespaces/{NS}/pods/{POD}/attach?{QUERY}"),
+    };
+    let proxy = Target {
+        name: "poddebug",
+        client: server.front_proxy_client("bench", &["system:authenticated"]),
+        path: format!("/apis/poddebug.dev/v1alpha1/namespaces/{NS}/pods/{POD}/attach?{QUERY}"),
+    };
+
+    // Warm up both paths (TLS, authorization caches).
+    bulk(&direct, 4 << 20).await;
+    bulk(&proxy, 4 << 20).await;
+
+    let total = a.bulk_mib << 20;
+    let mut d = Vec::new();
+    let mut p = Vec::new();
+    for _ in 0..a.runs {
+        d.push(bulk(&direct, total).await);
+        p.push(bulk(&proxy, total).await);
+    }
+    let (dm, pm) = (median(d.clone()), median(p.clone()));
+    println!(
+        "## Bulk throughput (WebSocket v5, {} MiB echoed, {CHUNK}-byte messages, median of {})",
+        a.bulk_mib, a.runs
+    );
+    println!(
+        "direct   MB/s: {:.1}  (runs: {:?})",
+        dm,
+        d.iter()
+            .map(|v| (v * 10.0).round() / 10.0)
+            .collect::<Vec<_>>()
+    );
+    println!(
+        "poddebug MB/s: {:.1}  (runs: {:?})",
+        pm,
+        p.iter()
+            .map(|v| (v * 10.0).round() / 10.0)
+            .collect::<Vec<_>>()
+    );
+    println!("ratio: {:.1}%", pm / dm * 100.0);
+
+    let rd = rtts(&direct, a.rtt_iterations).await;
+    let rp = rtts(&proxy, a.rtt_iterations).await;
+    println!(
+        "## Round trip (16-byte stdin message → echo, {} iterations after 100 warm-up)",
+        a.rtt_iterations
+    );
+    println!(
+        "direct   p50 {} ms  p90 {} ms  p99 {} ms",
+        ms(pct(&rd, 0.5)),
+        ms(pct(&rd, 0.9)),
+        ms(pct(&rd, 0.99))
+    );
+    println!(
+        "poddebug p50 {} ms  p90 {} ms  p99 {} ms",
+        ms(pct(&rp, 0.5)),
+        ms(pct(&rp, 0.9)),
+        ms(pct(&rp, 0.99))
+    );
+    println!(
+        "added    p50 {} ms  p99 {} ms",
+        ms(pct(&rp, 0.5).saturating_sub(pct(&rd, 0.5))),
+        ms(pct(&rp, 0.99).saturating_sub(pct(&rd, 0.99)))
+    );
+
+    // Idle streams: RSS before and after.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = server.pid();
+    let before = rss_kib(pid);
+    let mut streams = Vec::with_capacity(a.idle_streams);
+    let started = Instant::now();
+    let mut batch = Vec::new();
+    for i in 0..a.idle_streams {
+        let t = proxy.clone();
+        batch.push(tokio::spawn(async move { open(&t).await }));
+        if batch.len() == 16 || i + 1 == a.idle_streams {
+            for h in batch.drain(..) {
+                streams.push(h.await.expect("open"));
+            }
+        }
+    }
+    let opened_in = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = rss_kib(pid);
+    let active = active_streams(&server).await;
+    println!(
+        "## Idle streams ({} open through poddebug, opened in {:.1} s; active_streams metric {:?})",
+        streams.len(),
+        opened_in.as_secs_f64(),
+        active
+    );
+    println!("server RSS before {before} KiB, after {after} KiB");
+    println!(
+        "per idle stream: {:.1} KiB",
+        (after.saturating_sub(before)) as f64 / streams.len().max(1) as f64
+    );
+    for mut s in streams {
+        let _ = s.close(None).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while active_streams(&server).await != Some(0.0) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!(
+        "after closing: active_streams {:?}, server RSS {} KiB",
+        active_streams(&server).await,
+        rss_kib(pid)
+    );
+}
