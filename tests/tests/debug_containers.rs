@@ -1854,3 +1854,26 @@ async fn bodies_in_another_media_type_get_415_and_change_nothing() {
             .is_none_or(|e| e.is_empty())
     );
 }
+
+#[tokio::test]
+async fn a_cluster_without_ephemeral_containers_answers_its_own_404() {
+    let env = common::env(&[]).await;
+    env.fake.set_ephemeral_containers_disabled(true);
+    let (code, status) = env
+        .create(
+            "dbg",
+            &serde_json::json!({"container": {"image": "busybox"}}),
+        )
+        .await;
+    assert_eq!(code, http::StatusCode::NOT_FOUND, "{status}");
+    // kube-apiserver's answer for a missing subresource passes through: reason NotFound and no
+    // details.name, which is how kubectl recognises "ephemeral containers are disabled".
+    assert_eq!(status["reason"], "NotFound");
+    assert!(status["details"].get("name").is_none(), "{status}");
+    let pod = env.fake.pod(common::NS, common::POD).expect("pod");
+    assert!(
+        pod.spec
+            .and_then(|s| s.ephemeral_containers)
+            .is_none_or(|e| e.is_empty())
+    );
+}
