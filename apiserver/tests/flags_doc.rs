@@ -89,3 +89,19 @@ fn bad_flags_are_all_reported_and_exit_non_zero() {
     assert!(err.contains("--client-ca-file"), "{err}");
     assert!(err.contains("--request-timeout must be positive"), "{err}");
 }
+
+#[test]
+fn deployment_manifest_uses_only_real_flags() {
+    let help = expected();
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../manifests/deployment.yaml");
+    let manifest = std::fs::read_to_string(path).expect("manifests/deployment.yaml");
+    let flags: Vec<&str> = manifest
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- --"))
+        .map(|f| f.split('=').next().unwrap_or(f))
+        .collect();
+    assert!(flags.len() >= 3, "the Deployment passes flags: {flags:?}");
+    for f in flags {
+        assert!(help.contains(&format!("--{f} ")) || help.contains(&format!("--{f}\n")), "--{f} is not a flag of the server");
+    }
+}
