@@ -537,4 +537,45 @@ mod tests {
             Err(ApiError::BadRequest(_))
         ));
     }
+
+    /// Stands in for a fuzzer (the workspace layout has no `fuzz/`): random bytes and random
+    /// single-byte mutations of a valid body must always decode or give a 400/413, never panic.
+    #[test]
+    fn random_and_mutated_bodies_never_panic() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web"},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}], "volumes": [{"name": "data", "emptyDir": {}}]}
+        }))
+        .expect("pod");
+        let valid = br#"{"apiVersion":"poddebug.dev/v1alpha1","kind":"PodDebugContainer","metadata":{"name":"dbg","labels":{"a":"b"}},"container":{"image":"busybox","command":["sh"],"env":[{"name":"A","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}}],"securityContext":{"capabilities":{"add":["SYS_PTRACE"]}}},"targetContainerName":"app","profile":"general"}"#;
+        for i in 0..5000 {
+            let body: Vec<u8> = if i % 2 == 0 {
+                let mut b = valid.to_vec();
+                for _ in 0..rng.random_range(1..4) {
+                    let at = rng.random_range(0..b.len());
+                    b[at] = rng.random();
+                }
+                b
+            } else {
+                (0..rng.random_range(0..64)).map(|_| rng.random()).collect()
+            };
+            match decode_pod_debug_container(&body) {
+                // Whatever decodes goes on through conversion and validation, which must not
+                // panic either.
+                Ok(pdc) => {
+                    let ec = crate::convert::to_ephemeral_container(
+                        &pdc,
+                        "dbg",
+                        "dbg",
+                        crate::Profile::General,
+                        "busybox",
+                    );
+                    let _ = crate::validation::validate_ephemeral_container_add(&pod, &ec);
+                }
+                Err(e) => assert!(matches!(e.code(), 400 | 413), "{e:?}"),
+            }
+        }
+    }
 }
