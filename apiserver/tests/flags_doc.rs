@@ -102,6 +102,9 @@ fn deployment_manifest_uses_only_real_flags() {
         .collect();
     assert!(flags.len() >= 3, "the Deployment passes flags: {flags:?}");
     for f in flags {
-        assert!(help.contains(&format!("--{f} ")) || help.contains(&format!("--{f}\n")), "--{f} is not a flag of the server");
+        assert!(
+            help.contains(&format!("--{f} ")) || help.contains(&format!("--{f}\n")),
+            "--{f} is not a flag of the server"
+        );
     }
 }
