@@ -41,6 +41,8 @@ pub struct Config {
     pub attach_wait_timeout: Duration,
     /// Log format.
     pub log_format: LogFormat,
+    /// Also require the core permissions the same action takes without poddebug.
+    pub require_core_permissions: bool,
 }
 
 impl Config {
@@ -58,6 +60,7 @@ impl Config {
             default_profile: o.default_profile,
             attach_wait_timeout: o.attach_wait_timeout,
             log_format: o.log_format,
+            require_core_permissions: o.require_core_permissions,
         }
     }
 

@@ -136,6 +136,11 @@ async fn authorize(
     {
         check(st, &auth.user, &attrs.with_verb("create")).await?;
     }
+    if st.config.require_core_permissions {
+        for core in authz::core_equivalent::core_equivalents(attrs) {
+            check(st, &auth.user, &core).await?;
+        }
+    }
     Ok(auth)
 }
 

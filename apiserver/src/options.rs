@@ -189,6 +189,11 @@ pub struct Options {
     /// service account, so that RBAC, Pod Security admission and the audit log see the user.
     #[arg(long, help_heading = "Policy")]
     pub impersonate: bool,
+    /// Also require the core permissions the same action takes without poddebug (patch
+    /// pods/ephemeralcontainers to create, create pods/exec to stop, create/get pods/attach,
+    /// get pods/log, get/list/watch pods), so poddebug only ever narrows what core RBAC allows.
+    #[arg(long, help_heading = "Policy")]
+    pub require_core_permissions: bool,
     /// How long an attach waits for a debug container to start running before it fails.
     #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Policy")]
     pub attach_wait_timeout: Duration,

@@ -1005,3 +1005,58 @@ async fn graceful_shutdown_lets_a_request_in_flight_finish() {
     let status = server.wait_exit(T).await.expect("exits after draining");
     assert!(status.success(), "{status}");
 }
+
+#[tokio::test]
+async fn require_core_permissions_checks_what_kubectl_would_need() {
+    let (fake, pki, server) = setup(&[
+        "--require-core-permissions",
+        "--authorization-webhook-cache-unauthorized-ttl=0s",
+    ])
+    .await;
+    // zoe may use poddebug.dev but has no core right to patch ephemeral containers.
+    policy(&fake, |a| {
+        a.user == "zoe" && a.api_group.is_empty() && a.subresource == "ephemeralcontainers"
+    });
+    let zoe = server
+        .client_builder()
+        .front_proxy(&pki, "zoe", &["devs"], &[])
+        .build();
+    let path = format!("{GV}/namespaces/{NS}/pods/{POD}/debug/dbg");
+    let (code, _, body) = zoe.request(Method::POST, &path, &[], "{}").await.unwrap();
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(
+        json_of(&body)["message"],
+        "pods \"web\" is forbidden: User \"zoe\" cannot patch resource \"pods/ephemeralcontainers\" in API group \"\" in the namespace \"shop\""
+    );
+    assert!(
+        fake.pod(NS, POD)
+            .unwrap()
+            .spec
+            .unwrap()
+            .ephemeral_containers
+            .is_none()
+    );
+    // With the core right too, the same request goes through.
+    policy(&fake, |_| false);
+    let (code, _, body) = zoe.request(Method::POST, &path, &[], "{}").await.unwrap();
+    assert_eq!(
+        code,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let asked: Vec<(String, String, String)> = user_sars(&fake, "zoe")
+        .into_iter()
+        .map(|s| {
+            (
+                s.attributes.verb,
+                s.attributes.api_group,
+                s.attributes.subresource,
+            )
+        })
+        .collect();
+    assert!(
+        asked.contains(&("patch".into(), String::new(), "ephemeralcontainers".into())),
+        "{asked:?}"
+    );
+}

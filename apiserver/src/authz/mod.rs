@@ -2,6 +2,7 @@
 //! SubjectAccessReview carrying the user and the exact attributes kube-apiserver would compute.
 
 pub mod attributes;
+pub mod core_equivalent;
 pub mod sar;
 
 pub use attributes::{Attributes, request_attributes};
