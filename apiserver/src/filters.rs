@@ -82,6 +82,12 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
     let query = query_map(req.uri().query());
     let attrs = authz::request_attributes(&method, &path, &query);
     st.metrics.inflight.inc();
+    // kube-apiserver's audit ID, so a log line can be matched with the cluster's audit log.
+    let audit_id = req
+        .headers()
+        .get("audit-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let peer = req
         .extensions()
         .get::<PeerCertificates>()
@@ -111,6 +117,7 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
         path = %path,
         code,
         duration_ms = elapsed.as_secs_f64() * 1000.0,
+        audit_id = audit_id.as_deref().unwrap_or(""),
         "request"
     );
     resp

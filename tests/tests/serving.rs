@@ -716,6 +716,7 @@ async fn logs_have_one_line_per_request_and_no_credentials() {
     let c = server
         .client_builder()
         .front_proxy(&pki, "logged-user", &[], &[])
+        .header("audit-id", "2f6e-audit")
         .build();
     let _ = c
         .request(
@@ -744,6 +745,10 @@ async fn logs_have_one_line_per_request_and_no_credentials() {
     assert_eq!(line["path"], format!("{GV}/debugprofiles"));
     assert_eq!(line["code"], 200);
     assert!(line["duration_ms"].is_number());
+    assert_eq!(
+        line["audit_id"], "2f6e-audit",
+        "matches the cluster's audit log"
+    );
     let all = server.logs_text();
     assert!(
         !all.contains("secret-token-value"),
