@@ -4,6 +4,7 @@
 //! user's kubeconfig, contexts, credentials and exec plugins work unchanged and every request
 //! goes through kube-apiserver's aggregation layer and RBAC.
 
+mod attach;
 mod request;
 
 use std::process::{Command, ExitCode, Stdio};
@@ -64,6 +65,9 @@ enum Cmd {
         /// Wait this many seconds for it to run (0: do not wait).
         #[arg(long, default_value_t = 60)]
         wait: u64,
+        /// Attach to it once it runs (as `kubectl debug -it` does); implies waiting.
+        #[arg(short = 'a', long)]
+        attach: bool,
         /// Command and arguments.
         #[arg(last = true)]
         command: Vec<String>,
@@ -96,6 +100,19 @@ enum Cmd {
         /// Seconds between SIGTERM and SIGKILL.
         #[arg(long, default_value_t = 10)]
         grace_period: u64,
+    },
+    /// Attach to a running debug container's console.
+    Attach {
+        /// The pod.
+        pod: String,
+        /// Debug container name.
+        name: String,
+        /// Pass stdin to the container.
+        #[arg(short = 'i', long)]
+        stdin: bool,
+        /// Stdin is a TTY (raw local terminal, resize events).
+        #[arg(short = 't', long)]
+        tty: bool,
     },
     /// Print a debug container's output.
     Logs {
@@ -201,6 +218,51 @@ fn print_object(json: &str, output: &str) {
     }
 }
 
+/// Attach on a runtime made for it, mapping the container's exit code to ours.
+fn run_attach(
+    g: &Global,
+    namespace: String,
+    pod: String,
+    name: String,
+    stdin: bool,
+    tty: bool,
+) -> Result<(), ExitCode> {
+    let spec = attach::AttachSpec {
+        namespace: namespace.clone(),
+        pod: pod.clone(),
+        container: name.clone(),
+        stdin,
+        tty,
+        context: g.context.clone(),
+        kubeconfig: g.kubeconfig.clone(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: starting the runtime: {e}");
+            ExitCode::FAILURE
+        })?;
+    let result = rt.block_on(attach::attach(spec));
+    // Our stdin reader may still be blocked on the terminal: do not wait for it.
+    rt.shutdown_background();
+    if stdin {
+        eprintln!(
+            "Session ended, the debug container will not be restarted but may be reattached using \
+             'kubectl poddebug attach -n {namespace} {pod} {name} -i{}' if it is still running",
+            if tty { " -t" } else { "" }
+        );
+    }
+    match result {
+        Ok(0) => Ok(()),
+        Ok(code) => Err(ExitCode::from(u8::try_from(code).unwrap_or(1))),
+        Err(msg) => {
+            eprintln!("{msg}");
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let g = &cli.global;
@@ -215,6 +277,7 @@ fn main() -> ExitCode {
             tty,
             env,
             wait,
+            attach,
             command,
         } => {
             let ns = namespace(g);
@@ -228,29 +291,39 @@ fn main() -> ExitCode {
                 env,
             };
             let mut path = debug_path(&ns, &pod, name.as_deref());
+            // Attaching needs the container running first.
+            let wait = if attach { wait.max(1) } else { wait };
             if wait > 0 {
                 path.push_str(&format!("?wait=true&timeoutSeconds={wait}"));
             }
             let body = run_body(&spec).to_string();
-            kubectl(
-                g,
-                &[
-                    "create".into(),
-                    "--raw".into(),
-                    path,
-                    "-f".into(),
-                    "-".into(),
-                ],
-                Some(&body),
-            )
-            .map(|out| {
+            let args = [
+                "create".into(),
+                "--raw".into(),
+                path,
+                "-f".into(),
+                "-".into(),
+            ];
+            kubectl(g, &args, Some(&body)).and_then(|out| {
                 print_object(&out, "summary");
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&out) {
-                    let name = v["metadata"]["name"].as_str().unwrap_or_default();
-                    eprintln!("stop it with: kubectl poddebug stop -n {ns} {pod} {name}");
+                let name = serde_json::from_str::<serde_json::Value>(&out)
+                    .ok()
+                    .and_then(|v| v["metadata"]["name"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                eprintln!("stop it with: kubectl poddebug stop -n {ns} {pod} {name}");
+                if attach {
+                    run_attach(g, ns, pod, name, stdin, tty)
+                } else {
+                    Ok(())
                 }
             })
         }
+        Cmd::Attach {
+            pod,
+            name,
+            stdin,
+            tty,
+        } => run_attach(g, namespace(g), pod, name, stdin, tty),
         Cmd::Get { pod, name, output } => {
             let ns = namespace(g);
             kubectl(

@@ -36,6 +36,16 @@ pub fn log_path(ns: &str, pod: &str, container: &str, follow: bool) -> String {
     p
 }
 
+/// `.../namespaces/NS/pods/POD/attach?container=NAME&stdin=..&stdout=true&stderr=..&tty=..`
+/// (no separate stderr with a TTY, as kubectl asks).
+pub fn attach_path(ns: &str, pod: &str, container: &str, stdin: bool, tty: bool) -> String {
+    format!(
+        "{GV}/namespaces/{ns}/pods/{pod}/attach?container={}&stdin={stdin}&stdout=true&stderr={}&tty={tty}",
+        utf8_percent_encode(container, QUERY),
+        !tty
+    )
+}
+
 /// What `run` creates.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunSpec {
@@ -132,6 +142,10 @@ mod tests {
         assert_eq!(
             log_path("ns", "web", "dbg", true),
             "/apis/poddebug.dev/v1alpha1/namespaces/ns/pods/web/log?container=dbg&follow=true"
+        );
+        assert_eq!(
+            attach_path("ns", "web", "dbg", true, true),
+            "/apis/poddebug.dev/v1alpha1/namespaces/ns/pods/web/attach?container=dbg&stdin=true&stdout=true&stderr=false&tty=true"
         );
     }
 

@@ -5,6 +5,31 @@ use std::process::Command;
 
 use poddebug_tests::{FakeKube, PodDebugServer, TempDir};
 
+/// Runs the plugin with `input` on its stdin; (exit code, stdout, stderr).
+fn plugin_with_input(kc: &PathBuf, args: &[&str], input: &str) -> (Option<i32>, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-poddebug"))
+        .env("KUBECONFIG", kc)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("plugin");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("plugin");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn plugin(kc: &PathBuf, cache: &TempDir, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kubectl-poddebug"))
         .env("KUBECONFIG", kc)
@@ -102,6 +127,37 @@ async fn run_get_list_stop_and_profiles() {
         out.contains("web.dbg") && out.contains("busybox:1.36"),
         "{out}"
     );
+
+    // A console on it: stdin goes in, the container's output comes back, and the end of our
+    // input half-closes its stdin (v5), which ends the session with its exit status.
+    let kc1 = kc.clone();
+    let (code, out, err) = tokio::task::spawn_blocking(move || {
+        plugin_with_input(
+            &kc1,
+            &["attach", "web", "dbg", "-i"],
+            "hello through poddebug\n",
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("hello through poddebug"), "{out}{err}");
+    assert!(
+        err.contains("may be reattached using 'kubectl poddebug attach -n shop web dbg -i'"),
+        "{err}"
+    );
+    // The container's exit code becomes the plugin's.
+    fake.update_pod("shop", "web", |p| {
+        p["metadata"]["annotations"][poddebug_tests::fake::ATTACH_EXIT_CODE_ANNOTATION] =
+            serde_json::json!("7");
+    });
+    let kc1 = kc.clone();
+    let (code, _, err) = tokio::task::spawn_blocking(move || {
+        plugin_with_input(&kc1, &["attach", "web", "dbg", "-i"], "x\n")
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(7), "{err}");
 
     let (kc1, c1) = (kc.clone(), TempDir::new("c4"));
     let (ok, out, err) = tokio::task::spawn_blocking(move || {
