@@ -44,6 +44,7 @@ pub(crate) fn plan(
     req: &CreateRequest,
     rng: &mut impl Rng,
 ) -> Result<Plan, ApiError> {
+    check_pod_can_run_it(pod, &req.pod)?;
     let names = naming::resolve(pod, req.name.as_deref(), rng)?;
     let mut ec = to_ephemeral_container(
         &req.body,
@@ -100,6 +101,36 @@ pub(crate) fn put_body(
         .map_err(|_| ApiError::Internal("encoding the debug container failed".to_owned()))?;
     list.as_array_mut().ok_or_else(internal)?.push(ec_json);
     Ok(raw_pod)
+}
+
+/// kube-apiserver accepts an ephemeral container in a pod that has finished or is being deleted,
+/// but no kubelet will ever start it (and `?wait=true` or an attach would only time out), so the
+/// create is refused up front with a 409 that says why; the pod is left untouched.
+fn check_pod_can_run_it(pod: &Pod, name: &str) -> Result<(), ApiError> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Err(ApiError::conflict(
+            "pods",
+            "",
+            name,
+            "the pod is being deleted, so a debug container would never start",
+        ));
+    }
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("");
+    if matches!(phase, "Succeeded" | "Failed") {
+        return Err(ApiError::conflict(
+            "pods",
+            "",
+            name,
+            format!(
+                "the pod has completed (phase {phase}), so a debug container would never start"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A random pause before retry `attempt` (1-based) after a conflict: up to 5 ms, doubling per
@@ -272,6 +303,32 @@ mod tests {
         assert_eq!(body["metadata"]["resourceVersion"], "100");
         assert!(body.get("status").is_none());
         assert!(body["metadata"].get("managedFields").is_none());
+    }
+
+    #[test]
+    fn plan_refuses_pods_that_will_never_run_it() {
+        let mut p = pod("web", &[]);
+        p.status.get_or_insert_default().phase = Some("Succeeded".into());
+        let err = plan(&policy(&[], 0), &p, &request(Some("dbg"), None), &mut rng())
+            .expect_err("completed");
+        assert_eq!(err.code(), 409);
+        assert_eq!(
+            err.message(),
+            "Operation cannot be fulfilled on pods \"web\": the pod has completed (phase Succeeded), so a debug container would never start"
+        );
+        let mut p = pod("web", &[]);
+        p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::UNIX_EPOCH,
+        ));
+        let err = plan(&policy(&[], 0), &p, &request(Some("dbg"), None), &mut rng())
+            .expect_err("deleting");
+        assert!(err.message().contains("being deleted"), "{}", err.message());
+        let mut p = pod("web", &[]);
+        p.status.get_or_insert_default().phase = Some("Pending".into());
+        assert!(
+            plan(&policy(&[], 0), &p, &request(Some("dbg"), None), &mut rng()).is_ok(),
+            "a pending pod will run it later"
+        );
     }
 
     #[test]

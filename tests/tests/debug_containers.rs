@@ -1877,3 +1877,29 @@ async fn a_cluster_without_ephemeral_containers_answers_its_own_404() {
             .is_none_or(|e| e.is_empty())
     );
 }
+
+#[tokio::test]
+async fn a_completed_pod_is_refused_before_anything_changes() {
+    let env = common::env(&[]).await;
+    env.fake.update_pod(common::NS, common::POD, |p| {
+        p["status"]["phase"] = serde_json::json!("Succeeded");
+    });
+    let (code, status) = env
+        .create(
+            "dbg",
+            &serde_json::json!({"container": {"image": "busybox"}}),
+        )
+        .await;
+    assert_eq!(code, http::StatusCode::CONFLICT, "{status}");
+    assert_eq!(status["reason"], "Conflict");
+    assert_eq!(
+        status["message"],
+        "Operation cannot be fulfilled on pods \"target\": the pod has completed (phase Succeeded), so a debug container would never start"
+    );
+    let pod = env.fake.pod(common::NS, common::POD).expect("pod");
+    assert!(
+        pod.spec
+            .and_then(|s| s.ephemeral_containers)
+            .is_none_or(|e| e.is_empty())
+    );
+}
