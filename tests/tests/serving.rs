@@ -1065,3 +1065,46 @@ async fn require_core_permissions_checks_what_kubectl_would_need() {
         "{asked:?}"
     );
 }
+
+#[tokio::test]
+async fn without_kubeconfig_flag_the_current_kubeconfig_is_used() {
+    // Outside a cluster (no in-cluster service account) the server falls back to KUBECONFIG,
+    // which is what the README's run command relies on.
+    let fake = FakeKube::start().await;
+    let pki = fake.pki().clone();
+    fake.allow_all();
+    let serving = pki.localhost_serving_cert();
+    let port = free_port();
+    let kubeconfig = fake.write_kubeconfig(poddebug_tests::PODDEBUG_TOKEN);
+    let command = vec![
+        "env".to_owned(),
+        "-u".to_owned(),
+        "KUBERNETES_SERVICE_HOST".to_owned(),
+        format!("KUBECONFIG={}", kubeconfig.display()),
+        PodDebugServer::binary().display().to_string(),
+    ];
+    let args = vec![
+        "--bind-address=127.0.0.1".to_owned(),
+        format!("--secure-port={port}"),
+        format!("--tls-cert-file={}", serving.cert_path.display()),
+        format!("--tls-private-key-file={}", serving.key_path.display()),
+        "--authentication-skip-lookup".to_owned(),
+    ];
+    let server = PodDebugServer::spawn_command(&command, &args);
+    let anonymous = TestClient::builder(&format!("https://127.0.0.1:{port}"))
+        .ca_pem(pki.cluster_ca_pem())
+        .build();
+    let ready =
+        eventually(|| async { code_of(&anonymous, "/readyz").await == StatusCode::OK }).await;
+    assert!(
+        ready,
+        "ready with the kubeconfig from KUBECONFIG: {}",
+        server.logs_text()
+    );
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.user == poddebug_tests::PODDEBUG_USER),
+        "the fake was called with the kubeconfig's credentials"
+    );
+}
