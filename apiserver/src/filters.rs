@@ -161,13 +161,16 @@ pub async fn check(
     match st.authz.authorize(user, attrs).await {
         Ok(Decision::Allow) => Ok(()),
         Ok(Decision::Deny(reason)) => Err(authz::forbidden(user, attrs, &reason)),
-        Err(e) => {
-            tracing::warn!(error = %e, "authorization failed");
-            Err(ApiError::ServiceUnavailable(
-                "the authorization service is unavailable, please try again later".to_owned(),
-            ))
-        }
+        Err(e) => Err(authorizer_unavailable(&e)),
     }
+}
+
+/// The answer when the authorizer cannot be asked: 503, never an allow.
+pub fn authorizer_unavailable(e: &authz::sar::Unavailable) -> ApiError {
+    tracing::warn!(error = %e, "authorization failed");
+    ApiError::ServiceUnavailable(
+        "the authorization service is unavailable, please try again later".to_owned(),
+    )
 }
 
 async fn run(st: &AppState, req: Request, next: Next, attrs: &Attributes) -> Response {

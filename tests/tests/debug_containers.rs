@@ -1903,3 +1903,60 @@ async fn a_completed_pod_is_refused_before_anything_changes() {
             .is_none_or(|e| e.is_empty())
     );
 }
+
+#[tokio::test]
+async fn an_ungated_profile_cannot_smuggle_gated_privileges() {
+    let e = env(&[]).await;
+    // alice may use legacy and general, not sysadmin or netadmin.
+    e.fake.set_policy(|a| {
+        !(a.user == "alice"
+            && a.verb == "use"
+            && a.resource == "debugprofiles"
+            && (a.name == "sysadmin" || a.name == "netadmin"))
+    });
+    let cases = [
+        (
+            json!({"privileged": true}),
+            "sysadmin",
+            "securityContext.privileged: true",
+        ),
+        (
+            json!({"capabilities": {"add": ["SYS_ADMIN"]}}),
+            "sysadmin",
+            "securityContext.capabilities.add: SYS_ADMIN",
+        ),
+        (
+            json!({"capabilities": {"add": ["NET_ADMIN"]}}),
+            "netadmin",
+            "securityContext.capabilities.add: NET_ADMIN",
+        ),
+        (
+            json!({"seccompProfile": {"type": "Unconfined"}}),
+            "sysadmin",
+            "securityContext.seccompProfile.type: Unconfined",
+        ),
+    ];
+    for (i, (sc, gated, setting)) in cases.into_iter().enumerate() {
+        let body =
+            json!({"container": {"image": "busybox", "securityContext": sc}, "profile": "legacy"});
+        let (code, status) = e.create(&format!("sneaky{i}"), &body).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+        assert_eq!(
+            status["message"],
+            format!(
+                "debugprofiles.poddebug.dev \"{gated}\" is forbidden: User \"alice\" cannot use resource \"debugprofiles\" in API group \"poddebug.dev\" at the cluster scope: the debug container sets {setting}, which only the {gated} profile grants"
+            )
+        );
+    }
+    let pod = e.fake.pod(NS, POD).expect("pod");
+    assert!(
+        pod.spec
+            .and_then(|s| s.ephemeral_containers)
+            .is_none_or(|l| l.is_empty()),
+        "nothing was added"
+    );
+    // Settings within the ungated profiles' reach are fine.
+    let ok = json!({"container": {"image": "busybox", "securityContext": {"capabilities": {"add": ["SYS_PTRACE", "CHOWN"]}}}, "profile": "legacy"});
+    let (code, status) = e.create("fine", &ok).await;
+    assert_eq!(code, StatusCode::CREATED, "{status}");
+}

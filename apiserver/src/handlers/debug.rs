@@ -13,9 +13,8 @@ use poddebug_types::{ApiError, GROUP, Profile, VERSION};
 
 use super::{json_response, list};
 use crate::authn::Authenticated;
-use crate::authz::Attributes;
+use crate::authz::{Attributes, Decision};
 use crate::error::Error;
-use crate::filters::check;
 use crate::state::AppState;
 
 /// Longest `?timeoutSeconds=` honoured for `?wait=true` (the request timeout still applies).
@@ -119,23 +118,12 @@ async fn create(
         .into());
     }
 
-    let profile = match pdc.profile.as_deref() {
+    let profile = match pdc.profile.as_deref().filter(|p| !p.is_empty()) {
         Some(p) => Profile::parse(p)
             .ok_or_else(|| ApiError::BadRequest(format!("unknown profile {p:?}")))?,
         None => st.config.default_profile,
     };
-    if st.config.profile_requires_permission(profile) {
-        let attrs = Attributes::Resource {
-            verb: "use".to_owned(),
-            group: GROUP.to_owned(),
-            version: VERSION.to_owned(),
-            resource: "debugprofiles".to_owned(),
-            subresource: String::new(),
-            namespace: String::new(),
-            name: profile.as_str().to_owned(),
-        };
-        check(&st, &auth.user, &attrs).await?;
-    }
+    authorize_profiles(&st, &auth, &pdc, profile).await?;
 
     let wait = if flag(&q, "wait") {
         let secs = seconds(&q, "timeoutSeconds")?
@@ -164,6 +152,56 @@ async fn create(
         })
         .await?;
     json_response(StatusCode::CREATED, &created)
+}
+
+/// The `use` permission on every gated profile the request amounts to: the one it names, and
+/// the one any privilege in its own `securityContext` belongs to (privileged, extra
+/// capabilities, unconfined seccomp…), so an ungated profile cannot smuggle a gated one's
+/// privileges in.
+async fn authorize_profiles(
+    st: &AppState,
+    auth: &Authenticated,
+    pdc: &poddebug_types::PodDebugContainer,
+    profile: Profile,
+) -> Result<(), Error> {
+    // The container as it will be added, profile applied, to see its final securityContext.
+    let preview = poddebug_types::convert::to_ephemeral_container(
+        pdc, "preview", "preview", profile, "preview",
+    );
+    let mut needed: Vec<(Profile, Option<String>)> = vec![(profile, None)];
+    for e in poddebug_types::privilege::elevations(&preview) {
+        if !needed.iter().any(|(p, _)| *p == e.profile) {
+            needed.push((e.profile, Some(e.setting)));
+        }
+    }
+    for (p, setting) in needed {
+        if !st.config.profile_requires_permission(p) {
+            continue;
+        }
+        let attrs = Attributes::Resource {
+            verb: "use".to_owned(),
+            group: GROUP.to_owned(),
+            version: VERSION.to_owned(),
+            resource: "debugprofiles".to_owned(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: p.as_str().to_owned(),
+        };
+        match st.authz.authorize(&auth.user, &attrs).await {
+            Ok(Decision::Allow) => {}
+            Ok(Decision::Deny(reason)) => {
+                let why = match setting {
+                    Some(s) => {
+                        format!("the debug container sets {s}, which only the {p} profile grants")
+                    }
+                    None => reason,
+                };
+                return Err(crate::authz::forbidden(&auth.user, &attrs, &why).into());
+            }
+            Err(e) => return Err(crate::filters::authorizer_unavailable(&e).into()),
+        }
+    }
+    Ok(())
 }
 
 /// `GET .../pods/POD/debug/NAME`.
