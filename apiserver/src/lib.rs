@@ -88,6 +88,17 @@ fn for_reviews(mut cfg: kube::Config) -> kube::Config {
     cfg
 }
 
+/// Who records the Events: the pod's name (`POD_NAME`, set by the Deployment from the downward
+/// API), else the host name, so `kubectl describe` shows which replica acted.
+fn reporting_instance() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "poddebug-apiserver".to_owned())
+}
+
 /// Run the server until SIGTERM/SIGINT.
 pub async fn run(opts: Options) -> Result<(), StartupError> {
     let errs = opts.validate();
@@ -169,6 +180,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         max_debug_containers_per_pod: opts.max_debug_containers_per_pod,
     });
     backend_cfg.impersonate = opts.impersonate;
+    backend_cfg.reporting_instance = reporting_instance();
     let pod_client = client(main_cfg.clone(), "--kubeconfig", &metrics)?;
     let backend: Arc<dyn poddebug_storage::DebugBackend> =
         Arc::new(poddebug_storage::KubeBackend::new(pod_client, backend_cfg));

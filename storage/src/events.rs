@@ -72,7 +72,12 @@ pub(crate) fn build_event(
             host: None,
         }),
         reporting_component: Some(reporter.component.clone()),
-        reporting_instance: (!reporter.instance.is_empty()).then(|| reporter.instance.clone()),
+        // kube-apiserver requires reportingInstance on every Event that has an eventTime.
+        reporting_instance: Some(if reporter.instance.is_empty() {
+            reporter.component.clone()
+        } else {
+            reporter.instance.clone()
+        }),
         ..Default::default()
     }
 }

@@ -435,3 +435,19 @@ async fn kubectl_reads_patches_logs_and_execs() {
         Some("v5.channel.k8s.io")
     );
 }
+
+#[tokio::test]
+async fn core_events_with_an_event_time_need_the_reporting_fields() {
+    let fake = FakeKube::start().await;
+    let sa = fake.client(PODDEBUG_TOKEN);
+    let ev = json!({"metadata": {"name": "target.1"}, "reason": "DebugContainerCreated", "message": "m",
+        "involvedObject": {"kind": "Pod", "name": "target", "namespace": "default"},
+        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingComponent": "poddebug", "action": "Create"});
+    let (code, status) = sa.post_json("/api/v1/namespaces/default/events", &ev).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{status}");
+    assert_eq!(status["details"]["causes"][0]["field"], "reportingInstance");
+    let mut ok = ev.clone();
+    ok["reportingInstance"] = json!("poddebug-apiserver-0");
+    let (code, _) = sa.post_json("/api/v1/namespaces/default/events", &ok).await;
+    assert_eq!(code, StatusCode::CREATED);
+}

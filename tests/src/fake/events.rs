@@ -42,6 +42,11 @@ pub async fn collection(
                     "the body of the request must be an Event object",
                 ));
             }
+            let errors = legacy_validate_event(&event, api_version);
+            if !errors.is_empty() {
+                let n = event["metadata"]["name"].as_str().unwrap_or("");
+                return Err(status::invalid(group(api_version), "Event", n, &errors));
+            }
             let mut name = event["metadata"]["name"].as_str().unwrap_or("").to_owned();
             if name.is_empty() {
                 let prefix = event["metadata"]["generateName"].as_str().unwrap_or("");
@@ -137,4 +142,35 @@ pub async fn object(
         }
         _ => Err(status::method_not_allowed()),
     }
+}
+
+/// kube-apiserver's `legacyValidateEvent` for core/v1 Events that carry an `eventTime` (the
+/// "new" style): the reporting controller (`reportingComponent` in v1), `reportingInstance`,
+/// `action` and `reason` are required.
+fn legacy_validate_event(event: &Value, api_version: &str) -> Vec<status::FieldError> {
+    let has_event_time = event
+        .get("eventTime")
+        .is_some_and(|t| !t.is_null() && t.as_str() != Some(""));
+    if api_version != "v1" || !has_event_time {
+        return Vec::new();
+    }
+    let empty = |k: &str| {
+        event
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+    };
+    let mut errors = Vec::new();
+    for (key, field) in [
+        ("reportingComponent", "reportingComponent"),
+        ("reportingInstance", "reportingInstance"),
+        ("action", "action"),
+        ("reason", "reason"),
+    ] {
+        if empty(key) {
+            errors.push(status::FieldError::required(field, ""));
+        }
+    }
+    errors
 }
