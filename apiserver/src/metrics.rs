@@ -46,6 +46,40 @@ pub struct UpstreamLabels {
     pub code: String,
 }
 
+/// Verbs that get their own label value.
+const KNOWN_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "post",
+    "put",
+    "head",
+    "options",
+];
+/// Resources that get their own label value.
+const KNOWN_RESOURCES: &[&str] = &[
+    "pods/debug",
+    "pods/attach",
+    "pods/log",
+    "poddebugcontainers",
+    "debugprofiles",
+    "nonresource",
+];
+
+/// `value` if it is one of `known`, else `other`.
+fn bounded(value: &str, known: &[&'static str]) -> &'static str {
+    known
+        .iter()
+        .copied()
+        .find(|k| *k == value)
+        .unwrap_or("other")
+}
+
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
@@ -133,8 +167,14 @@ impl Metrics {
         }
     }
 
-    /// Record one finished request.
+    /// Record one finished request. Verb and resource are folded onto a fixed set first: they
+    /// come from the request's method and path, and a label per made-up value would let any
+    /// client, even an unauthenticated one, grow the server's memory without bound.
     pub fn observe_request(&self, verb: &str, resource: &str, code: u16, elapsed: Duration) {
+        let (verb, resource) = (
+            bounded(verb, KNOWN_VERBS),
+            bounded(resource, KNOWN_RESOURCES),
+        );
         self.requests
             .get_or_create(&RequestLabels {
                 verb: verb.to_owned(),
@@ -200,5 +240,21 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("poddebug_apiserver_upstream_request_duration_seconds_count{method=\"PUT\",code=\"200\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn made_up_verbs_and_resources_share_one_label() {
+        let m = Metrics::new();
+        for i in 0..100 {
+            m.observe_request(
+                &format!("verb{i}"),
+                &format!("things{i}"),
+                404,
+                Duration::from_millis(1),
+            );
+        }
+        let text = m.encode();
+        assert!(text.contains("poddebug_apiserver_requests_total{verb=\"other\",resource=\"other\",code=\"404\"} 100"), "{text}");
+        assert!(!text.contains("things1"), "{text}");
     }
 }
