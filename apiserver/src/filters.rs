@@ -41,6 +41,43 @@ fn form_urlencoded_pairs(q: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Drop every repeated query parameter but its first occurrence, before anything reads the
+/// query. kube-apiserver (Go's `url.Values.Get`) and our authorizer take the first value, while
+/// axum's `Query` would take the last: `?watch=false&watch=true` must not be authorized as a
+/// list and served as a watch.
+pub fn keep_first_query_values(req: &mut Request) {
+    let Some(q) = req.uri().query() else { return };
+    let mut seen = std::collections::HashSet::new();
+    let kept: Vec<&str> = q
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .filter(|pair| {
+            let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
+            let key = percent_encoding::percent_decode_str(&key.replace('+', " "))
+                .decode_utf8_lossy()
+                .into_owned();
+            seen.insert(key)
+        })
+        .collect();
+    let new_query = kept.join("&");
+    if new_query == q {
+        return;
+    }
+    let path = req.uri().path();
+    let pq = if new_query.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{new_query}")
+    };
+    let mut parts = req.uri().clone().into_parts();
+    if let Ok(pq) = http::uri::PathAndQuery::try_from(pq) {
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = http::Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+    }
+}
+
 /// Long-running requests (watches, attach, log) are exempt from the in-flight limit and the
 /// request timeout, as kube-apiserver's `BasicLongRunningRequestCheck` exempts them.
 pub fn is_long_running(attrs: &Attributes) -> bool {
@@ -77,6 +114,7 @@ pub fn go_duration(d: std::time::Duration) -> String {
 /// The chain.
 pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let start = Instant::now();
+    keep_first_query_values(&mut req);
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let query = query_map(req.uri().query());
@@ -100,7 +138,11 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
             let user = auth.user.user.clone();
             req.extensions_mut().insert(auth);
             req.extensions_mut().insert(attrs.clone());
-            (run(&st, req, next, &attrs).await, Some(user))
+            let resp = match check_names(&attrs) {
+                Err(e) => status_response(&e),
+                Ok(()) => run(&st, req, next, &attrs).await,
+            };
+            (as_status(resp, &attrs, &path).await, Some(user))
         }
     };
 
@@ -121,6 +163,85 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
         "request"
     );
     resp
+}
+
+/// Namespace and pod names that cannot exist are answered 404 here, before any handler could
+/// put them into a Kubernetes API path (a decoded `..%2F` must never become a path segment).
+fn check_names(attrs: &Attributes) -> Result<(), ApiError> {
+    let Attributes::Resource {
+        verb,
+        resource,
+        namespace,
+        name,
+        ..
+    } = attrs
+    else {
+        return Ok(());
+    };
+    if !namespace.is_empty() && !poddebug_types::names::dns1123_label_errors(namespace).is_empty() {
+        return Err(ApiError::not_found("namespaces", "", namespace));
+    }
+    // A list's name comes from its field selector, which simply matches nothing when odd.
+    let from_path = verb != "list" && verb != "watch";
+    if from_path
+        && !name.is_empty()
+        && !poddebug_types::names::dns1123_subdomain_errors(name).is_empty()
+    {
+        return Err(ApiError::not_found(resource, "", name));
+    }
+    Ok(())
+}
+
+/// Every failure answers a Kubernetes Status: an error response that is not JSON (a malformed
+/// path or query rejected by the router, say) is wrapped in one with the same code. Health
+/// endpoints keep their plain-text format, and attach/log keep what the kubelet answered, as
+/// kube-apiserver passes it through.
+async fn as_status(resp: Response, attrs: &Attributes, path: &str) -> Response {
+    let code = resp.status();
+    let is_json = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let exempt = matches!(path, "/healthz" | "/livez" | "/readyz")
+        || matches!(attrs.resource_label().as_str(), "pods/attach" | "pods/log");
+    if code.as_u16() < 400 || is_json || exempt {
+        return resp;
+    }
+    let body = axum::body::to_bytes(resp.into_body(), 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body).trim().to_owned();
+    let message = if text.is_empty() {
+        code.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let reason = match code.as_u16() {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        406 => "NotAcceptable",
+        409 => "Conflict",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "InternalError",
+    };
+    status_response(&ApiError::from_upstream(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Status {
+            code: Some(i32::from(code.as_u16())),
+            message: Some(message),
+            reason: Some(reason.to_owned()),
+            status: Some("Failure".to_owned()),
+            ..Default::default()
+        },
+    ))
 }
 
 async fn authorize(
@@ -211,6 +332,22 @@ mod tests {
         assert_eq!(go_duration(Duration::from_secs(3725)), "1h2m5s");
         assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
         assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
+    }
+
+    #[test]
+    fn repeated_query_parameters_keep_their_first_value() {
+        let mut req = Request::builder()
+            .uri("/apis/x?watch=false&labelSelector=a%3Db&watch=true&w%61tch=1")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        keep_first_query_values(&mut req);
+        assert_eq!(req.uri().query(), Some("watch=false&labelSelector=a%3Db"));
+        let mut plain = Request::builder()
+            .uri("/healthz")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        keep_first_query_values(&mut plain);
+        assert_eq!(plain.uri(), "/healthz");
     }
 
     #[test]

@@ -1108,3 +1108,71 @@ async fn without_kubeconfig_flag_the_current_kubeconfig_is_used() {
         "the fake was called with the kubeconfig's credentials"
     );
 }
+
+#[tokio::test]
+async fn hostile_paths_and_queries_are_refused_consistently() {
+    let (fake, pki, server) = setup(&["--authorization-webhook-cache-unauthorized-ttl=0s"]).await;
+    // hal may list but not watch.
+    policy(&fake, |a| a.user == "hal" && a.verb == "watch");
+    let hal = server
+        .client_builder()
+        .front_proxy(&pki, "hal", &[], &[])
+        .build();
+    // Authorized as a list (first value, as kube-apiserver reads it) and served as a list.
+    let (code, headers, body) = hal
+        .request(
+            Method::GET,
+            &format!("{GV}/namespaces/{NS}/poddebugcontainers?watch=false&watch=true"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(headers["content-type"], "application/json");
+    assert_eq!(json_of(&body)["kind"], "PodDebugContainerList");
+
+    // An encoded traversal in the pod name never reaches the cluster: a name that cannot exist.
+    fake.clear_requests();
+    let (code, _, body) = hal
+        .request(
+            Method::POST,
+            &format!("{GV}/namespaces/{NS}/pods/..%2F..%2Fkube-system%2Fpods%2Fvictim/debug/x"),
+            &[],
+            "{}",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        code,
+        StatusCode::NOT_FOUND,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    assert_eq!(json_of(&body)["kind"], "Status");
+    assert!(
+        fake.requests().iter().all(|r| !r.path.contains("victim")),
+        "nothing was sent upstream"
+    );
+
+    // What the router itself refuses (a path segment that is not UTF-8) is a Status too.
+    let (code, headers, body) = hal
+        .request(
+            Method::GET,
+            &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/%FF"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        code,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    assert_eq!(headers["content-type"], "application/json");
+    let status = json_of(&body);
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "BadRequest");
+}

@@ -85,7 +85,18 @@ pub fn request_attributes(
             verb: lower_method,
         };
     };
-    let mut parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
+    // Segments are percent-decoded, as kube-apiserver's RequestInfo sees them, so the name
+    // authorized is the name the handlers use.
+    let decoded: Vec<String> = rest
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            percent_encoding::percent_decode_str(p)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .collect();
+    let mut parts: Vec<&str> = decoded.iter().map(String::as_str).collect();
     let mut namespace = String::new();
     if parts.len() >= 2 && parts[0] == "namespaces" {
         namespace = parts[1].to_owned();
@@ -121,6 +132,16 @@ pub fn request_attributes(
         _ => lower_method.as_str(),
     }
     .to_owned();
+    // A list or watch narrowed to one object by `fieldSelector=metadata.name=X` is authorized with
+    // that name, as kube-apiserver's RequestInfo does, so `resourceNames` rules apply to it.
+    let name = if (verb == "list" || verb == "watch") && name.is_empty() {
+        query
+            .get("fieldSelector")
+            .and_then(|fs| exact_name(fs))
+            .unwrap_or(name)
+    } else {
+        name
+    };
     Attributes::Resource {
         verb,
         group: GROUP.to_owned(),
@@ -130,6 +151,17 @@ pub fn request_attributes(
         namespace,
         name,
     }
+}
+
+/// The `X` of a `metadata.name=X` (or `==`) term of a field selector.
+fn exact_name(selector: &str) -> Option<String> {
+    selector.split(',').find_map(|term| {
+        let term = term.trim();
+        let value = term
+            .strip_prefix("metadata.name==")
+            .or_else(|| term.strip_prefix("metadata.name="))?;
+        (!value.is_empty()).then(|| value.to_owned())
+    })
 }
 
 #[cfg(test)]
