@@ -33,6 +33,8 @@ pub struct Config {
     pub max_request_header_bytes: usize,
     /// Grace period on SIGTERM.
     pub shutdown_grace_period: Duration,
+    /// Time to keep serving after SIGTERM before closing the listener.
+    pub shutdown_delay: Duration,
     /// Profiles that require the `use` permission.
     pub profiles_requiring_permission: Vec<Profile>,
     /// Default profile.
@@ -56,6 +58,7 @@ impl Config {
             max_request_body_bytes: o.max_request_body_bytes,
             max_request_header_bytes: o.max_request_header_bytes,
             shutdown_grace_period: o.shutdown_grace_period,
+            shutdown_delay: o.shutdown_delay_duration,
             profiles_requiring_permission: o.profiles_requiring_permission.clone(),
             default_profile: o.default_profile,
             attach_wait_timeout: o.attach_wait_timeout,

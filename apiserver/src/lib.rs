@@ -99,6 +99,9 @@ fn reporting_instance() -> String {
         .unwrap_or_else(|| "poddebug-apiserver".to_owned())
 }
 
+/// The end of the shutdown grace period kept for streams to be told the server is going.
+const STREAM_GOODBYE: Duration = Duration::from_secs(2);
+
 /// Run the server until SIGTERM/SIGINT.
 pub async fn run(opts: Options) -> Result<(), StartupError> {
     let errs = opts.validate();
@@ -190,6 +193,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
 
     let readiness = Arc::new(Readiness::default());
     let (drain_tx, drain_rx) = watch::channel(false);
+    let (watch_drain_tx, watch_drain_rx) = watch::channel(false);
     let state = AppState {
         config: config.clone(),
         authn,
@@ -203,6 +207,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         readiness: readiness.clone(),
         inflight: Arc::new(Semaphore::new(config.max_requests_inflight.max(1))),
         drain: drain_rx,
+        watch_drain: watch_drain_rx,
         upstream,
     };
     let app = routes::app(state);
@@ -253,12 +258,20 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         })?;
     tracing::info!(address = %config.listen, "serving securely");
 
+    // One deadline from SIGTERM: delay (still serving, /readyz failing), then the grace period
+    // for requests and streams, of which the last STREAM_GOODBYE is kept for streams to be told.
     let grace = config.shutdown_grace_period;
+    let delay = config.shutdown_delay;
+    let sigterm_at: Arc<std::sync::OnceLock<tokio::time::Instant>> = Arc::default();
     let shutdown = {
         let readiness = readiness.clone();
+        let sigterm_at = sigterm_at.clone();
         async move {
             shutdown_signal().await;
+            let _ = sigterm_at.set(tokio::time::Instant::now());
             readiness.mark_shutting_down();
+            tokio::time::sleep(delay).await;
+            let _ = watch_drain_tx.send(true);
         }
     };
     serving::listener::serve(
@@ -267,18 +280,22 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         app,
         config.max_request_header_bytes,
         shutdown,
-        grace,
+        grace.saturating_sub(STREAM_GOODBYE),
     )
     .await;
 
-    // Streams outlive their HTTP connection (they were upgraded): give them what is left of
-    // the grace period, then tell them to end, and give them a moment to say so.
-    let deadline = tokio::time::Instant::now() + grace;
+    // Streams outlive their HTTP connection (they were upgraded): they get what is left of the
+    // grace period, then are told to end, and have STREAM_GOODBYE to say so.
+    let start = sigterm_at
+        .get()
+        .copied()
+        .unwrap_or_else(tokio::time::Instant::now);
+    let deadline = start + delay + grace.saturating_sub(STREAM_GOODBYE);
     while metrics.active_streams.get() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let _ = drain_tx.send(true);
-    let end = tokio::time::Instant::now() + Duration::from_secs(2);
+    let end = tokio::time::Instant::now() + STREAM_GOODBYE;
     while metrics.active_streams.get() > 0 && tokio::time::Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -77,7 +77,12 @@ pub struct Options {
     /// The largest total size of request headers accepted.
     #[arg(long, default_value_t = 1024 * 1024, help_heading = "Secure serving")]
     pub max_request_header_bytes: usize,
-    /// On SIGTERM, how long in-flight requests and streams may run before they are ended.
+    /// On SIGTERM, how long to keep serving (with /readyz failing) before the listener closes,
+    /// so load balancers and the aggregator stop sending new requests first.
+    #[arg(long, default_value = "0s", value_parser = parse_duration, help_heading = "Secure serving")]
+    pub shutdown_delay_duration: Duration,
+    /// On SIGTERM (after --shutdown-delay-duration), how long in-flight requests and streams may
+    /// run before they are ended. Keep terminationGracePeriodSeconds above the sum of both.
     #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Secure serving")]
     pub shutdown_grace_period: Duration,
 
@@ -320,6 +325,9 @@ impl Options {
                 "--default-image {:?} is not allowed by --allowed-images",
                 self.default_image
             ));
+        }
+        if self.shutdown_delay_duration > Duration::from_secs(3600) {
+            errs.push("--shutdown-delay-duration must be at most 1h".to_owned());
         }
         if self.shutdown_grace_period > Duration::from_secs(3600) {
             errs.push("--shutdown-grace-period must be at most 1h".to_owned());

@@ -58,6 +58,9 @@ pub struct AppState {
     pub inflight: Arc<Semaphore>,
     /// Flips to true when streams must end (shutdown grace period over).
     pub drain: watch::Receiver<bool>,
+    /// Flips to true when shutdown begins (after the shutdown delay): watches end then, so
+    /// their clients re-watch another replica while the HTTP connections drain.
+    pub watch_drain: watch::Receiver<bool>,
     /// Upstream attach dialer (streams).
     pub upstream: Arc<crate::stream::Upstream>,
 }

@@ -1176,3 +1176,50 @@ async fn hostile_paths_and_queries_are_refused_consistently() {
     assert_eq!(status["kind"], "Status");
     assert_eq!(status["reason"], "BadRequest");
 }
+
+#[tokio::test]
+async fn shutdown_delay_keeps_serving_with_readyz_failing_and_ends_watches() {
+    let (fake, pki, mut server) = setup(&[
+        "--shutdown-delay-duration=1500ms",
+        "--shutdown-grace-period=6s",
+    ])
+    .await;
+    fake.allow_all();
+    let c = server
+        .client_builder()
+        .front_proxy(&pki, "sd", &["system:masters"], &[])
+        .build();
+    let mut watch = c
+        .stream(
+            Method::GET,
+            &format!("{GV}/namespaces/{NS}/poddebugcontainers?watch=true"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(watch.status, StatusCode::OK);
+    let pid = server.pid().to_string();
+    let _ = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await;
+    // During the delay the server still answers, but is no longer ready.
+    let not_ready =
+        eventually(|| async { code_of(&c, "/readyz").await == StatusCode::INTERNAL_SERVER_ERROR })
+            .await;
+    assert!(not_ready, "/readyz fails as soon as SIGTERM arrives");
+    assert_eq!(
+        code_of(&c, GV).await,
+        StatusCode::OK,
+        "still serving during the delay"
+    );
+    // Then the watch ends (its client re-watches another replica) and the process exits.
+    let _ = watch.read_to_end(Duration::from_secs(10)).await;
+    assert!(watch.ended(), "the watch was ended by the shutdown");
+    let status = server
+        .wait_exit(Duration::from_secs(10))
+        .await
+        .expect("exits");
+    assert!(status.success(), "{status}");
+}

@@ -84,7 +84,7 @@ pub async fn respond(
         timeout: Some(timeout),
     };
     let events = st.backend.watch(&opts, &auth.user).await?;
-    let mut drain = st.drain.clone();
+    let mut drain = st.watch_drain.clone();
     let stream = events
         .filter_map(move |ev| {
             let typed = |ty: &str, mut o: poddebug_types::PodDebugContainer| {
@@ -106,7 +106,7 @@ pub async fn respond(
             futures::future::ready(out.map(Ok::<Bytes, std::io::Error>))
         })
         .take_until(Box::pin(async move {
-            // End the watch when shutdown's grace period is over; clients re-watch elsewhere.
+            // End the watch when shutdown begins; clients re-watch another replica.
             let _ = drain.wait_for(|d| *d).await;
         }))
         .take_until(tokio::time::sleep(timeout));
