@@ -24,9 +24,6 @@ pub enum StartupError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The authentication configuration could not be looked up in the cluster.
-    #[error("looking up kube-system/extension-apiserver-authentication: {0}")]
-    AuthLookup(String),
     /// The discovery or OpenAPI documents could not be built (a bug).
     #[error("building the API documents: {0}")]
     Documents(String),

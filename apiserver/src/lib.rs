@@ -162,8 +162,12 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         group_headers: opts.requestheader_group_headers.clone(),
         extra_prefixes: opts.requestheader_extra_headers_prefix.clone(),
     };
-    let auth_store =
-        AuthConfigStore::new(flags, !opts.authentication_skip_lookup).map_err(StartupError::Tls)?;
+    let auth_store = AuthConfigStore::new(
+        flags,
+        !opts.authentication_skip_lookup,
+        opts.authentication_tolerate_lookup_failure,
+    )
+    .map_err(StartupError::Tls)?;
     let tokens = Arc::new(TokenAuthenticator::new(
         authn_client.clone(),
         opts.authentication_token_webhook_cache_ttl,

@@ -1223,3 +1223,55 @@ async fn shutdown_delay_keeps_serving_with_readyz_failing_and_ends_watches() {
         .expect("exits");
     assert!(status.success(), "{status}");
 }
+
+#[tokio::test]
+async fn an_unreadable_auth_configmap_blocks_readiness_unless_tolerated() {
+    let fake = FakeKube::start().await;
+    let pki = fake.pki().clone();
+    // The server's account may not read kube-system/extension-apiserver-authentication.
+    fake.set_policy(|a| a.resource != "configmaps");
+    let kubeconfig = fake.write_kubeconfig(poddebug_tests::PODDEBUG_TOKEN);
+    let serving = pki.localhost_serving_cert();
+    for (tolerate, want_ready) in [(false, false), (true, true)] {
+        let port = free_port();
+        let mut args = vec![
+            "--bind-address=127.0.0.1".to_owned(),
+            format!("--secure-port={port}"),
+            format!("--tls-cert-file={}", serving.cert_path.display()),
+            format!("--tls-private-key-file={}", serving.key_path.display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
+            format!("--client-ca-file={}", pki.ca_path(Ca::Client).display()),
+        ];
+        if tolerate {
+            args.push("--authentication-tolerate-lookup-failure".to_owned());
+        }
+        let server = PodDebugServer::spawn_raw(&args);
+        let anonymous = TestClient::builder(&format!("https://127.0.0.1:{port}"))
+            .ca_pem(pki.cluster_ca_pem())
+            .build();
+        // Serving either way; ready only when the failure is tolerated.
+        assert!(
+            eventually(|| async { code_of(&anonymous, "/livez").await == StatusCode::OK }).await
+        );
+        let ready =
+            eventually(|| async { code_of(&anonymous, "/readyz").await == StatusCode::OK }).await;
+        assert_eq!(ready, want_ready, "tolerate={tolerate}");
+        if !want_ready {
+            let (_, _, body) = anonymous
+                .request(Method::GET, "/readyz?verbose", &[], Bytes::new())
+                .await
+                .unwrap();
+            assert!(
+                String::from_utf8_lossy(&body).contains("[-]authentication-config failed"),
+                "{}",
+                String::from_utf8_lossy(&body)
+            );
+            assert!(
+                server
+                    .logs_text()
+                    .contains("extension-apiserver-authentication-reader"),
+                "the log says what is missing"
+            );
+        }
+    }
+}

@@ -142,14 +142,21 @@ pub struct AuthConfigStore {
 
 impl AuthConfigStore {
     /// A store over the flags; `lookup` says whether the ConfigMap completes them.
-    pub fn new(flags: FlagSettings, lookup: bool) -> Result<Arc<Self>, String> {
+    ///
+    /// With `tolerate_lookup_failure` the flags alone make the server ready; the ConfigMap, once
+    /// read, still completes them (`--authentication-tolerate-lookup-failure`).
+    pub fn new(
+        flags: FlagSettings,
+        lookup: bool,
+        tolerate_lookup_failure: bool,
+    ) -> Result<Arc<Self>, String> {
         let store = Arc::new(AuthConfigStore {
             flags,
             current: RwLock::new(Arc::new(AuthConfig::default())),
             file_state: RwLock::new(BTreeMap::new()),
             configmap: RwLock::new(None),
             lookup,
-            loaded: AtomicBool::new(!lookup),
+            loaded: AtomicBool::new(!lookup || tolerate_lookup_failure),
         });
         store.rebuild()?;
         Ok(store)
@@ -294,7 +301,10 @@ pub async fn watch_configmap(store: Arc<AuthConfigStore>, client: kube::Client) 
                 }
             }
             Ok(watcher::Event::Init) => {}
-            Err(e) => tracing::warn!(error = %e, "watching the authentication ConfigMap"),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "cannot read {AUTH_CONFIGMAP_NAMESPACE}/{AUTH_CONFIGMAP_NAME} (is the server's account bound to the Role extension-apiserver-authentication-reader in kube-system?); not ready until it can"
+            ),
         }
     }
 }
