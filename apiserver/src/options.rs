@@ -184,7 +184,7 @@ pub struct Options {
     #[arg(long, default_value = "general", value_parser = parse_profile, help_heading = "Policy")]
     pub default_profile: Profile,
     /// Profiles whose use requires the verb 'use' on debugprofiles/<name> in group poddebug.dev.
-    #[arg(long, value_delimiter = ',', default_value = "sysadmin,netadmin", value_parser = parse_profile, help_heading = "Policy")]
+    #[arg(long, value_delimiter = ',', default_values_t = gated_by_default(), value_parser = parse_profile, help_heading = "Policy")]
     pub profiles_requiring_permission: Vec<Profile>,
     /// The most ephemeral containers a pod may carry before new debug containers are refused
     /// (kubectl debug's and other tools' count too). Zero for no limit.
@@ -251,6 +251,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         total += Duration::from_secs_f64(value * factor);
     }
     Ok(total)
+}
+
+/// The profiles that reach the network or the node (`netadmin`, `sysadmin`).
+fn gated_by_default() -> Vec<Profile> {
+    Profile::ALL
+        .into_iter()
+        .filter(|p| p.requires_use_permission())
+        .collect()
 }
 
 fn parse_profile(s: &str) -> Result<Profile, String> {

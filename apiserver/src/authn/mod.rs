@@ -120,6 +120,7 @@ impl Authenticator {
 
         if let Some(bearer) = token::take_bearer(headers) {
             match &self.tokens {
+                _ if bearer.is_empty() => errors.push("invalid bearer token".to_owned()),
                 Some(tokens) => match tokens.authenticate(&bearer).await {
                     Ok(user) => {
                         return Ok(Authenticated {

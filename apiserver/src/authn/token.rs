@@ -112,7 +112,8 @@ impl TokenAuthenticator {
 
 /// Take the bearer token out of the request: the `Authorization: Bearer` header, or else the
 /// WebSocket bearer subprotocol (which is removed from `Sec-WebSocket-Protocol`, keeping the
-/// other offered protocols).
+/// other offered protocols). An offered subprotocol token that does not decode comes back as
+/// an empty token, which no authenticator accepts.
 pub fn take_bearer(headers: &mut HeaderMap) -> Option<String> {
     if let Some(v) = headers.get(header::AUTHORIZATION) {
         let token = v
@@ -139,12 +140,14 @@ pub fn take_bearer(headers: &mut HeaderMap) -> Option<String> {
         .filter(|p| !p.is_empty())
         .collect();
     let mut token = None;
+    let mut offered = false;
     let mut kept = Vec::new();
     for p in protos {
         match p.strip_prefix(WS_BEARER_PROTOCOL_PREFIX) {
             Some(enc) => {
+                offered = true;
                 if token.is_none() {
-                    token = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    token = LENIENT_BASE64URL
                         .decode(enc.trim_end_matches('='))
                         .ok()
                         .and_then(|b| String::from_utf8(b).ok())
@@ -154,20 +157,56 @@ pub fn take_bearer(headers: &mut HeaderMap) -> Option<String> {
             None => kept.push(p),
         }
     }
-    if token.is_some() {
+    if offered {
+        // The credential subprotocol never goes further, even when it is unusable.
         headers.remove(header::SEC_WEBSOCKET_PROTOCOL);
         if !kept.is_empty()
             && let Ok(v) = HeaderValue::from_str(&kept.join(", "))
         {
             headers.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
         }
+        // A token that cannot be decoded is a wrong credential (401), not an absent one.
+        return Some(token.unwrap_or_default());
     }
-    token
+    None
 }
+
+/// base64url as Go's `RawURLEncoding` decodes it: padding optional, trailing bits tolerated.
+const LENIENT_BASE64URL: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::URL_SAFE,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_malformed_subprotocol_token_is_stripped_and_refused() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_str(&format!(
+                "{WS_BEARER_PROTOCOL_PREFIX}!!!, v5.channel.k8s.io"
+            ))
+            .unwrap(),
+        );
+        assert_eq!(take_bearer(&mut h).as_deref(), Some(""));
+        assert_eq!(
+            h.get(header::SEC_WEBSOCKET_PROTOCOL).unwrap(),
+            "v5.channel.k8s.io"
+        );
+        // Trailing bits Go tolerates ("dG9rZW5" has them) decode here too.
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_str(&format!("{WS_BEARER_PROTOCOL_PREFIX}dG9rZW5")).unwrap(),
+        );
+        assert_eq!(take_bearer(&mut h).as_deref(), Some("token"));
+        assert!(h.get(header::SEC_WEBSOCKET_PROTOCOL).is_none());
+    }
 
     #[test]
     fn bearer_header_is_taken_and_removed() {

@@ -273,7 +273,8 @@ pub async fn delete(
                 .and_then(serde_json::Value::as_u64);
         }
     }
-    let grace_period = Duration::from_secs(grace.unwrap_or(10).min(300));
+    // The storage caps it so that a stop fits in the request timeout.
+    let grace_period = Duration::from_secs(grace.unwrap_or(10));
     let outcome = st
         .backend
         .stop(StopRequest {
