@@ -180,7 +180,11 @@ mod tests {
         );
         assert_eq!(v["source"]["component"], "poddebug");
         assert_eq!(v["reportingComponent"], "poddebug");
-        assert!(v.get("reportingInstance").is_none());
+        // Required by kube-apiserver whenever eventTime is set; the component stands in when no
+        // instance was configured.
+        assert_eq!(v["reportingInstance"], "poddebug");
+        assert!(v["eventTime"].is_string());
+        assert!(!v["action"].as_str().unwrap_or("").is_empty());
         assert_eq!(v["metadata"]["namespace"], "ns");
         assert_eq!(
             v["metadata"]["name"],
