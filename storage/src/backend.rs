@@ -106,6 +106,9 @@ pub struct WatchOptions {
     pub allow_bookmarks: bool,
     /// End the watch after this long.
     pub timeout: Option<Duration>,
+    /// `sendInitialEvents=true` (streaming lists): ADDED for every current debug container, then
+    /// a BOOKMARK marking the end of the initial events, whatever `resource_version` says.
+    pub send_initial_events: bool,
 }
 
 /// One watch event, with the object's `metadata.resourceVersion` set to the pod's.
@@ -119,6 +122,9 @@ pub enum DebugWatchEvent {
     Deleted(PodDebugContainer),
     /// Progress marker carrying only a resourceVersion.
     Bookmark(String),
+    /// The BOOKMARK that ends the initial events of a streaming list (annotated
+    /// `k8s.io/initial-events-end: "true"`), carrying the list's resourceVersion.
+    InitialEventsEnd(String),
     /// The watch cannot continue (e.g. 410 Expired); carries the Status.
     Error(poddebug_types::ApiError),
 }

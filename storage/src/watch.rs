@@ -238,26 +238,37 @@ pub(crate) async fn watch(
         done: false,
     };
     match opts.resource_version.as_deref() {
+        _ if opts.send_initial_events => {
+            w.rv = initial_list(&mut w).await?;
+            w.pending
+                .push_back(DebugWatchEvent::InitialEventsEnd(w.rv.clone()));
+        }
         None | Some("" | "0") => {
-            let mut lp = ListParams::default();
-            if let Some(l) = w.labels.as_deref() {
-                lp = lp.labels(l);
-            }
-            if let Some(f) = w.fields.as_deref() {
-                lp = lp.fields(f);
-            }
-            let pods = w.api.list(&lp).await?;
-            for pod in &pods.items {
-                let events = w.differ.observe(pod);
-                w.pending.extend(events);
-            }
-            w.rv = pods.metadata.resource_version.unwrap_or_default();
+            w.rv = initial_list(&mut w).await?;
         }
         Some(rv) => w.rv = rv.to_owned(),
     }
     let stream =
         futures::stream::unfold(w, |mut w| async move { w.next().await.map(|ev| (ev, w)) });
     Ok(stream.boxed())
+}
+
+/// List the pods, queue ADDED for every debug container, and return the list's
+/// resourceVersion, from which the watch continues.
+async fn initial_list(w: &mut Watch) -> Result<String, StorageError> {
+    let mut lp = ListParams::default();
+    if let Some(l) = w.labels.as_deref() {
+        lp = lp.labels(l);
+    }
+    if let Some(f) = w.fields.as_deref() {
+        lp = lp.fields(f);
+    }
+    let pods = w.api.list(&lp).await?;
+    for pod in &pods.items {
+        let events = w.differ.observe(pod);
+        w.pending.extend(events);
+    }
+    Ok(pods.metadata.resource_version.unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -279,6 +290,7 @@ mod tests {
                     format!("DELETED {}", o.metadata.name.clone().unwrap_or_default())
                 }
                 DebugWatchEvent::Bookmark(rv) => format!("BOOKMARK {rv}"),
+                DebugWatchEvent::InitialEventsEnd(rv) => format!("INITIAL-END {rv}"),
                 DebugWatchEvent::Error(e) => format!("ERROR {}", e.code()),
             })
             .collect()

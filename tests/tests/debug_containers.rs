@@ -1960,3 +1960,44 @@ async fn an_ungated_profile_cannot_smuggle_gated_privileges() {
     let (code, status) = e.create("fine", &ok).await;
     assert_eq!(code, StatusCode::CREATED, "{status}");
 }
+
+#[tokio::test]
+async fn streaming_list_watches_end_their_initial_events_with_a_bookmark() {
+    let e = env(&[]).await;
+    let (code, _) = e.create("dbg", &busybox_shell()).await;
+    assert_eq!(code, StatusCode::CREATED);
+    // What client-go's WatchList (on by default since 1.35) sends.
+    let path = format!(
+        "{GV}/namespaces/{NS}/poddebugcontainers?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=1"
+    );
+    let mut w = e
+        .alice
+        .stream(http::Method::GET, &path, &[], bytes::Bytes::new())
+        .await
+        .expect("watch");
+    assert_eq!(w.status, StatusCode::OK);
+    let first = w.next_json(T).await.expect("an event");
+    assert_eq!(first["type"], "ADDED", "{first}");
+    assert_eq!(first["object"]["metadata"]["name"], format!("{POD}.dbg"));
+    let end = w.next_json(T).await.expect("the end of the initial events");
+    assert_eq!(end["type"], "BOOKMARK", "{end}");
+    assert_eq!(
+        end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert!(end["object"]["metadata"]["resourceVersion"].is_string());
+
+    // Without the settings kube-apiserver requires, a streaming list is refused (and client-go
+    // falls back to a list).
+    let bad = format!("{GV}/namespaces/{NS}/poddebugcontainers?watch=true&sendInitialEvents=true");
+    let (code, status) = e.get(&bad).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{status}");
+    assert_eq!(status["reason"], "Invalid");
+    let fields: Vec<&str> = status["details"]["causes"]
+        .as_array()
+        .expect("causes")
+        .iter()
+        .filter_map(|c| c["field"].as_str())
+        .collect();
+    assert_eq!(fields, ["resourceVersionMatch", "allowWatchBookmarks"]);
+}

@@ -25,19 +25,66 @@ const MAX_WATCH: Duration = Duration::from_secs(1800);
 /// Encode the events that carry no debug container: bookmarks and errors.
 fn encode_marker(ev: DebugWatchEvent, table: bool) -> Option<Bytes> {
     match ev {
-        DebugWatchEvent::Bookmark(rv) => {
-            let object = if table {
-                json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv}, "columnDefinitions": [], "rows": []})
-            } else {
-                json!({"kind": "PodDebugContainer", "apiVersion": API_VERSION, "metadata": {"resourceVersion": rv}})
-            };
-            line(json!({"type": "BOOKMARK", "object": object}))
-        }
+        DebugWatchEvent::Bookmark(rv) => bookmark(json!({"resourceVersion": rv}), table),
+        DebugWatchEvent::InitialEventsEnd(rv) => bookmark(
+            json!({"resourceVersion": rv, "annotations": {"k8s.io/initial-events-end": "true"}}),
+            table,
+        ),
         DebugWatchEvent::Error(e) => {
             let status: Value = serde_json::from_slice(&e.to_json()).unwrap_or(Value::Null);
             line(json!({"type": "ERROR", "object": status}))
         }
         _ => None,
+    }
+}
+
+/// A BOOKMARK event whose object carries only `metadata`.
+fn bookmark(metadata: Value, table: bool) -> Option<Bytes> {
+    let object = if table {
+        json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "columnDefinitions": [], "rows": []})
+    } else {
+        json!({"kind": "PodDebugContainer", "apiVersion": API_VERSION, "metadata": metadata})
+    };
+    line(json!({"type": "BOOKMARK", "object": object}))
+}
+
+/// The random default length of a watch: between 30 and 60 minutes, as kube-apiserver spreads
+/// its watches so that clients do not all re-watch at once after a restart.
+fn default_watch_length() -> Duration {
+    use rand::Rng;
+    Duration::from_secs(rand::rng().random_range(MAX_WATCH.as_secs() / 2..=MAX_WATCH.as_secs()))
+}
+
+/// Streaming lists (`sendInitialEvents=true`) as kube-apiserver validates them: they need
+/// `resourceVersionMatch=NotOlderThan` and bookmarks.
+fn check_streaming_list(q: &BTreeMap<String, String>) -> Result<bool, ApiError> {
+    let send = matches!(
+        q.get("sendInitialEvents").map(String::as_str),
+        Some("true" | "1")
+    );
+    if !send {
+        return Ok(false);
+    }
+    let mut errs = poddebug_types::ErrorList::new();
+    if q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+        errs.push(poddebug_types::FieldError::forbidden(
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if !matches!(
+        q.get("allowWatchBookmarks").map(String::as_str),
+        Some("true" | "1")
+    ) {
+        errs.push(poddebug_types::FieldError::forbidden(
+            "allowWatchBookmarks",
+            "sendInitialEvents requires setting allowWatchBookmarks to true",
+        ));
+    }
+    if errs.is_empty() {
+        Ok(true)
+    } else {
+        Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", errs))
     }
 }
 
@@ -67,13 +114,19 @@ pub async fn respond(
     qualify: bool,
     names: super::list::NameSelector,
 ) -> Result<Response, Error> {
+    // No value, or 0, means the server's default, as in kube-apiserver.
     let timeout = match q.get("timeoutSeconds") {
-        Some(v) => Some(Duration::from_secs(v.parse::<u64>().map_err(|_| {
-            ApiError::BadRequest(format!("timeoutSeconds: invalid value {v:?}"))
-        })?)),
-        None => None,
-    }
-    .map_or(MAX_WATCH, |t| t.min(MAX_WATCH));
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| ApiError::BadRequest(format!("timeoutSeconds: invalid value {v:?}")))?,
+        None => 0,
+    };
+    let timeout = if timeout == 0 {
+        default_watch_length()
+    } else {
+        Duration::from_secs(timeout).min(MAX_WATCH)
+    };
+    let send_initial_events = check_streaming_list(&q)?;
     let opts = WatchOptions {
         list,
         resource_version: q.get("resourceVersion").filter(|s| !s.is_empty()).cloned(),
@@ -82,6 +135,7 @@ pub async fn respond(
             Some("true" | "1")
         ),
         timeout: Some(timeout),
+        send_initial_events,
     };
     let events = st.backend.watch(&opts, &auth.user).await?;
     let mut drain = st.watch_drain.clone();
