@@ -4,6 +4,9 @@
 # target container and the pod's other containers have mount namespaces of their own.
 # Exit codes: 0 signals sent; 3 the container's main process is PID 1 of its own PID namespace
 # and is still running; 4 nothing to signal; 5 /proc unusable.
+# A second stop running at the same time is in the same mount namespace and would signal this
+# shell: ignore TERM (and the terminal's HUP/INT) so that only its SIGKILL phase can end us.
+trap '' TERM HUP INT
 grace=${1:-10}
 case $grace in '' | *[!0-9]*) grace=10 ;; esac
 self=$$

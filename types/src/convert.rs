@@ -582,11 +582,13 @@ pub const STOP_WRAPPER: [&str; 4] = ["sh", "-c", "\"$@\"; exit $?", "sh"];
 /// target container, no shared process namespace). The kernel ignores signals sent to such a
 /// process from inside its namespace, so it could never be stopped.
 pub fn runs_as_own_pid1(pod: &Pod, ec: &EphemeralContainer) -> bool {
-    let shares = pod
-        .spec
-        .as_ref()
+    // A shared process namespace, or the node's (hostPID), puts the debug container's process
+    // in a namespace whose PID 1 is someone else.
+    let spec = pod.spec.as_ref();
+    let shares = spec
         .and_then(|s| s.share_process_namespace)
-        .unwrap_or(false);
+        .unwrap_or(false)
+        || spec.and_then(|s| s.host_pid).unwrap_or(false);
     let targeted = ec
         .target_container_name
         .as_deref()
@@ -668,6 +670,14 @@ mod stop_wrapper_tests {
 
         let mut shared = ec(Some(&["sh"]), None, None);
         assert!(!wrap_for_stop(&pod(Some(true)), &mut shared));
+
+        let mut host_pid = ec(Some(&["sh"]), None, None);
+        let mut node_pod = pod(None);
+        node_pod.spec.as_mut().unwrap().host_pid = Some(true);
+        assert!(
+            !wrap_for_stop(&node_pod, &mut host_pid),
+            "hostPID pods share the node's PID namespace"
+        );
 
         let mut no_command = ec(None, Some(&["x"]), None);
         assert!(!wrap_for_stop(&pod(None), &mut no_command));
