@@ -34,17 +34,17 @@ pub struct BackendConfig {
 }
 
 impl BackendConfig {
-    /// The defaults: no impersonation, component `poddebug`, 15s exec slack, 5s status wait,
-    /// grace periods capped at 30s, 30 conflict retries, 3s Event timeout.
+    /// The defaults: no impersonation, component `poddebug`, 10s exec slack, 5s status wait,
+    /// grace periods capped at 25s, 30 conflict retries, 3s Event timeout.
     pub fn new(policy: Policy) -> Self {
         BackendConfig {
             policy,
             impersonate: false,
             reporting_component: "poddebug".to_owned(),
             reporting_instance: String::new(),
-            stop_exec_timeout: Duration::from_secs(15),
+            stop_exec_timeout: Duration::from_secs(10),
             stop_status_wait: Duration::from_secs(5),
-            max_grace_period: Duration::from_secs(30),
+            max_grace_period: Duration::from_secs(25),
             conflict_retries: 30,
             event_timeout: Duration::from_secs(3),
         }

@@ -90,8 +90,16 @@ pub(crate) async fn wait_for(
                     }
                     break;
                 }
-                // The upstream watch timed out: watch again from where it ended.
-                None => break,
+                // The upstream watch timed out: watch again from where it ended, after a pause
+                // (no hot loop when it keeps closing at once).
+                None => {
+                    tokio::time::sleep(
+                        std::time::Duration::from_millis(250)
+                            .min(deadline.saturating_duration_since(Instant::now())),
+                    )
+                    .await;
+                    break;
+                }
             }
         }
     }

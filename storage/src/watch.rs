@@ -127,6 +127,9 @@ fn to_openapi(s: &kube::core::Status) -> Status {
 }
 
 /// State of a running debug watch.
+/// Pause before an ended upstream watch is opened again.
+const REOPEN_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+
 struct Watch {
     api: Api<Pod>,
     labels: Option<String>,
@@ -204,8 +207,16 @@ impl Watch {
                     self.done = true;
                     return Some(error_event(e));
                 }
-                // The upstream watch ended (its timeout): reopen from the last resourceVersion.
-                None => self.upstream = None,
+                // The upstream watch ended (its timeout): reopen from the last resourceVersion,
+                // after a pause, so that a watch that keeps closing at once is no hot loop
+                // against kube-apiserver.
+                None => {
+                    self.upstream = None;
+                    tokio::time::sleep(
+                        REOPEN_PAUSE.min(self.deadline.saturating_duration_since(Instant::now())),
+                    )
+                    .await;
+                }
             }
         }
     }

@@ -17,6 +17,9 @@ use crate::authz::{Attributes, Decision};
 use crate::error::Error;
 use crate::state::AppState;
 
+/// Time kept out of the request timeout for the work around a `?wait=true`.
+const WAIT_MARGIN: Duration = Duration::from_secs(10);
+
 /// Longest `?timeoutSeconds=` honoured for `?wait=true` (the request timeout still applies).
 const MAX_WAIT: Duration = Duration::from_secs(600);
 
@@ -129,12 +132,12 @@ async fn create(
         let secs = seconds(&q, "timeoutSeconds")?
             .map(Duration::from_secs)
             .unwrap_or(Duration::from_secs(30));
+        // The reads, the update and the Event come before the wait, and kube-apiserver ends
+        // the proxied request at its own deadline (1m): keep a margin so the client gets our 504
+        // with the waiting reason, not the aggregator's bare timeout.
         Some(
-            secs.min(MAX_WAIT).min(
-                st.config
-                    .request_timeout
-                    .saturating_sub(Duration::from_secs(1)),
-            ),
+            secs.min(MAX_WAIT)
+                .min(st.config.request_timeout.saturating_sub(WAIT_MARGIN)),
         )
     } else {
         None

@@ -61,6 +61,12 @@ pub async fn serve(
             },
         };
         let _ = tcp.set_nodelay(true);
+        // Keepalive probes find peers that vanished without a FIN (a lost node): an idle attach
+        // stream would otherwise hold its task and upstream session for hours.
+        let keepalive = socket2::TcpKeepalive::new()
+            .with_time(Duration::from_secs(30))
+            .with_interval(Duration::from_secs(10));
+        let _ = socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive);
         let acceptor = acceptor.clone();
         let app = app.clone();
         let builder = builder.clone();
