@@ -17,7 +17,8 @@ use crate::authz::{Attributes, Decision};
 use crate::error::Error;
 use crate::state::AppState;
 
-/// Time kept out of the request timeout for the work around a `?wait=true`.
+/// Time kept out of the request timeout for the work around a `?wait=true` (at most a sixth of
+/// the timeout).
 const WAIT_MARGIN: Duration = Duration::from_secs(10);
 
 /// Longest `?timeoutSeconds=` honoured for `?wait=true` (the request timeout still applies).
@@ -136,8 +137,11 @@ async fn create(
         // the proxied request at its own deadline (1m): keep a margin so the client gets our 504
         // with the waiting reason, not the aggregator's bare timeout.
         Some(
-            secs.min(MAX_WAIT)
-                .min(st.config.request_timeout.saturating_sub(WAIT_MARGIN)),
+            secs.min(MAX_WAIT).min(
+                st.config
+                    .request_timeout
+                    .saturating_sub(WAIT_MARGIN.min(st.config.request_timeout / 6)),
+            ),
         )
     } else {
         None
