@@ -93,7 +93,15 @@ pub(crate) fn resolve(
         });
     };
     match newest_for(pod, name) {
-        Some(ec) if !ec_state(pod, &ec.name).is_terminated() => {
+        // Running, starting, or not reported yet: the name is in use. A container that can
+        // never start (its image cannot be pulled, its config is wrong) frees its name like a
+        // terminated one, or it would hold it for the pod's whole life.
+        Some(ec)
+            if {
+                let state = ec_state(pod, &ec.name);
+                !state.is_terminated() && !state.is_start_failure()
+            } =>
+        {
             Err(ApiError::already_exists(RESOURCE, GROUP, name))
         }
         Some(_) => Ok(ResolvedName {
@@ -160,12 +168,7 @@ mod tests {
 
     #[test]
     fn running_or_waiting_name_is_already_exists() {
-        for state in [
-            "running",
-            "waiting:ContainerCreating",
-            "none",
-            "waiting:ErrImagePull",
-        ] {
+        for state in ["running", "waiting:ContainerCreating", "none"] {
             let p = pod("web", &[("dbg", None, state)]);
             let err = resolve(&p, Some("dbg"), &mut rng()).expect_err(state);
             assert_eq!(err.code(), 409);
@@ -179,10 +182,17 @@ mod tests {
 
     #[test]
     fn terminated_name_is_reused_with_a_fresh_ec_name() {
-        let p = pod("web", &[("dbg", None, "terminated")]);
-        let r = resolve(&p, Some("dbg"), &mut rng()).expect("reuse");
-        assert_eq!(r.debug_name, "dbg");
-        assert!(is_suffixed(&r.ec_name, "dbg"), "{}", r.ec_name);
+        // A container that can never start frees its name too.
+        for state in [
+            "terminated",
+            "waiting:ErrImagePull",
+            "waiting:CreateContainerConfigError",
+        ] {
+            let p = pod("web", &[("dbg", None, state)]);
+            let r = resolve(&p, Some("dbg"), &mut rng()).expect(state);
+            assert_eq!(r.debug_name, "dbg");
+            assert!(is_suffixed(&r.ec_name, "dbg"), "{}", r.ec_name);
+        }
     }
 
     #[test]
