@@ -9,26 +9,13 @@ use poddebug_types::API_VERSION;
 use serde_json::{Map, Value, json};
 
 use crate::dialect::Dialect;
-use crate::operations::{Operation, Payload, paths, tag};
+use crate::operations::{Operation, Payload, paths_object, tag};
 use crate::params::Param;
 use crate::schemas::{definitions, gvk_extension};
 
 /// The Swagger 2.0 document.
 pub fn openapi_v2() -> Value {
-    let mut out_paths = Map::new();
-    for item in paths() {
-        let mut path_item = Map::new();
-        if !item.params.is_empty() {
-            path_item.insert(
-                "parameters".to_owned(),
-                Value::Array(item.params.iter().map(path_param).collect()),
-            );
-        }
-        for op in &item.operations {
-            path_item.insert(op.method.key().to_owned(), operation(op));
-        }
-        out_paths.insert(item.path, Value::Object(path_item));
-    }
+    let out_paths = paths_object(path_param, operation);
     json!({
         "swagger": "2.0",
         "info": { "title": "poddebug", "version": API_VERSION },

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::dialect::Dialect;
 use crate::documents::content_hash;
-use crate::operations::{Operation, Payload, paths, tag};
+use crate::operations::{Operation, Payload, paths_object, tag};
 use crate::params::Param;
 use crate::schemas::{definitions, gvk_extension};
 
@@ -26,20 +26,7 @@ pub fn group_version_key() -> String {
 
 /// The OpenAPI 3.0 document of `apis/poddebug.dev/v1alpha1`.
 pub fn openapi_v3_group_version() -> Value {
-    let mut out_paths = Map::new();
-    for item in paths() {
-        let mut path_item = Map::new();
-        if !item.params.is_empty() {
-            path_item.insert(
-                "parameters".to_owned(),
-                Value::Array(item.params.iter().map(path_param).collect()),
-            );
-        }
-        for op in &item.operations {
-            path_item.insert(op.method.key().to_owned(), operation(op));
-        }
-        out_paths.insert(item.path, Value::Object(path_item));
-    }
+    let out_paths = paths_object(path_param, operation);
     json!({
         "openapi": "3.0.0",
         "info": { "title": "poddebug", "version": API_VERSION },

@@ -554,6 +554,29 @@ fn text(r: &Resource, options: &'static [Param]) -> Vec<PathItem> {
     }]
 }
 
+/// The `paths` object of either dialect: every path item with its shared path parameters and
+/// operations, rendered by the dialect's `path_param` and `operation`.
+pub(crate) fn paths_object(
+    path_param: fn(&Param) -> serde_json::Value,
+    operation: fn(&Operation) -> serde_json::Value,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for item in paths() {
+        let mut path_item = serde_json::Map::new();
+        if !item.params.is_empty() {
+            path_item.insert(
+                "parameters".to_owned(),
+                serde_json::Value::Array(item.params.iter().map(path_param).collect()),
+            );
+        }
+        for op in &item.operations {
+            path_item.insert(op.method.key().to_owned(), operation(op));
+        }
+        out.insert(item.path, serde_json::Value::Object(path_item));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
