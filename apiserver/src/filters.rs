@@ -279,9 +279,19 @@ pub async fn check(
     user: &poddebug_storage::Caller,
     attrs: &Attributes,
 ) -> Result<(), ApiError> {
+    check_explained(st, user, attrs, None).await
+}
+
+/// [`check`], with `why` (when given) as the reason of a denial instead of the authorizer's.
+pub async fn check_explained(
+    st: &AppState,
+    user: &poddebug_storage::Caller,
+    attrs: &Attributes,
+    why: Option<&str>,
+) -> Result<(), ApiError> {
     match st.authz.authorize(user, attrs).await {
         Ok(Decision::Allow) => Ok(()),
-        Ok(Decision::Deny(reason)) => Err(authz::forbidden(user, attrs, &reason)),
+        Ok(Decision::Deny(reason)) => Err(authz::forbidden(user, attrs, why.unwrap_or(&reason))),
         Err(e) => Err(authorizer_unavailable(&e)),
     }
 }

@@ -1275,3 +1275,50 @@ async fn an_unreadable_auth_configmap_blocks_readiness_unless_tolerated() {
         }
     }
 }
+
+#[tokio::test]
+async fn without_a_certificate_a_self_signed_one_is_made_for_the_service_name() {
+    let fake = FakeKube::start().await;
+    fake.allow_all();
+    let dir = poddebug_tests::pki::TempDir::new("cert-dir");
+    let cert_dir = dir.path().join("certs");
+    let port = free_port();
+    let kubeconfig = fake.write_kubeconfig(poddebug_tests::PODDEBUG_TOKEN);
+    let args = vec![
+        "--bind-address=127.0.0.1".to_owned(),
+        format!("--secure-port={port}"),
+        format!("--cert-dir={}", cert_dir.display()),
+        "--service-name=debug-ext".to_owned(),
+        "--service-namespace=debug-system".to_owned(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--authentication-skip-lookup".to_owned(),
+    ];
+    let _server = PodDebugServer::spawn_raw(&args);
+    let written = eventually(|| async { cert_dir.join("apiserver.crt").is_file() }).await;
+    assert!(written, "the pair is persisted in --cert-dir");
+    let ca = std::fs::read_to_string(cert_dir.join("apiserver.crt")).unwrap();
+    // The aggregator checks <service>.<namespace>.svc, not the address it dials.
+    let aggregator_view = TestClient::builder(&format!("https://127.0.0.1:{port}"))
+        .ca_pem(&ca)
+        .server_name("debug-ext.debug-system.svc")
+        .build();
+    let ready =
+        eventually(|| async { code_of(&aggregator_view, "/readyz").await == StatusCode::OK }).await;
+    assert!(ready, "TLS verifies as debug-ext.debug-system.svc");
+    let local = TestClient::builder(&format!("https://127.0.0.1:{port}"))
+        .ca_pem(&ca)
+        .build();
+    assert_eq!(
+        code_of(&local, "/livez").await,
+        StatusCode::OK,
+        "and as 127.0.0.1"
+    );
+    let elsewhere = TestClient::builder(&format!("https://127.0.0.1:{port}"))
+        .ca_pem(&ca)
+        .server_name("other.debug-system.svc")
+        .build();
+    assert!(
+        elsewhere.connect_tls().await.is_err(),
+        "not valid for other names"
+    );
+}

@@ -13,7 +13,7 @@ use poddebug_types::{ApiError, GROUP, Profile, VERSION};
 
 use super::{json_response, list};
 use crate::authn::Authenticated;
-use crate::authz::{Attributes, Decision};
+use crate::authz::Attributes;
 use crate::error::Error;
 use crate::state::AppState;
 
@@ -194,19 +194,9 @@ async fn authorize_profiles(
             namespace: String::new(),
             name: p.as_str().to_owned(),
         };
-        match st.authz.authorize(&auth.user, &attrs).await {
-            Ok(Decision::Allow) => {}
-            Ok(Decision::Deny(reason)) => {
-                let why = match setting {
-                    Some(s) => {
-                        format!("the debug container sets {s}, which only the {p} profile grants")
-                    }
-                    None => reason,
-                };
-                return Err(crate::authz::forbidden(&auth.user, &attrs, &why).into());
-            }
-            Err(e) => return Err(crate::filters::authorizer_unavailable(&e).into()),
-        }
+        let why = setting
+            .map(|s| format!("the debug container sets {s}, which only the {p} profile grants"));
+        crate::filters::check_explained(st, &auth.user, &attrs, why.as_deref()).await?;
     }
     Ok(())
 }
