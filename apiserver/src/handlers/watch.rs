@@ -48,7 +48,7 @@ fn bookmark(metadata: Value, table: bool) -> Option<Bytes> {
     line(json!({"type": "BOOKMARK", "object": object}))
 }
 
-/// The random default length of a watch: between 30 and 60 minutes, as kube-apiserver spreads
+/// The random default length of a watch: between 15 and 30 minutes, as kube-apiserver spreads
 /// its watches so that clients do not all re-watch at once after a restart.
 fn default_watch_length() -> Duration {
     use rand::Rng;
