@@ -10,6 +10,8 @@
 //! The Go functions reproduced are named in each function's documentation; they are those of
 //! k/k `pkg/apis/core/validation/validation.go` as of kube-apiserver 1.36.
 
+mod cluster_answer;
+mod cluster_version;
 mod defaults;
 mod env;
 mod ephemeral;
@@ -21,12 +23,14 @@ mod volumes;
 #[cfg(test)]
 mod tests;
 
+pub use cluster_answer::{debug_container_field, debug_container_invalid};
+pub use cluster_version::{KubeVersion, apply_version_rules};
 pub use defaults::{
     TERMINATION_MESSAGE_PATH_DEFAULT, apply_ephemeral_defaults, default_image_pull_policy,
 };
 pub use ephemeral::{
     EPHEMERAL_FORBIDDEN_DETAIL, MIRROR_POD_ANNOTATION, STATIC_POD_DETAIL,
-    validate_ephemeral_container_add,
+    validate_ephemeral_container_add, validate_ephemeral_container_add_on,
 };
 pub use pod_debug_container::validate_pod_debug_container;
 pub use security_context::MAX_USER_ID;
