@@ -49,6 +49,7 @@ fn create_req(name: Option<&str>, wait: Option<Duration>) -> CreateRequest {
         profile: Profile::General,
         caller: alice(),
         wait,
+        options: Default::default(),
     }
 }
 
