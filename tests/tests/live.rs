@@ -183,7 +183,7 @@ fn create_read_list_and_stop_a_debug_container() {
         String::from_utf8_lossy(&again.stderr)
     );
 
-    // kube-apiserver's own rules: ports are forbidden, at index 1 (one EC exists).
+    // kube-apiserver's own rules: ports are forbidden, told about the debug container's field.
     let bad = json!({"container": {"image": "busybox:1.36", "ports": [{"containerPort": 80}]}});
     let out = kubectl(
         &["create", "--raw", &sb.path("debug/bad"), "-f", "-"],
@@ -192,7 +192,7 @@ fn create_read_list_and_stop_a_debug_container() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(
-            "spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container"
+            "The PodDebugContainer \"bad\" is invalid: container.ports: Forbidden: cannot be set for an Ephemeral Container"
         ),
         "{err}"
     );
