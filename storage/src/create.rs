@@ -199,7 +199,13 @@ enum Answer {
 
 /// Send the update of `pods/POD/ephemeralcontainers`, for real or as a dry run, and sort the
 /// answer.
-async fn update(api: &Api<Pod>, pod: &str, body: &serde_json::Value, dry_run: bool, plan: &Plan) -> Answer {
+async fn update(
+    api: &Api<Pod>,
+    pod: &str,
+    body: &serde_json::Value,
+    dry_run: bool,
+    plan: &Plan,
+) -> Answer {
     let params = PostParams {
         dry_run,
         ..PostParams::default()
@@ -211,7 +217,8 @@ async fn update(api: &Api<Pod>, pod: &str, body: &serde_json::Value, dry_run: bo
         Ok(p) => Answer::Done(Box::new(p)),
         Err(kube::Error::Api(s)) if is_conflict(&s) => Answer::Conflict(kube::Error::Api(s).into()),
         Err(kube::Error::Api(s)) if s.code == 422 => {
-            match debug_container_invalid(&status_from_kube(&s), plan.index, &plan.names.debug_name) {
+            match debug_container_invalid(&status_from_kube(&s), plan.index, &plan.names.debug_name)
+            {
                 Some(e) => Answer::Invalid(e.into()),
                 None => Answer::Invalid(kube::Error::Api(s).into()),
             }
@@ -488,7 +495,11 @@ mod tests {
         let err = check_policy(&policy(&["registry.example/*"], 1), &p, &req, &planned)
             .expect_err("image refused");
         assert_eq!(err.code(), 403);
-        assert!(err.message().contains("--allowed-images"), "{}", err.message());
+        assert!(
+            err.message().contains("--allowed-images"),
+            "{}",
+            err.message()
+        );
         let err = check_policy(&policy(&[], 1), &p, &req, &planned).expect_err("limit");
         assert_eq!(err.code(), 403);
         assert!(err.message().contains("--max-debug-containers-per-pod"));

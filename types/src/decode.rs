@@ -591,8 +591,14 @@ mod tests {
     #[test]
     fn poddebugs_own_fields_stay_strict_on_create() {
         let cases = [
-            (r#"{"foo": 1, "container": {"bar": 2}}"#, r#"unknown field "foo""#),
-            (r#"{"metadata": {"nmae": "x"}}"#, r#"unknown field "metadata.nmae""#),
+            (
+                r#"{"foo": 1, "container": {"bar": 2}}"#,
+                r#"unknown field "foo""#,
+            ),
+            (
+                r#"{"metadata": {"nmae": "x"}}"#,
+                r#"unknown field "metadata.nmae""#,
+            ),
             (
                 r#"{"container": {"securityContext": {"privilegedish": true}}}"#,
                 r#"unknown field "container.securityContext.privilegedish""#,
@@ -605,7 +611,10 @@ mod tests {
         for (body, want) in cases {
             match decode_create_body(body.as_bytes()) {
                 Err(ApiError::BadRequest(m)) => {
-                    assert!(m.ends_with(&format!("strict decoding error: {want}")), "{body}: {m}")
+                    assert!(
+                        m.ends_with(&format!("strict decoding error: {want}")),
+                        "{body}: {m}"
+                    )
                 }
                 other => panic!("{body}: {other:?}"),
             }

@@ -229,7 +229,9 @@ fn checked_update(
                 json_type(ec)
             )));
         }
-        validation::drop_disabled_fields(ec);
+        if !state.settings.stop_signals_gate {
+            validation::drop_disabled_fields(ec);
+        }
         validation::apply_defaults(ec);
     }
 

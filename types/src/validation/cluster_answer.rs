@@ -19,10 +19,10 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 
+use crate::GROUP;
 use crate::api::KIND_POD_DEBUG_CONTAINER;
 use crate::field::{ErrorList, FieldError, FieldErrorKind, FieldValue};
 use crate::status::ApiError;
-use crate::GROUP;
 
 /// The error kind of a Status cause reason (`metav1.CauseType`); `None` for a reason that is
 /// not a field error's.
@@ -98,7 +98,11 @@ pub fn debug_container_field(cluster_field: &str, index: usize) -> String {
 /// moved onto the `PodDebugContainer`'s fields. `None` when `status` is not a 422 Invalid with
 /// field causes (an admission webhook's own 422 without causes, say), which is then answered
 /// as the cluster sent it.
-pub fn debug_container_invalid(status: &Status, index: usize, debug_name: &str) -> Option<ApiError> {
+pub fn debug_container_invalid(
+    status: &Status,
+    index: usize,
+    debug_name: &str,
+) -> Option<ApiError> {
     if status.code != Some(422) || status.reason.as_deref() != Some("Invalid") {
         return None;
     }
@@ -147,8 +151,14 @@ mod tests {
             "targetContainerName"
         );
         assert_eq!(f("spec.ephemeralContainers[1]"), "container");
-        assert_eq!(f("spec.ephemeralContainers[10].ports"), "spec.ephemeralContainers[10].ports");
-        assert_eq!(f("spec.ephemeralContainers[0].ports"), "spec.ephemeralContainers[0].ports");
+        assert_eq!(
+            f("spec.ephemeralContainers[10].ports"),
+            "spec.ephemeralContainers[10].ports"
+        );
+        assert_eq!(
+            f("spec.ephemeralContainers[0].ports"),
+            "spec.ephemeralContainers[0].ports"
+        );
         assert_eq!(f("spec.hostNetwork"), "spec.hostNetwork");
         assert_eq!(f(""), "");
     }
@@ -192,9 +202,12 @@ mod tests {
 
     #[test]
     fn other_answers_are_not_retold() {
-        let forbidden = status(json!({"code": 403, "reason": "Forbidden", "message": "pods \"p\" is forbidden: violates PodSecurity"}));
+        let forbidden = status(
+            json!({"code": 403, "reason": "Forbidden", "message": "pods \"p\" is forbidden: violates PodSecurity"}),
+        );
         assert!(debug_container_invalid(&forbidden, 0, "d").is_none());
-        let no_causes = status(json!({"code": 422, "reason": "Invalid", "message": "denied by webhook"}));
+        let no_causes =
+            status(json!({"code": 422, "reason": "Invalid", "message": "denied by webhook"}));
         assert!(debug_container_invalid(&no_causes, 0, "d").is_none());
         let odd_reason = status(json!({"code": 422, "reason": "Invalid", "message": "x",
             "details": {"causes": [{"reason": "SomethingNew", "message": "m", "field": "f"}]}}));

@@ -85,7 +85,10 @@ mod tests {
     fn versions_parse_like_providers_print_them() {
         let v = |a, b, c| KubeVersion::from_version_info(a, b, c);
         assert_eq!(v("1", "36", "v1.36.2"), Some(KubeVersion::new(1, 36)));
-        assert_eq!(v("1", "30+", "v1.30.4-gke.1"), Some(KubeVersion::new(1, 30)));
+        assert_eq!(
+            v("1", "30+", "v1.30.4-gke.1"),
+            Some(KubeVersion::new(1, 30))
+        );
         assert_eq!(v("", "", "v1.31.0-eks-abc"), Some(KubeVersion::new(1, 31)));
         assert_eq!(v("", "", "nonsense"), None);
         assert!(KubeVersion::new(1, 9) < KubeVersion::new(1, 30));
