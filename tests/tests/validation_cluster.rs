@@ -392,3 +392,55 @@ async fn unknown_container_fields_reach_the_cluster() {
         .await;
     assert_eq!(code, StatusCode::BAD_REQUEST, "{got}");
 }
+
+/// The create benchmark (`create-bench`) runs against the fake, through poddebug directly: it
+/// makes its creates on both paths and prints p50/p99 side by side. (Its figures on the fake
+/// mean nothing; the real-cluster run is described in docs/benchmarks.md.)
+#[tokio::test]
+async fn the_create_benchmark_runs_against_the_fake() {
+    let e = env(&["--max-debug-containers-per-pod=0"]).await;
+    let dir = poddebug_tests::TempDir::new("create-bench");
+    let kube = e.fake.write_kubeconfig(poddebug_tests::ADMIN_TOKEN);
+    let direct = e
+        .server
+        .write_kubeconfig(dir.path(), "alice", common::ALICE_GROUPS, NS);
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_create-bench"))
+        .args([
+            "--kubeconfig",
+            &kube.display().to_string(),
+            "--poddebug-kubeconfig",
+            &direct.display().to_string(),
+            "--namespace",
+            NS,
+            "--pod",
+            POD,
+            "--count",
+            "3",
+            "--image",
+            "busybox:1.36",
+        ])
+        .output()
+        .await
+        .expect("create-bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        e.logs()
+    );
+    assert!(stdout.contains("creates per path: 3"), "{stdout}");
+    for row in [
+        "poddebug create",
+        "direct ephemeralcontainers patch",
+        "ratio",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(row)),
+            "{row} missing: {stdout}"
+        );
+    }
+    let (_, names) = pod_state(&e);
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert_eq!(names.iter().filter(|n| n.contains("-p")).count(), 3);
+}
