@@ -10,6 +10,8 @@
 //! * `?dryRun=All` creates nothing and answers the would-be object;
 //! * unknown container fields reach kube-apiserver.
 
+// Shared with debug_containers.rs, which uses the rest of it.
+#[allow(dead_code)]
 mod common;
 
 use bytes::Bytes;

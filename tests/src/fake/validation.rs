@@ -276,10 +276,11 @@ pub fn drop_disabled_fields(c: &mut Value) {
     let Some(lc) = c.get_mut("lifecycle").and_then(Value::as_object_mut) else {
         return;
     };
-    if lc.remove("stopSignal").is_some() && lc.values().all(Value::is_null) {
-        if let Some(m) = c.as_object_mut() {
-            m.remove("lifecycle");
-        }
+    if lc.remove("stopSignal").is_some()
+        && lc.values().all(Value::is_null)
+        && let Some(m) = c.as_object_mut()
+    {
+        m.remove("lifecycle");
     }
 }
 
