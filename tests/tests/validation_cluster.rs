@@ -446,3 +446,33 @@ async fn the_create_benchmark_runs_against_the_fake() {
     assert_eq!(names.len(), 6, "{names:?}");
     assert_eq!(names.iter().filter(|n| n.contains("-p")).count(), 3);
 }
+
+/// Local rules refuse, the cluster's validation passes, its Pod Security admission refuses:
+/// the caller gets the cluster's own 403 (after the server policy), and it is counted.
+#[tokio::test]
+async fn an_admission_refusal_after_a_local_refusal_is_the_clusters_403() {
+    let e = env_with(&[], |fake| {
+        fake.set_reported_minor_version(32);
+        fake.add_namespace(NS, &[("pod-security.kubernetes.io/enforce", "baseline")]);
+    })
+    .await;
+    // By the rules of 1.32 the lifecycle left is forbidden; this cluster drops it, then its
+    // baseline policy refuses the general profile's SYS_PTRACE.
+    let body = json!({"container": {"image": "busybox:1.36", "lifecycle": {"stopSignal": "SIGUSR1"}},
+        "profile": "general"});
+    let (code, got) = e.create("sig", &body).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{got}\n{}", e.logs());
+    let msg = got["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("pods \"target\" is forbidden: violates PodSecurity \"baseline:latest\": "),
+        "{msg}"
+    );
+    assert!(pod_state(&e).1.is_empty());
+    let text = metrics(&e).await;
+    assert!(
+        text.contains(
+            "poddebug_apiserver_validation_disagreements_total{outcome=\"cluster_admission_refused\"} 1"
+        ),
+        "{text}"
+    );
+}

@@ -2,8 +2,11 @@
 //!
 //! * [`validate_ephemeral_container_add`] answers, for an ephemeral container about to be
 //!   appended to a pod, what kube-apiserver's `pods/ephemeralcontainers` update validation would
-//!   answer: the same field errors, with the same paths, values, texts and order, so that our
-//!   422 is byte for byte the one kube-apiserver would have sent (and kubectl prints it the same).
+//!   answer: the same field errors, with the same paths, values, texts and order, with the rules
+//!   of the cluster's version ([`validate_ephemeral_container_add_on`]). It is the fast first
+//!   pass and the documented rules; the cluster is the authority: a refusal is confirmed with a
+//!   server-side dry run, whose 422 is told on the `PodDebugContainer`'s fields by
+//!   [`debug_container_invalid`].
 //! * [`validate_pod_debug_container`] checks the fields that exist only on our own object
 //!   (`profile`, the name in three places).
 //!
