@@ -190,10 +190,10 @@ enum Answer {
     Conflict(StorageError),
     /// 422 about the new container, retold on the `PodDebugContainer`'s fields.
     Invalid(StorageError),
-    /// Validation passed, admission refused (Pod Security, a webhook, RBAC as the caller): any
-    /// other 4xx but 404.
+    /// Validation passed, admission refused: a 403 (Pod Security, a webhook's denial, RBAC
+    /// as the caller with `--impersonate`).
     AdmissionRefused(StorageError),
-    /// Anything else (404, 5xx, unreachable): answered as is.
+    /// Anything else (404, 429, a webhook's own code, 5xx, unreachable): answered as is.
     Failed(StorageError),
 }
 
@@ -223,7 +223,7 @@ async fn update(
                 None => Answer::Invalid(kube::Error::Api(s).into()),
             }
         }
-        Err(kube::Error::Api(s)) if (400..500).contains(&s.code) && s.code != 404 => {
+        Err(kube::Error::Api(s)) if s.code == 403 => {
             Answer::AdmissionRefused(kube::Error::Api(s).into())
         }
         Err(e) => Answer::Failed(e.into()),
