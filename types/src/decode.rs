@@ -19,6 +19,8 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, V
 use serde_json::{Map, Value};
 
 use crate::api::{KIND_POD_DEBUG_CONTAINER, PodDebugContainer};
+pub use crate::pass_through::PassThroughFields;
+use crate::pass_through::value_at;
 use crate::status::ApiError;
 use crate::{API_VERSION, VERSION};
 
@@ -28,13 +30,13 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// One key of a JSON document: an object member or an array index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Segment {
+pub(crate) enum Segment {
     Key(String),
     Index(usize),
 }
 
 /// Render a path as Go's strict decoder does: `container.env[0].name`.
-fn render_path(segments: &[Segment]) -> String {
+pub(crate) fn render_path(segments: &[Segment]) -> String {
     let mut out = String::new();
     for seg in segments {
         match seg {
@@ -318,44 +320,6 @@ pub fn decode_pod_debug_container(body: &[u8]) -> Result<PodDebugContainer, ApiE
     decode_body(body, false).map(|b| b.object)
 }
 
-/// Container fields these types do not know (a field added by a Kubernetes version newer than
-/// the types), taken from the request as sent so that they reach kube-apiserver, which decides
-/// about them (it drops a field it does not know either, and validates one it knows).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct PassThroughFields(Vec<(Vec<Segment>, Value)>);
-
-impl PassThroughFields {
-    /// True when the request had no such field.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The fields' paths in the request (`container.futureField`), sorted.
-    pub fn paths(&self) -> Vec<String> {
-        let mut paths: Vec<String> = self
-            .0
-            .iter()
-            .map(|(p, _)| render_path(&[&[Segment::Key("container".to_owned())], &p[..]].concat()))
-            .collect();
-        paths.sort();
-        paths
-    }
-
-    /// Put every field back into `container`, the JSON of the ephemeral container built from
-    /// the request, at the same place. A field whose parent is not there any more (or is not
-    /// an object) is left out; a field the container already has keeps the container's value.
-    pub fn apply_to(&self, container: &mut Value) {
-        for (path, value) in &self.0 {
-            let Some((Segment::Key(last), parents)) = path.split_last() else {
-                continue;
-            };
-            if let Some(obj) = value_at_mut(container, parents).and_then(Value::as_object_mut) {
-                obj.entry(last.clone()).or_insert_with(|| value.clone());
-            }
-        }
-    }
-}
-
 /// A create body: the object, and the container fields that pass through to the cluster.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CreateBody {
@@ -384,22 +348,6 @@ fn passes_through(path: &[Segment]) -> bool {
 /// `metadata` and of `container.securityContext`, and repeated keys anywhere, are still a 400.
 pub fn decode_create_body(body: &[u8]) -> Result<CreateBody, ApiError> {
     decode_body(body, true)
-}
-
-/// The value at `path` (relative to `root`), to change.
-fn value_at_mut<'a>(root: &'a mut Value, path: &[Segment]) -> Option<&'a mut Value> {
-    path.iter().try_fold(root, |at, seg| match seg {
-        Segment::Key(k) => at.get_mut(k.as_str()),
-        Segment::Index(i) => at.get_mut(*i),
-    })
-}
-
-/// The value at `path` (relative to `root`).
-fn value_at<'a>(root: &'a Value, path: &[Segment]) -> Option<&'a Value> {
-    path.iter().try_fold(root, |at, seg| match seg {
-        Segment::Key(k) => at.get(k.as_str()),
-        Segment::Index(i) => at.get(*i),
-    })
 }
 
 fn decode_body(body: &[u8], pass_through: bool) -> Result<CreateBody, ApiError> {
@@ -447,7 +395,7 @@ fn decode_body(body: &[u8], pass_through: bool) -> Result<CreateBody, ApiError> 
         .collect();
     Ok(CreateBody {
         object: pdc,
-        pass_through: PassThroughFields(fields),
+        pass_through: PassThroughFields::new(fields),
     })
 }
 
