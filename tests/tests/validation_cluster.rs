@@ -476,3 +476,60 @@ async fn an_admission_refusal_after_a_local_refusal_is_the_clusters_403() {
         "{text}"
     );
 }
+
+/// The fake answers a `dryRun=All` update of `pods/ephemeralcontainers` as kube-apiserver does:
+/// the would-be pod with the stored resourceVersion, nothing stored, nothing started; the same
+/// 422 and Pod Security 403 a real update gets.
+#[tokio::test]
+async fn the_fake_answers_dry_run_updates_like_kube_apiserver() {
+    let e = env(&[]).await;
+    let kube = e.fake.client(poddebug_tests::ADMIN_TOKEN);
+    let path = format!("/api/v1/namespaces/{NS}/pods/{POD}/ephemeralcontainers?dryRun=All");
+    let before = pod_state(&e);
+    let patch = |ec: Value| json!({"spec": {"ephemeralContainers": [ec]}});
+    let (code, pod) = kube
+        .patch_json(
+            &path,
+            "application/strategic-merge-patch+json",
+            &patch(json!({"name": "dbg", "image": "busybox:1.36"})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{pod}");
+    assert_eq!(pod["spec"]["ephemeralContainers"][0]["name"], "dbg");
+    // Defaulted as a real update would be.
+    assert_eq!(
+        pod["spec"]["ephemeralContainers"][0]["terminationMessagePolicy"],
+        "File"
+    );
+    assert_eq!(pod["metadata"]["resourceVersion"], before.0);
+    assert_eq!(pod_state(&e), before);
+    assert_eq!(e.fake.container_state(NS, POD, "dbg"), None);
+
+    let (code, got) = kube
+        .patch_json(
+            &path,
+            "application/strategic-merge-patch+json",
+            &patch(
+                json!({"name": "dbg", "image": "busybox:1.36", "ports": [{"containerPort": 80}]}),
+            ),
+        )
+        .await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{got}");
+    assert_eq!(
+        got["message"],
+        "Pod \"target\" is invalid: spec.ephemeralContainers[0].ports: Forbidden: cannot be set for an Ephemeral Container"
+    );
+
+    e.fake
+        .add_namespace(NS, &[("pod-security.kubernetes.io/enforce", "baseline")]);
+    let (code, got) = kube
+        .patch_json(
+            &path,
+            "application/strategic-merge-patch+json",
+            &patch(json!({"name": "dbg", "image": "busybox:1.36",
+                "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{got}");
+    assert_eq!(pod_state(&e), before);
+}
