@@ -533,3 +533,31 @@ async fn the_fake_answers_dry_run_updates_like_kube_apiserver() {
     assert_eq!(code, StatusCode::FORBIDDEN, "{got}");
     assert_eq!(pod_state(&e), before);
 }
+
+/// A malformed request is a 400 before anything about the object is judged: a bad query, then
+/// a bad body, come before the 422 of an invalid container or of poddebug's own fields.
+#[tokio::test]
+async fn malformed_requests_are_400_before_any_422() {
+    let e = env(&[]).await;
+    let invalid = json!({"container": {"name": "other", "image": "busybox", "ports": [{"containerPort": 80}]}});
+    let (code, got) = e
+        .create_as(
+            &e.alice,
+            POD,
+            Some("dbg"),
+            "wait=true&timeoutSeconds=soon",
+            &invalid,
+        )
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{got}");
+    let (code, got) = e
+        .create(
+            "dbg",
+            &json!({"container": {"name": "other", "ports": [{"containerPort": 80}]}, "profil": "x"}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{got}");
+    let (code, got) = e.create("dbg", &invalid).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{got}");
+    assert!(pod_state(&e).1.is_empty());
+}

@@ -130,6 +130,25 @@ async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
+    // The query first (a bad one is a 400, before anything about the body), as kube-apiserver
+    // decodes the options before the object.
+    let wait = if flag(&q, "wait") {
+        let secs = seconds(&q, "timeoutSeconds")?
+            .map(Duration::from_secs)
+            .unwrap_or(Duration::from_secs(30));
+        // The reads, the update and the Event come before the wait, and kube-apiserver ends
+        // the proxied request at its own deadline (1m): keep a margin so the client gets our 504
+        // with the waiting reason, not the aggregator's bare timeout.
+        Some(
+            secs.min(MAX_WAIT).min(
+                st.config
+                    .request_timeout
+                    .saturating_sub(WAIT_MARGIN.min(st.config.request_timeout / 6)),
+            ),
+        )
+    } else {
+        None
+    };
     super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
     // Container fields newer than our types go on to the cluster, which decides about them.
@@ -187,23 +206,6 @@ async fn create(
         }))
     };
 
-    let wait = if flag(&q, "wait") {
-        let secs = seconds(&q, "timeoutSeconds")?
-            .map(Duration::from_secs)
-            .unwrap_or(Duration::from_secs(30));
-        // The reads, the update and the Event come before the wait, and kube-apiserver ends
-        // the proxied request at its own deadline (1m): keep a margin so the client gets our 504
-        // with the waiting reason, not the aggregator's bare timeout.
-        Some(
-            secs.min(MAX_WAIT).min(
-                st.config
-                    .request_timeout
-                    .saturating_sub(WAIT_MARGIN.min(st.config.request_timeout / 6)),
-            ),
-        )
-    } else {
-        None
-    };
     let created = st
         .backend
         .create(CreateRequest {
