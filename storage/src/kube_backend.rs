@@ -24,7 +24,8 @@ use crate::{
 /// with the server's own identity. RBAC of the server's service account:
 /// - always: `create` on `events`, `get` and `patch` on `pods` (stop record);
 /// - without impersonation: `get`, `list`, `watch` on `pods`, `update` on
-///   `pods/ephemeralcontainers`, `create` and `get` on `pods/exec`;
+///   `pods/ephemeralcontainers` (its server-side dry runs too), `create` and `get` on
+///   `pods/exec`;
 /// - with impersonation: `impersonate` on `users`, `groups`, `serviceaccounts`, `uids` and
 ///   `userextras/*` (group `authentication.k8s.io` for the last two), and the callers need the
 ///   pod rights listed above themselves.
