@@ -129,4 +129,35 @@ mod tests {
         assert_eq!(ec.lifecycle, Some(Lifecycle::default()));
         assert_eq!(ec.restart_policy_rules, None, "unknown before 1.34");
     }
+
+    #[test]
+    fn the_validator_applies_the_versions_rules() {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web"},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}]}
+        }))
+        .unwrap();
+        let ec: EphemeralContainer = serde_json::from_value(serde_json::json!({
+            "name": "dbg", "image": "busybox:1.36", "lifecycle": {"stopSignal": "SIGUSR1"}
+        }))
+        .unwrap();
+        let on = |minor| {
+            crate::validation::validate_ephemeral_container_add_on(
+                &pod,
+                &ec,
+                KubeVersion::new(1, minor),
+            )
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+        };
+        assert!(on(36).is_empty(), "{:?}", on(36));
+        assert!(on(33).is_empty());
+        assert_eq!(
+            on(32),
+            [
+                "spec.ephemeralContainers[0].lifecycle: Forbidden: cannot be set for an Ephemeral Container"
+            ]
+        );
+    }
 }
