@@ -189,8 +189,10 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     backend_cfg.impersonate = opts.impersonate;
     backend_cfg.reporting_instance = reporting_instance();
     let pod_client = client(main_cfg.clone(), "--kubeconfig", &metrics)?;
-    let backend: Arc<dyn poddebug_storage::DebugBackend> =
-        Arc::new(poddebug_storage::KubeBackend::new(pod_client, backend_cfg));
+    let kube_backend = poddebug_storage::KubeBackend::new(pod_client, backend_cfg);
+    metrics.register_validation_disagreements(kube_backend.validation_disagreements());
+    tokio::spawn(kube_backend.track_cluster_version());
+    let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
     let upstream = Arc::new(
         stream::Upstream::new(main_cfg.clone(), opts.impersonate).map_err(StartupError::Tls)?,
     );

@@ -201,6 +201,18 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    /// Serve the storage's count of local/cluster validation disagreements as
+    /// `poddebug_apiserver_validation_disagreements_total{outcome}`.
+    pub fn register_validation_disagreements(&self, d: &poddebug_storage::Disagreements) {
+        if let Ok(mut reg) = self.registry.lock() {
+            reg.register(
+                "validation_disagreements",
+                "Debug containers the local validator and the cluster judged differently, by outcome",
+                d.family(),
+            );
+        }
+    }
+
     /// The text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();

@@ -1,11 +1,14 @@
 //! The storage interface the handlers call.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use poddebug_types::{PodDebugContainer, PodDebugContainerList, Profile};
+use poddebug_types::decode::PassThroughFields;
+use poddebug_types::{ApiError, PodDebugContainer, PodDebugContainerList, Profile};
 
 use crate::StorageError;
 
@@ -53,6 +56,36 @@ pub struct CreateRequest {
     pub caller: Caller,
     /// `?wait=true`: answer once running or terminated, or after this long.
     pub wait: Option<Duration>,
+    /// Dry run, pass-through fields and the caller's own checks.
+    pub options: CreateOptions,
+}
+
+/// A check of the request's own that may refuse a create (403) once the container is known to
+/// be valid and before anything is changed: the handler's profile permission checks, so that a
+/// request is answered 400, then 422, then 403, then created, whichever problems it has.
+pub type AdmissionFuture = Pin<Box<dyn Future<Output = Result<(), ApiError>> + Send>>;
+
+/// A shareable [`AdmissionFuture`] maker.
+#[derive(Clone)]
+pub struct AdmissionCheck(pub Arc<dyn Fn() -> AdmissionFuture + Send + Sync>);
+
+impl std::fmt::Debug for AdmissionCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdmissionCheck")
+    }
+}
+
+/// How a create is carried out, beyond what it adds.
+#[derive(Clone, Debug, Default)]
+pub struct CreateOptions {
+    /// `?dryRun=All`: everything a create checks (validation by the cluster, policy, admission
+    /// through a server-side dry run of the `pods/ephemeralcontainers` update), nothing changed,
+    /// the would-be object answered.
+    pub dry_run: bool,
+    /// Unknown container fields of the request, sent on to kube-apiserver as they came.
+    pub pass_through: PassThroughFields,
+    /// The caller's check, run after validation and the server policy.
+    pub admission: Option<AdmissionCheck>,
 }
 
 /// A stop request (`DELETE`).

@@ -49,6 +49,7 @@ fn create_req(name: Option<&str>, wait: Option<Duration>) -> CreateRequest {
         profile: Profile::General,
         caller: alice(),
         wait,
+        options: Default::default(),
     }
 }
 
@@ -566,4 +567,67 @@ async fn ping_asks_for_the_version() {
     let (fake, b) = setup(&[], config());
     b.ping().await.expect("ping");
     assert_eq!(fake.requests()[0].uri, "/version");
+}
+
+#[tokio::test]
+async fn a_dry_run_create_answers_the_would_be_object_and_changes_nothing() {
+    let (fake, b) = setup(&[pod("web", &[])], config());
+    let before = fake.pod("ns", "web").expect("pod");
+    let mut req = create_req(Some("dbg"), None);
+    req.options.dry_run = true;
+    let obj = b.create(req).await.expect("a would-be object");
+    assert_eq!(obj.metadata.name.as_deref(), Some("dbg"));
+    assert_eq!(obj.status.map(|s| s.phase), Some(DebugPhase::Waiting));
+    assert_eq!(fake.pod("ns", "web"), Some(before));
+    assert!(fake.events().is_empty(), "a dry run records no Event");
+    let puts: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PUT")
+        .map(|r| r.uri)
+        .collect();
+    assert_eq!(puts.len(), 1, "{puts:?}");
+    assert!(puts[0].contains("dryRun=All"), "{puts:?}");
+}
+
+#[tokio::test]
+async fn what_the_cluster_accepts_is_created_and_counted() {
+    // This fake validates nothing: its dry run accepts what the local rules refuse.
+    let (fake, b) = setup(&[pod("web", &[])], config());
+    let mut req = create_req(Some("dbg"), None);
+    req.body.container.ports = Some(vec![Default::default()]);
+    let created = b.create(req).await.expect("the cluster decides");
+    assert_eq!(created.metadata.name.as_deref(), Some("dbg"));
+    let puts: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PUT")
+        .map(|r| r.uri)
+        .collect();
+    assert_eq!(puts.len(), 2, "a dry run, then the update: {puts:?}");
+    assert!(puts[0].contains("dryRun=All") && !puts[1].contains("dryRun"));
+    let d = b.validation_disagreements();
+    assert_eq!(d.get(crate::Disagreement::ClusterAccepted), 1);
+    assert_eq!(d.get(crate::Disagreement::ClusterRejected), 0);
+}
+
+#[tokio::test]
+async fn the_callers_admission_check_refuses_before_anything_changes() {
+    let (fake, b) = setup(&[pod("web", &[])], config());
+    let before = fake.pod("ns", "web").expect("pod");
+    let mut req = create_req(Some("dbg"), None);
+    req.options.admission = Some(crate::AdmissionCheck(std::sync::Arc::new(|| {
+        Box::pin(async {
+            Err(poddebug_types::ApiError::forbidden(
+                "debugprofiles",
+                "poddebug.dev",
+                "general",
+                "not for you",
+            ))
+        })
+    })));
+    let err = api_err(b.create(req).await);
+    assert_eq!(err.code(), 403);
+    assert_eq!(fake.pod("ns", "web"), Some(before));
+    assert!(fake.requests().iter().all(|r| r.method != "PUT"));
 }

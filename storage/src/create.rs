@@ -1,26 +1,42 @@
 //! Create: add a debug container to the pod.
 //!
 //! 1. Read the pod (404 `pods "P" not found` passes through as kube-apiserver words it).
-//! 2. Plan ([`plan`]): resolve the names (see [`crate::naming`]), build the ephemeral container
-//!    from the request and profile, apply the server policy (403), validate it with
-//!    kube-apiserver's own rules (422, fields at `spec.ephemeralContainers[N]`, N = number of
-//!    existing ones, since the new one is appended last).
-//! 3. `PUT pods/POD/ephemeralcontainers` with the pod as read plus the new container; the
+//! 2. Plan ([`plan`]): resolve the names (see [`crate::naming`]) and build the ephemeral
+//!    container from the request and profile.
+//! 3. Validate it with kube-apiserver's own rules, those of the cluster's version
+//!    ([`ClusterVersion`](crate::ClusterVersion)). The cluster is the authority: when the local
+//!    validator refuses, the same `pods/ephemeralcontainers` update is sent with `dryRun=All`,
+//!    and the cluster's answer decides. A 422 answers its causes, moved onto the
+//!    `PodDebugContainer`'s fields (`container.X`, `targetContainerName`, `metadata.name`); an
+//!    acceptance is a disagreement (logged at debug level, counted) and the create goes on. On
+//!    the happy path (the local validator accepts) there is no extra call.
+//! 4. The server policy (403: `--allowed-images`, `--max-debug-containers-per-pod`), then the
+//!    caller's own check (the profile permissions), so that the answer is always 400, then 422,
+//!    then 403, then the create, whatever else is wrong.
+//! 5. `PUT pods/POD/ephemeralcontainers` with the pod as read plus the new container; the
 //!    resourceVersion read makes it conditional. On 409 Conflict the pod is read again and the
 //!    plan redone (names re-checked) after a short random pause, at most `conflict_retries`
 //!    times, so of N concurrent creates of one name exactly one wins and the others get 409
-//!    AlreadyExists, and concurrent creates of different names all succeed.
-//! 4. Record the Event `DebugContainerCreated`; with `wait`, wait for running or terminated.
+//!    AlreadyExists, and concurrent creates of different names all succeed. Pod Security and
+//!    webhook refusals of the update reach the caller with their own code and message; a 422 is
+//!    retold as in 3. With `?dryRun=All` this update is itself a dry run (reused from 3 when
+//!    it was made there), nothing is recorded, and the would-be object is the answer.
+//! 6. Record the Event `DebugContainerCreated`; with `wait`, wait for running or terminated.
 
 use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::Status;
 use poddebug_types::convert::{to_ephemeral_container, wrap_for_stop};
-use poddebug_types::validation::validate_ephemeral_container_add;
-use poddebug_types::{ApiError, PodDebugContainer};
+use poddebug_types::decode::PassThroughFields;
+use poddebug_types::validation::{
+    KubeVersion, debug_container_invalid, validate_ephemeral_container_add_on,
+};
+use poddebug_types::{ApiError, ErrorList, PodDebugContainer};
 use rand::Rng;
 
+use crate::disagreements::Disagreement;
+use crate::error::status_from_kube;
 use crate::events::{REASON_CREATED, created_message};
 use crate::kube_backend::KubeBackend;
 use crate::naming::{self, ResolvedName};
@@ -35,9 +51,11 @@ pub(crate) struct Plan {
     pub(crate) names: ResolvedName,
     /// The container added.
     pub(crate) ec: EphemeralContainer,
+    /// Its index in `spec.ephemeralContainers` (it is appended).
+    pub(crate) index: usize,
 }
 
-/// Decide a create on `pod` without side effects: names, container, policy, validation.
+/// Decide a create on `pod` without side effects: names and container.
 pub(crate) fn plan(
     policy: &Policy,
     pod: &Pod,
@@ -56,13 +74,28 @@ pub(crate) fn plan(
     // A debug container that would be its own PID 1 could never be stopped by DELETE; running
     // its command under a waiting shell keeps it stoppable (see docs/user-guide.md).
     wrap_for_stop(pod, &mut ec);
-    policy::check_image(policy, &req.pod, ec.image.as_deref().unwrap_or_default())?;
-    policy::check_count(policy, &req.pod, ephemeral_containers(pod).len())?;
-    let errors = validate_ephemeral_container_add(pod, &ec);
-    if !errors.is_empty() {
-        return Err(ApiError::invalid("", "Pod", &req.pod, errors));
-    }
-    Ok(Plan { names, ec })
+    let index = ephemeral_containers(pod).len();
+    Ok(Plan { names, ec, index })
+}
+
+/// The local validator's answer for the planned container, with the rules of `version`.
+pub(crate) fn validate_locally(pod: &Pod, plan: &Plan, version: KubeVersion) -> ErrorList {
+    validate_ephemeral_container_add_on(pod, &plan.ec, version)
+}
+
+/// The server policy (403), in the order image, then per-pod limit.
+pub(crate) fn check_policy(
+    policy: &Policy,
+    pod: &Pod,
+    req: &CreateRequest,
+    plan: &Plan,
+) -> Result<(), ApiError> {
+    policy::check_image(
+        policy,
+        &req.pod,
+        plan.ec.image.as_deref().unwrap_or_default(),
+    )?;
+    policy::check_count(policy, &req.pod, ephemeral_containers(pod).len())
 }
 
 /// The body of the PUT: the pod exactly as read, as JSON, plus the new container.
@@ -70,11 +103,14 @@ pub(crate) fn plan(
 /// The pod is kept as raw JSON rather than re-serialized from k8s-openapi types, so that fields
 /// a newer cluster knows and these types do not (on existing ephemeral containers above all)
 /// are sent back unchanged: dropping one would make kube-apiserver answer "existing ephemeral
-/// containers may not be changed". Only spec.ephemeralContainers counts on this subresource;
-/// managedFields are left out so the server keeps its own, and the status to keep it small.
+/// containers may not be changed". The new container carries the request's own unknown fields
+/// (`pass_through`) for the same reason. Only spec.ephemeralContainers counts on this
+/// subresource; managedFields are left out so the server keeps its own, and the status to keep
+/// it small.
 pub(crate) fn put_body(
     mut raw_pod: serde_json::Value,
     ec: &EphemeralContainer,
+    pass_through: &PassThroughFields,
 ) -> Result<serde_json::Value, ApiError> {
     let internal =
         || ApiError::Internal("the pod read from the cluster is not an object".to_owned());
@@ -97,8 +133,9 @@ pub(crate) fn put_body(
     if list.is_null() {
         *list = serde_json::json!([]);
     }
-    let ec_json = serde_json::to_value(ec)
+    let mut ec_json = serde_json::to_value(ec)
         .map_err(|_| ApiError::Internal("encoding the debug container failed".to_owned()))?;
+    pass_through.apply_to(&mut ec_json);
     list.as_array_mut().ok_or_else(internal)?.push(ec_json);
     Ok(raw_pod)
 }
@@ -145,6 +182,74 @@ fn is_conflict(s: &Status) -> bool {
     s.code == 409 && s.reason == "Conflict"
 }
 
+/// What kube-apiserver answered to the update (or to its dry run).
+enum Answer {
+    /// Accepted: the pod as updated (or as it would be).
+    Done(Box<Pod>),
+    /// 409 Conflict: the pod changed since it was read.
+    Conflict(StorageError),
+    /// 422 about the new container, retold on the `PodDebugContainer`'s fields.
+    Invalid(StorageError),
+    /// Validation passed, admission refused: a 403 (Pod Security, a webhook's denial, RBAC
+    /// as the caller with `--impersonate`).
+    AdmissionRefused(StorageError),
+    /// Anything else (404, 429, a webhook's own code, 5xx, unreachable): answered as is.
+    Failed(StorageError),
+}
+
+/// Send the update of `pods/POD/ephemeralcontainers`, for real or as a dry run, and sort the
+/// answer.
+async fn update(
+    api: &Api<Pod>,
+    pod: &str,
+    body: &serde_json::Value,
+    dry_run: bool,
+    plan: &Plan,
+) -> Answer {
+    let params = PostParams {
+        dry_run,
+        ..PostParams::default()
+    };
+    match api
+        .replace_subresource("ephemeralcontainers", pod, &params, body)
+        .await
+    {
+        Ok(p) => Answer::Done(Box::new(p)),
+        Err(kube::Error::Api(s)) if is_conflict(&s) => Answer::Conflict(kube::Error::Api(s).into()),
+        Err(kube::Error::Api(s)) if s.code == 422 => {
+            match debug_container_invalid(&status_from_kube(&s), plan.index, &plan.names.debug_name)
+            {
+                Some(e) => Answer::Invalid(e.into()),
+                None => Answer::Invalid(kube::Error::Api(s).into()),
+            }
+        }
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            Answer::AdmissionRefused(kube::Error::Api(s).into())
+        }
+        Err(e) => Answer::Failed(e.into()),
+    }
+}
+
+/// After a conflict: pause and go round again, or give up with the conflict once the retries
+/// are spent.
+async fn retry_after_conflict(
+    b: &KubeBackend,
+    conflicts: &mut u32,
+    err: StorageError,
+    req: &CreateRequest,
+) -> Result<(), StorageError> {
+    if *conflicts >= b.config().conflict_retries {
+        return Err(err);
+    }
+    *conflicts += 1;
+    tracing::debug!(pod = %req.pod, conflicts = *conflicts, "conflict; retrying");
+    // Someone else changed the pod (another create, the kubelet's status): back off a random
+    // while so that racing creates do not keep colliding in lock step.
+    let pause = conflict_backoff(*conflicts, &mut rand::rng());
+    tokio::time::sleep(pause).await;
+    Ok(())
+}
+
 /// Create a debug container (the whole flow described in the module docs).
 pub(crate) async fn create(
     b: &KubeBackend,
@@ -157,37 +262,87 @@ pub(crate) async fn create(
         &req.namespace,
         &ApiResource::erase::<Pod>(&()),
     );
+    let policy = &b.config().policy;
+    let disagreements = b.validation_disagreements();
     let mut conflicts = 0;
-    let (updated, plan) = loop {
+    let mut admitted = false;
+    let (updated, plan) = 'attempt: loop {
         let raw = serde_json::to_value(raw_api.get(&req.pod).await?).map_err(|_| {
             ApiError::Internal("the pod read from the cluster cannot be encoded".to_owned())
         })?;
         let pod: Pod = serde_json::from_value(raw.clone()).map_err(|_| {
             ApiError::Internal("the pod read from the cluster cannot be decoded".to_owned())
         })?;
-        let plan = plan(&b.config().policy, &pod, &req, &mut rand::rng())?;
-        let body = put_body(raw, &plan.ec)?;
-        match api
-            .replace_subresource(
-                "ephemeralcontainers",
-                &req.pod,
-                &PostParams::default(),
-                &body,
-            )
-            .await
-        {
-            Ok(updated) => break (updated, plan),
-            Err(kube::Error::Api(s))
-                if is_conflict(&s) && conflicts < b.config().conflict_retries =>
-            {
-                conflicts += 1;
-                tracing::debug!(pod = %req.pod, name = %plan.names.debug_name, conflicts, "conflict; retrying");
-                // Someone else changed the pod (another create, the kubelet's status): back off
-                // a random while so that racing creates do not keep colliding in lock step.
-                let pause = conflict_backoff(conflicts, &mut rand::rng());
-                tokio::time::sleep(pause).await;
+        let plan = plan(policy, &pod, &req, &mut rand::rng())?;
+        let body = put_body(raw, &plan.ec, &req.options.pass_through)?;
+        let version = b.cluster_version().rules();
+        let local = validate_locally(&pod, &plan, version);
+
+        // 422: when the local rules refuse, the cluster decides.
+        let mut would_be = None;
+        let mut admission_refusal = None;
+        if !local.is_empty() {
+            match update(&api, &req.pod, &body, true, &plan).await {
+                Answer::Done(p) => {
+                    disagreements.count(Disagreement::ClusterAccepted);
+                    tracing::debug!(
+                        namespace = %req.namespace, pod = %req.pod, debug = %plan.names.debug_name,
+                        version = %version, local = ?local.aggregate(),
+                        "the cluster accepts a debug container the local validator refuses"
+                    );
+                    would_be = Some(p);
+                }
+                Answer::Conflict(e) => {
+                    retry_after_conflict(b, &mut conflicts, e, &req).await?;
+                    continue 'attempt;
+                }
+                Answer::AdmissionRefused(e) => {
+                    disagreements.count(Disagreement::ClusterAdmissionRefused);
+                    tracing::debug!(
+                        pod = %req.pod, debug = %plan.names.debug_name, local = ?local.aggregate(),
+                        "the cluster's validation accepts what the local validator refuses; its admission refuses"
+                    );
+                    admission_refusal = Some(e);
+                }
+                Answer::Invalid(e) | Answer::Failed(e) => return Err(e),
             }
-            Err(e) => return Err(e.into()),
+        }
+
+        // 403: the server policy, then the caller's own check, once.
+        check_policy(policy, &pod, &req, &plan)?;
+        if !admitted {
+            if let Some(check) = &req.options.admission {
+                (check.0)().await?;
+            }
+            admitted = true;
+        }
+        if let Some(e) = admission_refusal {
+            return Err(e);
+        }
+
+        let dry_run = req.options.dry_run;
+        let answer = match would_be {
+            Some(p) if dry_run => Answer::Done(p),
+            _ => update(&api, &req.pod, &body, dry_run, &plan).await,
+        };
+        match answer {
+            Answer::Done(p) if dry_run => {
+                tracing::debug!(pod = %req.pod, debug = %plan.names.debug_name, "dry run: the debug container would be created");
+                return Ok(read::object_by_ec_name(&p, &plan.names.ec_name)?);
+            }
+            Answer::Done(p) => break (*p, plan),
+            Answer::Conflict(e) => {
+                retry_after_conflict(b, &mut conflicts, e, &req).await?;
+            }
+            Answer::Invalid(e) => {
+                if local.is_empty() {
+                    disagreements.count(Disagreement::ClusterRejected);
+                    tracing::debug!(pod = %req.pod, debug = %plan.names.debug_name, version = %version,
+                        "the cluster refuses a debug container the local validator accepts");
+                }
+                return Err(e);
+            }
+            Answer::AdmissionRefused(e) | Answer::Failed(e) => return Err(e),
         }
     };
     let ResolvedName {
@@ -261,6 +416,7 @@ mod tests {
                 ..Default::default()
             },
             wait: None,
+            options: Default::default(),
         }
     }
 
@@ -289,7 +445,7 @@ mod tests {
         // A field these types do not know, as a newer cluster may send it.
         raw["spec"]["ephemeralContainers"][0]["futureField"] = serde_json::json!({"x": 1});
         raw["metadata"]["managedFields"] = serde_json::json!([{"manager": "kubectl"}]);
-        let body = put_body(raw, &plan.ec).expect("body");
+        let body = put_body(raw, &plan.ec, &Default::default()).expect("body");
         let ecs = body["spec"]["ephemeralContainers"]
             .as_array()
             .expect("list");
@@ -332,19 +488,39 @@ mod tests {
     }
 
     #[test]
-    fn plan_refuses_by_policy() {
+    fn policy_refuses_image_then_limit() {
         let p = pod("web", &[("a", None, "running")]);
-        let err = plan(
-            &policy(&["registry.example/*"], 0),
-            &p,
-            &request(Some("dbg"), Some("alpine")),
-            &mut rng(),
+        let req = request(Some("dbg"), Some("alpine"));
+        let planned = plan(&policy(&[], 0), &p, &req, &mut rng()).expect("a plan");
+        let err = check_policy(&policy(&["registry.example/*"], 1), &p, &req, &planned)
+            .expect_err("image refused");
+        assert_eq!(err.code(), 403);
+        assert!(
+            err.message().contains("--allowed-images"),
+            "{}",
+            err.message()
+        );
+        let err = check_policy(&policy(&[], 1), &p, &req, &planned).expect_err("limit");
+        assert_eq!(err.code(), 403);
+        assert!(err.message().contains("--max-debug-containers-per-pod"));
+        assert!(check_policy(&policy(&[], 2), &p, &req, &planned).is_ok());
+    }
+
+    #[test]
+    fn pass_through_fields_reach_the_new_container_only() {
+        let p = pod("web", &[("old", None, "terminated")]);
+        let decoded = poddebug_types::decode::decode_create_body(
+            br#"{"container": {"image": "busybox", "futureField": {"x": 1}}}"#,
         )
-        .expect_err("image refused");
-        assert_eq!(err.code(), 403);
-        let err =
-            plan(&policy(&[], 1), &p, &request(Some("dbg"), None), &mut rng()).expect_err("limit");
-        assert_eq!(err.code(), 403);
+        .expect("decodes");
+        let mut req = request(Some("dbg"), None);
+        req.body = decoded.object;
+        let planned = plan(&policy(&[], 0), &p, &req, &mut rng()).expect("a plan");
+        let raw = serde_json::to_value(&p).expect("json");
+        let body = put_body(raw, &planned.ec, &decoded.pass_through).expect("body");
+        let ecs = &body["spec"]["ephemeralContainers"];
+        assert_eq!(ecs[1]["futureField"], serde_json::json!({"x": 1}));
+        assert!(ecs[0].get("futureField").is_none());
     }
 
     #[test]
@@ -365,19 +541,17 @@ mod tests {
     }
 
     #[test]
-    fn plan_validates_at_the_appended_index() {
-        // A clash with the regular container "app" is kube-apiserver's 422 Duplicate value.
+    fn local_validation_is_at_the_appended_index() {
+        // A clash with the regular container "app" is kube-apiserver's Duplicate value.
         let p = pod("web", &[("x", None, "running")]);
-        let err =
-            plan(&policy(&[], 0), &p, &request(Some("app"), None), &mut rng()).expect_err("dup");
-        assert_eq!(err.code(), 422);
-        let status = err.to_status();
-        let causes = status.details.and_then(|d| d.causes).unwrap_or_default();
+        let planned =
+            plan(&policy(&[], 0), &p, &request(Some("app"), None), &mut rng()).expect("a plan");
+        assert_eq!(planned.index, 1);
+        let errs = validate_locally(&p, &planned, KubeVersion::NEWEST_KNOWN);
         assert!(
-            causes
-                .iter()
-                .any(|c| c.field.as_deref() == Some("spec.ephemeralContainers[1].name")),
-            "{causes:?}"
+            errs.iter()
+                .any(|e| e.field == "spec.ephemeralContainers[1].name"),
+            "{errs:?}"
         );
     }
 }

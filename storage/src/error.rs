@@ -35,7 +35,7 @@ impl StorageError {
     }
 }
 
-fn status_from_kube(
+pub(crate) fn status_from_kube(
     s: &kube::core::Status,
 ) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Status {
     // kube-core's Status and k8s-openapi's share the wire form, so a JSON round trip keeps every

@@ -7,6 +7,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client};
 use poddebug_types::{PodDebugContainer, PodDebugContainerList};
 
+use crate::cluster_version::ClusterVersion;
+use crate::disagreements::Disagreements;
 use crate::events::{Reporter, build_event, record};
 use crate::impersonation::impersonating_client;
 use crate::{
@@ -22,7 +24,8 @@ use crate::{
 /// with the server's own identity. RBAC of the server's service account:
 /// - always: `create` on `events`, `get` and `patch` on `pods` (stop record);
 /// - without impersonation: `get`, `list`, `watch` on `pods`, `update` on
-///   `pods/ephemeralcontainers`, `create` and `get` on `pods/exec`;
+///   `pods/ephemeralcontainers` (its server-side dry runs too), `create` and `get` on
+///   `pods/exec`;
 /// - with impersonation: `impersonate` on `users`, `groups`, `serviceaccounts`, `uids` and
 ///   `userextras/*` (group `authentication.k8s.io` for the last two), and the callers need the
 ///   pod rights listed above themselves.
@@ -31,6 +34,8 @@ pub struct KubeBackend {
     client: Client,
     config: BackendConfig,
     reporter: Reporter,
+    version: ClusterVersion,
+    disagreements: Disagreements,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -53,7 +58,25 @@ impl KubeBackend {
             client,
             config,
             reporter,
+            version: ClusterVersion::default(),
+            disagreements: Disagreements::default(),
         }
+    }
+
+    /// The cluster's version, as last discovered.
+    pub fn cluster_version(&self) -> &ClusterVersion {
+        &self.version
+    }
+
+    /// A task that keeps [`cluster_version`](Self::cluster_version) up to date for the life of
+    /// the process (startup, reconnects, upgrades); spawn it once.
+    pub fn track_cluster_version(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.version.clone().track(self.client.clone())
+    }
+
+    /// The counter of local/cluster validation disagreements, to register for `/metrics`.
+    pub fn validation_disagreements(&self) -> &Disagreements {
+        &self.disagreements
     }
 
     /// The configuration.
@@ -164,7 +187,8 @@ impl DebugBackend for KubeBackend {
     }
 
     async fn ping(&self) -> Result<(), StorageError> {
-        self.client.apiserver_version().await?;
+        // `/version` answers both questions: is the cluster there, and which rules apply.
+        self.version.discover(&self.client).await?;
         Ok(())
     }
 }

@@ -8,6 +8,8 @@
 //! How each verb maps onto the pod:
 //! - create: `GET pods/POD`, then `PUT pods/POD/ephemeralcontainers` with the resourceVersion read
 //!   (retried on 409 Conflict), then a core/v1 Event `DebugContainerCreated` (see [`KubeBackend`]).
+//!   When the local validator refuses, the same update is first sent as a server-side dry run
+//!   and the cluster's answer decides; `?dryRun=All` ends with that dry run.
 //! - get / list / watch: pods read (or watched) and turned into one object per debug name.
 //! - stop: `pods/exec` of a fixed script inside the debug container itself ([`STOP_SCRIPT`]),
 //!   recorded in the pod annotation [`STOP_REQUESTS_ANNOTATION`] and an Event `DebugContainerStopped`.
@@ -21,8 +23,10 @@ mod annotation;
 mod backend;
 #[cfg(test)]
 mod backend_tests;
+mod cluster_version;
 mod config;
 mod create;
+mod disagreements;
 mod error;
 mod events;
 mod impersonation;
@@ -41,7 +45,9 @@ mod watch;
 
 pub use annotation::STOP_REQUESTS_ANNOTATION;
 pub use backend::*;
+pub use cluster_version::ClusterVersion;
 pub use config::BackendConfig;
+pub use disagreements::{Disagreement, DisagreementLabels, Disagreements};
 pub use error::StorageError;
 pub use events::{REASON_CREATED, REASON_STOPPED};
 pub use impersonation::{ImpersonationLayer, impersonation_headers};

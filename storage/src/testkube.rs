@@ -258,7 +258,9 @@ impl FakeKube {
                         name,
                         "ephemeralcontainers",
                     ],
-                ) => this.put_ephemeral(ns, name, &body),
+                ) => {
+                    this.put_ephemeral(ns, name, &body, q.get("dryRun").is_some_and(|v| v == "All"))
+                }
                 (Method::PATCH, ["api", "v1", "namespaces", ns, "pods", name]) => {
                     this.patch_pod(ns, name, &body)
                 }
@@ -326,11 +328,20 @@ impl FakeKube {
         )
     }
 
-    fn put_ephemeral(&self, ns: &str, name: &str, body: &[u8]) -> Response<Body> {
+    /// The update, or with `dry_run` the pod it would store (nothing changes, no event).
+    fn put_ephemeral(&self, ns: &str, name: &str, body: &[u8], dry_run: bool) -> Response<Body> {
         let Ok(new) = serde_json::from_slice::<Pod>(body) else {
             return status(400, "BadRequest", "bad body", json!({}));
         };
         let mut s = self.lock();
+        if dry_run {
+            let Some(mut pod) = s.pods.get(&(ns.to_owned(), name.to_owned())).cloned() else {
+                return not_found(name);
+            };
+            pod.spec.get_or_insert_default().ephemeral_containers =
+                new.spec.and_then(|s| s.ephemeral_containers);
+            return reply(StatusCode::OK, &json!(pod));
+        }
         s.rv += 1;
         let rv = s.rv.to_string();
         let Some(pod) = s.pods.get_mut(&(ns.to_owned(), name.to_owned())) else {

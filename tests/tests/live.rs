@@ -183,7 +183,7 @@ fn create_read_list_and_stop_a_debug_container() {
         String::from_utf8_lossy(&again.stderr)
     );
 
-    // kube-apiserver's own rules: ports are forbidden, at index 1 (one EC exists).
+    // kube-apiserver's own rules: ports are forbidden, told about the debug container's field.
     let bad = json!({"container": {"image": "busybox:1.36", "ports": [{"containerPort": 80}]}});
     let out = kubectl(
         &["create", "--raw", &sb.path("debug/bad"), "-f", "-"],
@@ -192,7 +192,7 @@ fn create_read_list_and_stop_a_debug_container() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(
-            "spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container"
+            "The PodDebugContainer \"bad\" is invalid: container.ports: Forbidden: cannot be set for an Ephemeral Container"
         ),
         "{err}"
     );
@@ -302,4 +302,75 @@ fn logs_of_a_debug_container_are_readable() {
     // Not a debug container: refused before anything is streamed.
     let out = kubectl(&["get", "--raw", &sb.path("log?container=app")], None);
     assert!(!out.status.success());
+}
+
+/// The cluster decides validation (the answers of kube-apiserver v1.36.2 with its default
+/// gates): the whole resources block is reported, a lifecycle holding only `stopSignal` is
+/// accepted, and `?dryRun=All` answers the would-be object and adds nothing.
+#[test]
+#[ignore = "needs a live cluster (KUBECONFIG) with poddebug deployed"]
+fn validation_answers_are_the_clusters() {
+    if !live() {
+        return;
+    }
+    let sb = Sandbox::new("validation");
+    let ecs = || {
+        ok(
+            &[
+                "get",
+                "pod",
+                "web",
+                "-n",
+                &sb.ns,
+                "-o",
+                "jsonpath={.spec.ephemeralContainers[*].name}",
+            ],
+            None,
+        )
+    };
+
+    // Requests above limits: kube-apiserver's own cause comes with the Forbidden one.
+    let bad = json!({"container": {"image": "busybox:1.36",
+        "resources": {"limits": {"cpu": "100m"}, "requests": {"cpu": "200m"}}}});
+    let out = kubectl(
+        &["create", "--raw", &sb.path("debug/res"), "-f", "-"],
+        Some(&bad.to_string()),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("container.resources.requests: Invalid value: \"200m\": must be less than or equal to cpu limit of 100m"),
+        "{err}"
+    );
+    assert!(
+        err.contains("container.resources: Forbidden: cannot be set for an Ephemeral Container"),
+        "{err}"
+    );
+
+    // A dry run: 201 with the would-be object, nothing added.
+    let body = json!({"container": {"image": "busybox:1.36", "command": ["sleep", "3600"]}});
+    let created: Value = serde_json::from_str(&ok(
+        &[
+            "create",
+            "--raw",
+            &sb.path("debug/dry?dryRun=All"),
+            "-f",
+            "-",
+        ],
+        Some(&body.to_string()),
+    ))
+    .expect("JSON");
+    assert_eq!(created["metadata"]["name"], "dry");
+    assert_eq!(ecs().trim(), "");
+
+    // ContainerStopSignals is off on 1.36: the field and the lifecycle it leaves are dropped.
+    let sig = json!({"container": {"image": "busybox:1.36", "command": ["sleep", "3600"],
+        "lifecycle": {"stopSignal": "SIGUSR1"}}});
+    let created: Value = serde_json::from_str(&ok(
+        &["create", "--raw", &sb.path("debug/sig"), "-f", "-"],
+        Some(&sig.to_string()),
+    ))
+    .expect("JSON");
+    assert_eq!(created["metadata"]["name"], "sig");
+    assert_eq!(ecs().trim(), "sig");
 }

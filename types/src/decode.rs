@@ -19,6 +19,8 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, V
 use serde_json::{Map, Value};
 
 use crate::api::{KIND_POD_DEBUG_CONTAINER, PodDebugContainer};
+pub use crate::pass_through::PassThroughFields;
+use crate::pass_through::value_at;
 use crate::status::ApiError;
 use crate::{API_VERSION, VERSION};
 
@@ -28,13 +30,13 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// One key of a JSON document: an object member or an array index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Segment {
+pub(crate) enum Segment {
     Key(String),
     Index(usize),
 }
 
 /// Render a path as Go's strict decoder does: `container.env[0].name`.
-fn render_path(segments: &[Segment]) -> String {
+pub(crate) fn render_path(segments: &[Segment]) -> String {
     let mut out = String::new();
     for seg in segments {
         match seg {
@@ -222,12 +224,27 @@ fn ignored_segments(path: &serde_ignored::Path<'_>, out: &mut Vec<Segment>) {
 /// Decode an already parsed value into `T`, adding unknown fields to the problems, and fail
 /// with one BadRequest if there is any problem.
 fn finish_strict<T: DeserializeOwned>(strict: StrictValue, what: &str) -> Result<T, ApiError> {
+    finish_tolerating(strict, what, |_| false).map(|(typed, _)| typed)
+}
+
+/// [`finish_strict`], except that the unknown fields for which `tolerate` answers true are no
+/// problem: their paths are returned instead.
+fn finish_tolerating<T: DeserializeOwned>(
+    strict: StrictValue,
+    what: &str,
+    tolerate: impl Fn(&[Segment]) -> bool,
+) -> Result<(T, Vec<Vec<Segment>>), ApiError> {
     let StrictValue { value, mut state } = strict;
     let mut unknown = Vec::new();
+    let mut tolerated = Vec::new();
     let typed: Result<T, _> = serde_ignored::deserialize(value, |path| {
         let mut segs = Vec::new();
         ignored_segments(&path, &mut segs);
-        unknown.push(render_path(&segs));
+        if tolerate(&segs) {
+            tolerated.push(segs);
+        } else {
+            unknown.push(render_path(&segs));
+        }
     });
     let typed = typed.map_err(|e| {
         ApiError::BadRequest(format!(
@@ -242,7 +259,7 @@ fn finish_strict<T: DeserializeOwned>(strict: StrictValue, what: &str) -> Result
         });
     }
     if state.problems.is_empty() {
-        return Ok(typed);
+        return Ok((typed, tolerated));
     }
     state.problems.sort_by_key(|p| p.order);
     let texts: Vec<String> = state.problems.into_iter().map(|p| p.text).collect();
@@ -300,11 +317,45 @@ fn check_type_meta(obj: &Map<String, Value>) -> Result<(), ApiError> {
 /// * a member whose value is `null` is treated as absent, as Go's decoder leaves the field
 ///   at its zero value.
 pub fn decode_pod_debug_container(body: &[u8]) -> Result<PodDebugContainer, ApiError> {
+    decode_body(body, false).map(|b| b.object)
+}
+
+/// A create body: the object, and the container fields that pass through to the cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CreateBody {
+    /// The decoded object.
+    pub object: PodDebugContainer,
+    /// Unknown fields of `container`, to be sent to kube-apiserver as they came.
+    pub pass_through: PassThroughFields,
+}
+
+/// Whether an unknown field at `path` may pass through to the cluster: anywhere inside
+/// `container` but in its `securityContext`, which the profile permission checks must
+/// understand in full (a privilege they cannot see could not be gated).
+fn passes_through(path: &[Segment]) -> bool {
+    match path {
+        [Segment::Key(c), Segment::Key(sc), ..] if c == "container" && sc == "securityContext" => {
+            false
+        }
+        [Segment::Key(c), _, ..] => c == "container",
+        _ => false,
+    }
+}
+
+/// Decode the body of a create request as [`decode_pod_debug_container`] does, except that
+/// unknown fields inside `container` (outside its `securityContext`) are no error: they are
+/// returned to be sent on to kube-apiserver. Unknown fields of poddebug's own object, of
+/// `metadata` and of `container.securityContext`, and repeated keys anywhere, are still a 400.
+pub fn decode_create_body(body: &[u8]) -> Result<CreateBody, ApiError> {
+    decode_body(body, true)
+}
+
+fn decode_body(body: &[u8], pass_through: bool) -> Result<CreateBody, ApiError> {
     let Some(mut strict) = parse_tracking(body)? else {
-        return Ok(PodDebugContainer::default());
+        return Ok(CreateBody::default());
     };
     match &mut strict.value {
-        Value::Null => return Ok(PodDebugContainer::default()),
+        Value::Null => return Ok(CreateBody::default()),
         Value::Object(obj) => {
             check_type_meta(obj)?;
             obj.remove("status");
@@ -324,9 +375,28 @@ pub fn decode_pod_debug_container(body: &[u8]) -> Result<PodDebugContainer, ApiE
             )));
         }
     }
-    let mut pdc: PodDebugContainer = finish_strict(strict, KIND_POD_DEBUG_CONTAINER)?;
+    let raw = if pass_through {
+        strict.value.clone()
+    } else {
+        Value::Null
+    };
+    let (mut pdc, tolerated): (PodDebugContainer, _) =
+        finish_tolerating(strict, KIND_POD_DEBUG_CONTAINER, |p| {
+            pass_through && passes_through(p)
+        })?;
     pdc.status = None;
-    Ok(pdc)
+    let fields = tolerated
+        .into_iter()
+        .filter_map(|path| {
+            let value = value_at(&raw, &path)?.clone();
+            // Relative to the container.
+            Some((path[1..].to_vec(), value))
+        })
+        .collect();
+    Ok(CreateBody {
+        object: pdc,
+        pass_through: PassThroughFields::new(fields),
+    })
 }
 
 #[cfg(test)]
@@ -439,6 +509,63 @@ mod tests {
         ];
         for (body, want) in cases {
             assert_eq!(bad_request(body), want, "body {body}");
+        }
+    }
+
+    #[test]
+    fn unknown_container_fields_pass_through_on_create() {
+        let body = br#"{"container": {"image": "busybox", "futureField": {"a": 1},
+            "env": [{"name": "A", "value": "1", "newEnvThing": true}],
+            "lifecycle": {"newHook": {"x": 2}}}, "profile": "general"}"#;
+        let b = decode_create_body(body).unwrap();
+        assert_eq!(b.object.container.image.as_deref(), Some("busybox"));
+        assert_eq!(
+            b.pass_through.paths(),
+            [
+                "container.env[0].newEnvThing",
+                "container.futureField",
+                "container.lifecycle.newHook"
+            ]
+        );
+        let mut ec = serde_json::json!({"name": "d", "env": [{"name": "A", "value": "1"}]});
+        b.pass_through.apply_to(&mut ec);
+        assert_eq!(ec["futureField"], serde_json::json!({"a": 1}));
+        assert_eq!(ec["env"][0]["newEnvThing"], true);
+        assert!(ec.get("lifecycle").is_none(), "no parent, nothing added");
+        // The strict decoder still refuses them.
+        assert!(decode_pod_debug_container(body).is_err());
+    }
+
+    #[test]
+    fn poddebugs_own_fields_stay_strict_on_create() {
+        let cases = [
+            (
+                r#"{"foo": 1, "container": {"bar": 2}}"#,
+                r#"unknown field "foo""#,
+            ),
+            (
+                r#"{"metadata": {"nmae": "x"}}"#,
+                r#"unknown field "metadata.nmae""#,
+            ),
+            (
+                r#"{"container": {"securityContext": {"privilegedish": true}}}"#,
+                r#"unknown field "container.securityContext.privilegedish""#,
+            ),
+            (
+                r#"{"container": {"x": 1, "x": 2}}"#,
+                r#"duplicate field "container.x""#,
+            ),
+        ];
+        for (body, want) in cases {
+            match decode_create_body(body.as_bytes()) {
+                Err(ApiError::BadRequest(m)) => {
+                    assert!(
+                        m.ends_with(&format!("strict decoding error: {want}")),
+                        "{body}: {m}"
+                    )
+                }
+                other => panic!("{body}: {other:?}"),
+            }
         }
     }
 

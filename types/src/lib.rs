@@ -12,6 +12,7 @@ pub mod convert;
 pub mod decode;
 pub mod field;
 pub mod names;
+pub mod pass_through;
 pub mod privilege;
 pub mod profile;
 pub mod status;

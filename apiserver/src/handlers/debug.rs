@@ -7,9 +7,14 @@ use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use http::{HeaderMap, StatusCode};
-use poddebug_storage::{CreateRequest, ListOptions, StopOutcome, StopRequest};
-use poddebug_types::{ApiError, GROUP, Profile, VERSION};
+use std::sync::Arc;
+
+use http::{HeaderMap, StatusCode, Uri};
+use poddebug_storage::{
+    AdmissionCheck, CreateOptions, CreateRequest, ListOptions, StopOutcome, StopRequest,
+};
+use poddebug_types::field::go_quote;
+use poddebug_types::{ApiError, FieldError, FieldValue, GROUP, Profile, VERSION};
 
 use super::{json_response, list};
 use crate::authn::Authenticated;
@@ -45,10 +50,12 @@ pub async fn create_generated(
     Path((ns, pod)): Path<(String, String)>,
     q: Query<BTreeMap<String, String>>,
     auth: Extension<Authenticated>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
-    create(st, ns, pod, None, q.0, auth.0, headers, body).await
+    let dry_run = create_dry_run(uri.query())?;
+    create(st, ns, pod, None, q.0, dry_run, auth.0, headers, body).await
 }
 
 /// `POST .../pods/POD/debug/NAME`.
@@ -57,20 +64,58 @@ pub async fn create_named(
     Path((ns, pod, name)): Path<(String, String, String)>,
     q: Query<BTreeMap<String, String>>,
     auth: Extension<Authenticated>,
+    uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
-    create(st, ns, pod, Some(name), q.0, auth.0, headers, body).await
+    let dry_run = create_dry_run(uri.query())?;
+    create(st, ns, pod, Some(name), q.0, dry_run, auth.0, headers, body).await
 }
 
-/// Dry runs cannot be honoured (a debug container can neither be simulated nor removed), so a
-/// request that asks for one is refused before anything happens, as kube-apiserver refuses it
-/// for storage without dry-run support, instead of being carried out for real.
+/// Refuse a dry run where none can be honoured: a stop cannot be simulated, so a DELETE that
+/// asks for one is refused before anything happens instead of being carried out for real.
 fn refuse_dry_run(q: &BTreeMap<String, String>) -> Result<(), ApiError> {
     if q.get("dryRun").is_some_and(|v| !v.is_empty()) {
         return Err(ApiError::BadRequest("dryRun is not supported".to_owned()));
     }
     Ok(())
+}
+
+/// Every `dryRun` value of a query string, decoded as Go's `url.ParseQuery` does (`+` is a
+/// space), in order.
+fn dry_run_values(query: Option<&str>) -> Vec<String> {
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (k == "dryRun").then(|| {
+                let v = v.replace('+', " ");
+                percent_encoding::percent_decode_str(&v)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
+        })
+        .collect()
+}
+
+/// `?dryRun=` of a create, as kube-apiserver's `ValidateCreateOptions` reads it: absent is a
+/// real create, `All` (possibly repeated) a dry run, and any other value (the empty one too)
+/// a 422 for `CreateOptions.meta.k8s.io` naming the values, as kube-apiserver answers it.
+fn create_dry_run(query: Option<&str>) -> Result<bool, ApiError> {
+    let values = dry_run_values(query);
+    if values.iter().all(|v| v == "All") {
+        return Ok(!values.is_empty());
+    }
+    let quoted: Vec<String> = values.iter().map(|v| go_quote(v)).collect();
+    let errs = [FieldError::not_supported(
+        "dryRun",
+        FieldValue::Raw(format!("[]string{{{}}}", quoted.join(", "))),
+        &["All"],
+    )]
+    .into_iter()
+    .collect();
+    Err(ApiError::invalid("meta.k8s.io", "CreateOptions", "", errs))
 }
 
 #[allow(clippy::too_many_arguments)] // the parts of one request, named
@@ -80,14 +125,35 @@ async fn create(
     pod: String,
     url_name: Option<String>,
     q: BTreeMap<String, String>,
+    dry_run: bool,
     auth: Authenticated,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
-    refuse_dry_run(&q)?;
+    // The query first (a bad one is a 400, before anything about the body), as kube-apiserver
+    // decodes the options before the object.
+    let wait = if flag(&q, "wait") {
+        let secs = seconds(&q, "timeoutSeconds")?
+            .map(Duration::from_secs)
+            .unwrap_or(Duration::from_secs(30));
+        // The reads, the update and the Event come before the wait, and kube-apiserver ends
+        // the proxied request at its own deadline (1m): keep a margin so the client gets our 504
+        // with the waiting reason, not the aggregator's bare timeout.
+        Some(
+            secs.min(MAX_WAIT).min(
+                st.config
+                    .request_timeout
+                    .saturating_sub(WAIT_MARGIN.min(st.config.request_timeout / 6)),
+            ),
+        )
+    } else {
+        None
+    };
     super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
-    let pdc = poddebug_types::decode::decode_pod_debug_container(&bytes)?;
+    // Container fields newer than our types go on to the cluster, which decides about them.
+    let decoded = poddebug_types::decode::decode_create_body(&bytes)?;
+    let pdc = decoded.object;
 
     let body_name = pdc.metadata.name.clone().filter(|n| !n.is_empty());
     if let (Some(u), Some(b)) = (&url_name, &body_name)
@@ -127,25 +193,19 @@ async fn create(
             .ok_or_else(|| ApiError::BadRequest(format!("unknown profile {p:?}")))?,
         None => st.config.default_profile,
     };
-    authorize_profiles(&st, &auth, &pdc, profile).await?;
-
-    let wait = if flag(&q, "wait") {
-        let secs = seconds(&q, "timeoutSeconds")?
-            .map(Duration::from_secs)
-            .unwrap_or(Duration::from_secs(30));
-        // The reads, the update and the Event come before the wait, and kube-apiserver ends
-        // the proxied request at its own deadline (1m): keep a margin so the client gets our 504
-        // with the waiting reason, not the aggregator's bare timeout.
-        Some(
-            secs.min(MAX_WAIT).min(
-                st.config
-                    .request_timeout
-                    .saturating_sub(WAIT_MARGIN.min(st.config.request_timeout / 6)),
-            ),
-        )
-    } else {
-        None
+    // The profile permissions are a 403, answered after the container is known valid (422).
+    let admission = {
+        let (st, auth, pdc) = (st.clone(), auth.clone(), pdc.clone());
+        AdmissionCheck(Arc::new(move || {
+            let (st, auth, pdc) = (st.clone(), auth.clone(), pdc.clone());
+            Box::pin(async move {
+                authorize_profiles(&st, &auth, &pdc, profile)
+                    .await
+                    .map_err(|e| e.api_error())
+            })
+        }))
     };
+
     let created = st
         .backend
         .create(CreateRequest {
@@ -155,9 +215,16 @@ async fn create(
             body: pdc,
             profile,
             caller: auth.user.clone(),
-            wait,
+            // A dry run changes nothing, so there is nothing to wait for.
+            wait: wait.filter(|_| !dry_run),
+            options: CreateOptions {
+                dry_run,
+                pass_through: decoded.pass_through,
+                admission: Some(admission),
+            },
         })
         .await?;
+    // kube-apiserver answers a dry-run create 201 as well.
     json_response(StatusCode::CREATED, &created)
 }
 
@@ -285,5 +352,44 @@ pub async fn delete(
     match outcome {
         StopOutcome::Terminated(obj) => json_response(StatusCode::OK, &obj),
         StopOutcome::InProgress(obj) => json_response(StatusCode::ACCEPTED, &obj),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dry_run_all_is_honoured_and_absent_is_a_real_create() {
+        assert_eq!(create_dry_run(None).ok(), Some(false));
+        assert_eq!(create_dry_run(Some("wait=true")).ok(), Some(false));
+        assert_eq!(create_dry_run(Some("dryRun=All")).ok(), Some(true));
+        assert_eq!(
+            create_dry_run(Some("dryRun=All&wait=true&dryRun=All")).ok(),
+            Some(true)
+        );
+        assert_eq!(create_dry_run(Some("dryRun=%41ll")).ok(), Some(true));
+    }
+
+    #[test]
+    fn other_dry_run_values_get_kube_apiservers_422() {
+        let err = create_dry_run(Some("dryRun=true")).expect_err("refused");
+        assert_eq!(err.code(), 422);
+        assert_eq!(
+            err.message(),
+            "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"true\"}: supported values: \"All\""
+        );
+        let status = err.to_status();
+        let details = status.details.expect("details");
+        assert_eq!(details.group.as_deref(), Some("meta.k8s.io"));
+        assert_eq!(details.kind.as_deref(), Some("CreateOptions"));
+        assert_eq!(details.name, None);
+        let err = create_dry_run(Some("dryRun=All&dryRun=&dryRun=a+b")).expect_err("refused");
+        assert!(
+            err.message()
+                .contains("Unsupported value: []string{\"All\", \"\", \"a b\"}"),
+            "{}",
+            err.message()
+        );
     }
 }

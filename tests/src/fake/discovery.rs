@@ -8,16 +8,16 @@ use super::http::{Resp, json_response};
 use super::router::Ctx;
 use super::status::{self, KubeStatus};
 
-/// `GET /version`.
-pub fn version() -> Resp {
+/// `GET /version`, reporting version `1.<minor>`.
+pub fn version(minor: u32) -> Resp {
     json_response(
         200,
         &json!({
             "major": "1",
-            "minor": "36",
+            "minor": minor.to_string(),
             "emulationMajor": "1",
-            "emulationMinor": "36",
-            "gitVersion": "v1.36.2-fake",
+            "emulationMinor": minor.to_string(),
+            "gitVersion": format!("v1.{minor}.2-fake"),
             "gitCommit": "0000000000000000000000000000000000000000",
             "gitTreeState": "clean",
             "buildDate": "2026-01-01T00:00:00Z",

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::http::{Resp, json_response};
 use super::router::{Ctx, parse_json, read_body};
 use super::state::{Kind, State};
-use super::status::{self, KubeStatus};
+use super::status::{self, FieldError, KubeStatus};
 use super::{kubelet, psa, smp, validation};
 
 /// Entry point.
@@ -22,6 +22,11 @@ pub async fn handle(
     if ctx.shared.lock().settings.ec_disabled {
         return Err(status::path_not_found());
     }
+    let dry_run = match ctx.method {
+        Method::PUT => dry_run(ctx, "UpdateOptions")?,
+        Method::PATCH => dry_run(ctx, "PatchOptions")?,
+        _ => false,
+    };
     match ctx.method {
         Method::GET => super::pods::get_object(ctx, Kind::Pod, ns, name),
         Method::PUT => {
@@ -37,7 +42,7 @@ pub async fn handle(
                     "the name of the object ({body_name}) does not match the name on the URL ({name})"
                 )));
             }
-            update(ctx, ns, name, |old| {
+            update(ctx, ns, name, dry_run, |old| {
                 let rv = body["metadata"]["resourceVersion"].as_str().unwrap_or("");
                 if !rv.is_empty() && Some(rv) != old["metadata"]["resourceVersion"].as_str() {
                     return Err(status::conflict(
@@ -56,7 +61,7 @@ pub async fn handle(
                 return Err(status::unsupported_patch_type());
             }
             let body = read_body(req).await?;
-            update(ctx, ns, name, |old| {
+            update(ctx, ns, name, dry_run, |old| {
                 let patched = apply_patch(old, &content_type, &body)?;
                 check_preconditions(old, &patched, name)?;
                 Ok(patched)
@@ -125,14 +130,38 @@ pub fn check_preconditions(old: &Value, patched: &Value, name: &str) -> Result<(
     Ok(())
 }
 
+/// `?dryRun=`: `All` (possibly repeated) is a dry run, no value a real update, anything else
+/// kube-apiserver's 422 for the request's options kind (`UpdateOptions`, `PatchOptions`).
+fn dry_run(ctx: &Ctx, options_kind: &str) -> Result<bool, KubeStatus> {
+    let values = ctx.query.all("dryRun");
+    if values.iter().all(|v| v == "All") {
+        return Ok(!values.is_empty());
+    }
+    let quoted: Vec<String> = values.iter().map(|v| status::go_quote(v)).collect();
+    // Go prints the []string value with %#v.
+    let mut err = FieldError::not_supported("dryRun", "", &["All"]);
+    err.value = Some(format!("[]string{{{}}}", quoted.join(", ")));
+    Err(status::invalid("meta.k8s.io", options_kind, "", &[err]))
+}
+
 /// The update itself, atomic under the state lock (like the store's GuaranteedUpdate):
-/// `new_object` builds the requested pod from the stored one.
+/// `new_object` builds the requested pod from the stored one. A dry run does everything
+/// (defaults, validation, Pod Security admission) but store: the answer is the would-be pod,
+/// with the stored resourceVersion, and nothing is started or recorded.
 fn update(
     ctx: &Ctx,
     ns: &str,
     name: &str,
+    dry_run: bool,
     new_object: impl FnOnce(&Value) -> Result<Value, KubeStatus>,
 ) -> Result<Resp, KubeStatus> {
+    if dry_run {
+        let would_be = {
+            let mut state = ctx.shared.lock();
+            would_be_locked(&mut state, ns, name, new_object)?
+        };
+        return Ok(json_response(200, &would_be));
+    }
     let (stored, added) = ctx
         .shared
         .mutate(|state| update_locked(state, ns, name, new_object))?;
@@ -142,7 +171,37 @@ fn update(
     Ok(json_response(200, &stored))
 }
 
+/// The pod an update would store, after every check, with nothing changed.
+fn would_be_locked(
+    state: &mut State,
+    ns: &str,
+    name: &str,
+    new_object: impl FnOnce(&Value) -> Result<Value, KubeStatus>,
+) -> Result<Value, KubeStatus> {
+    let (new_pod, _) = checked_update(state, ns, name, new_object)?;
+    Ok(new_pod)
+}
+
 fn update_locked(
+    state: &mut State,
+    ns: &str,
+    name: &str,
+    new_object: impl FnOnce(&Value) -> Result<Value, KubeStatus>,
+) -> Result<(Value, Vec<String>), KubeStatus> {
+    let old = state
+        .get(Kind::Pod, ns, name)
+        .cloned()
+        .ok_or_else(|| status::not_found("", "pods", name))?;
+    let (new_pod, added) = checked_update(state, ns, name, new_object)?;
+    if new_pod == old {
+        return Ok((old, Vec::new()));
+    }
+    Ok((state.put(Kind::Pod, new_pod), added))
+}
+
+/// Build and check the updated pod: decoding, dropped fields, defaults, validation, Pod
+/// Security admission. Answers the pod to store and the names of the containers it adds.
+fn checked_update(
     state: &mut State,
     ns: &str,
     name: &str,
@@ -169,6 +228,9 @@ fn update_locked(
                 "json: cannot unmarshal {} into Go struct field PodSpec.spec.ephemeralContainers of type v1.EphemeralContainer",
                 json_type(ec)
             )));
+        }
+        if !state.settings.stop_signals_gate {
+            validation::drop_disabled_fields(ec);
         }
         validation::apply_defaults(ec);
     }
@@ -197,10 +259,7 @@ fn update_locked(
             .unwrap_or_default();
         psa::admit(&labels, &new_pod, name)?;
     }
-    if new_pod == old {
-        return Ok((old, Vec::new()));
-    }
-    Ok((state.put(Kind::Pod, new_pod), added))
+    Ok((new_pod, added))
 }
 
 fn json_type(v: &Value) -> &'static str {

@@ -390,6 +390,17 @@ impl FakeKube {
             .insert(image.to_owned());
     }
 
+    /// Makes `/version` report `1.<minor>`; the fake's own rules stay those of 1.36, as on a
+    /// cluster whose feature gates differ from its version's defaults.
+    pub fn set_reported_minor_version(&self, minor: u32) {
+        self.shared.lock().settings.reported_minor = minor;
+    }
+
+    /// Turns the `ContainerStopSignals` feature gate on (it is off by default on 1.36).
+    pub fn set_stop_signals_gate(&self, on: bool) {
+        self.shared.lock().settings.stop_signals_gate = on;
+    }
+
     /// `true`: `pods/ephemeralcontainers` does not exist (404 with empty details.name).
     pub fn set_ephemeral_containers_disabled(&self, disabled: bool) {
         self.shared.lock().settings.ec_disabled = disabled;

@@ -175,7 +175,9 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
     let get = [Method::GET];
     match segs.as_slice() {
         ["healthz" | "readyz" | "livez"] => Ok(text_response(200, "ok")),
-        ["version"] => Ok(discovery::version()),
+        ["version"] => Ok(discovery::version(
+            ctx.shared.lock().settings.reported_minor,
+        )),
         ["api"] => Ok(discovery::api_versions(&ctx)),
         ["api", "v1"] => Ok(discovery::core_resources()),
         ["apis"] => Ok(discovery::api_groups()),

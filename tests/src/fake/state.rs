@@ -99,6 +99,10 @@ pub struct Settings {
     pub bookmark_interval: Duration,
     /// How many changes the watch history keeps.
     pub history_limit: usize,
+    /// The minor version `/version` reports (major 1); the rules stay those of 1.36.
+    pub reported_minor: u32,
+    /// `ContainerStopSignals` is on: `lifecycle.stopSignal` is kept (and then forbidden).
+    pub stop_signals_gate: bool,
 }
 
 impl Default for Settings {
@@ -113,6 +117,8 @@ impl Default for Settings {
             exec: ExecBehaviour::Stops,
             bookmark_interval: Duration::from_secs(1),
             history_limit: 1000,
+            reported_minor: 36,
+            stop_signals_gate: false,
         }
     }
 }

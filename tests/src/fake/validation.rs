@@ -94,7 +94,12 @@ fn set(v: &Value, key: &str) -> bool {
 }
 
 /// `validateContainerCommon` (the parts that can fail for an ephemeral container).
-fn validate_container_common(c: &Value, path: &str, volumes: &BTreeSet<String>) -> Vec<FieldError> {
+fn validate_container_common(
+    c: &Value,
+    path: &str,
+    volumes: &BTreeSet<String>,
+    claim_names: &BTreeSet<String>,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let name = str_of(c, "name");
     if name.is_empty() {
@@ -187,7 +192,96 @@ fn validate_container_common(c: &Value, path: &str, volumes: &BTreeSet<String>) 
             &["Always", "IfNotPresent", "Never"],
         )),
     }
+    errs.extend(validate_resources(
+        &c["resources"],
+        &format!("{path}.resources"),
+        claim_names,
+    ));
     errs
+}
+
+/// A quantity as a number, for comparisons (`100m`, `1`, `10Mi`, `1G`); `None` if malformed.
+fn quantity(q: &Value) -> Option<f64> {
+    let s = match q {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(s.len());
+    let (num, suffix) = s.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let scale = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some(n * scale)
+}
+
+/// The parts of `ValidateContainerResourceRequirements` a debug container can trip: a request
+/// above its limit (reported on `requests`, valued with the request) and claims that name no
+/// entry of `spec.resourceClaims`. kube-apiserver validates the block even though an ephemeral
+/// container may not set it, so these causes come with the Forbidden one.
+fn validate_resources(r: &Value, path: &str, claim_names: &BTreeSet<String>) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (name, req) in r["requests"].as_object().into_iter().flatten() {
+        let limit = &r["limits"][name.as_str()];
+        if let (Some(rq), Some(lq)) = (quantity(req), quantity(limit))
+            && rq > lq
+        {
+            errs.push(FieldError::invalid(
+                &format!("{path}.requests"),
+                req.as_str().unwrap_or_default(),
+                &format!(
+                    "must be less than or equal to {name} limit of {}",
+                    limit.as_str().unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    for (i, claim) in r["claims"].as_array().into_iter().flatten().enumerate() {
+        let name = str_of(claim, "name");
+        let f = format!("{path}.claims[{i}]");
+        if name.is_empty() {
+            errs.push(FieldError::required(&f, ""));
+        } else if !claim_names.contains(name) {
+            let mut e = FieldError::not_found(&f, name);
+            e.detail = if claim_names.is_empty() {
+                "must be one of the names in pod.spec.resourceClaims which is empty".to_owned()
+            } else {
+                let names: Vec<&str> = claim_names.iter().map(String::as_str).collect();
+                format!(
+                    "must be one of the names in pod.spec.resourceClaims: {}",
+                    names.join(", ")
+                )
+            };
+            errs.push(e);
+        }
+    }
+    errs
+}
+
+/// `dropDisabledFields` for a new ephemeral container, with the gates of kube-apiserver 1.36 at
+/// their defaults: `ContainerStopSignals` is off, so `lifecycle.stopSignal` is dropped, and a
+/// lifecycle it leaves empty is dropped too.
+pub fn drop_disabled_fields(c: &mut Value) {
+    let Some(lc) = c.get_mut("lifecycle").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if lc.remove("stopSignal").is_some()
+        && lc.values().all(Value::is_null)
+        && let Some(m) = c.as_object_mut()
+    {
+        m.remove("lifecycle");
+    }
 }
 
 /// Whether a field of `EphemeralContainerCommon` differs from its Go zero value.
@@ -223,6 +317,12 @@ pub fn validate_ephemeral_containers(spec: &Value, ecs: &[Value]) -> Vec<FieldEr
         .flatten()
         .map(|v| str_of(v, "name").to_owned())
         .collect();
+    let claim_names: BTreeSet<String> = spec["resourceClaims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| str_of(v, "name").to_owned())
+        .collect();
     let mut other_names = BTreeSet::new();
     for list in ["containers", "initContainers"] {
         for c in spec[list].as_array().into_iter().flatten() {
@@ -232,7 +332,7 @@ pub fn validate_ephemeral_containers(spec: &Value, ecs: &[Value]) -> Vec<FieldEr
     let mut all_names = other_names.clone();
     for (i, ec) in ecs.iter().enumerate() {
         let path = format!("spec.ephemeralContainers[{i}]");
-        errs.extend(validate_container_common(ec, &path, &volumes));
+        errs.extend(validate_container_common(ec, &path, &volumes, &claim_names));
         let image = str_of(ec, "image");
         if image.trim() != image {
             errs.push(FieldError::invalid(

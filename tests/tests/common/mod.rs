@@ -221,3 +221,54 @@ pub fn ec_of(fake: &FakeKube, pod: &str, name: &str) -> Value {
         .cloned()
         .unwrap_or(Value::Null)
 }
+
+/// kube-apiserver's 422 about the pod (as [`pod_invalid`] builds it) as poddebug answers it:
+/// the same causes, kept verbatim, moved onto the fields of debug container `name`
+/// (`spec.ephemeralContainers[N].X` → `container.X`, `.name` → `metadata.name`,
+/// `.targetContainerName` → `targetContainerName`), as `PodDebugContainer.poddebug.dev "name"`.
+pub fn retold(pod_status: &Value, name: &str) -> Value {
+    let causes: Vec<Value> = pod_status["details"]["causes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut c| {
+            let field = c["field"].as_str().unwrap_or_default().to_owned();
+            let moved = match field.split_once("].") {
+                Some((head, rest)) if head.starts_with("spec.ephemeralContainers[") => match rest {
+                    "name" => "metadata.name".to_owned(),
+                    "targetContainerName" => rest.to_owned(),
+                    _ => format!("container.{rest}"),
+                },
+                _ => field,
+            };
+            c["field"] = json!(moved);
+            c
+        })
+        .collect();
+    let texts: Vec<String> = causes
+        .iter()
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["field"].as_str().unwrap_or_default(),
+                c["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    let aggregate = if texts.len() == 1 {
+        texts[0].clone()
+    } else {
+        format!("[{}]", texts.join(", "))
+    };
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("PodDebugContainer.poddebug.dev {name:?} is invalid: {aggregate}"),
+        "reason": "Invalid",
+        "details": {"name": name, "group": "poddebug.dev", "kind": "PodDebugContainer", "causes": causes},
+        "code": 422,
+    })
+}

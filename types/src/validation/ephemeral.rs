@@ -10,6 +10,7 @@ use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
 
+use super::cluster_version::{KubeVersion, apply_version_rules};
 use super::defaults::apply_ephemeral_defaults;
 use super::env::{validate_env, validate_env_from};
 use super::security_context::validate_security_context;
@@ -34,7 +35,20 @@ pub const EPHEMERAL_FORBIDDEN_DETAIL: &str = "cannot be set for an Ephemeral Con
 ///
 /// For a static (mirror) pod the answer is only `Forbidden` at path `""`, whatever else is
 /// wrong, as in Go.
+///
+/// The rules are those of [`KubeVersion::NEWEST_KNOWN`]; see [`validate_ephemeral_container_add_on`].
 pub fn validate_ephemeral_container_add(pod: &Pod, new_ec: &EphemeralContainer) -> ErrorList {
+    validate_ephemeral_container_add_on(pod, new_ec, KubeVersion::NEWEST_KNOWN)
+}
+
+/// [`validate_ephemeral_container_add`] as a cluster of `version` answers it, its feature
+/// gates at their defaults: the fields that version drops before validating are dropped
+/// first (see [`apply_version_rules`]).
+pub fn validate_ephemeral_container_add_on(
+    pod: &Pod,
+    new_ec: &EphemeralContainer,
+    version: KubeVersion,
+) -> ErrorList {
     if pod
         .metadata
         .annotations
@@ -50,6 +64,7 @@ pub fn validate_ephemeral_container_add(pod: &Pod, new_ec: &EphemeralContainer) 
     let path = index("spec.ephemeralContainers", existing.len());
 
     let mut ec = new_ec.clone();
+    apply_version_rules(&mut ec, version);
     apply_ephemeral_defaults(&mut ec);
 
     let volumes: Volumes<'_> = spec
@@ -141,7 +156,8 @@ pub fn validate_ephemeral_container_add(pod: &Pod, new_ec: &EphemeralContainer) 
 ///
 /// Not reproduced: `ValidateContainerResourceRequirements` (quantities and request/limit
 /// comparisons). Resources are forbidden on ephemeral containers anyway, so a request with
-/// them is refused all the same, only with fewer causes than kube-apiserver might list.
+/// them is refused all the same; the full list of causes comes from the cluster, which the
+/// create path asks with a dry run whenever this validator refuses.
 fn validate_container_common(
     ec: &EphemeralContainer,
     volumes: &Volumes<'_>,

@@ -2,14 +2,19 @@
 //!
 //! * [`validate_ephemeral_container_add`] answers, for an ephemeral container about to be
 //!   appended to a pod, what kube-apiserver's `pods/ephemeralcontainers` update validation would
-//!   answer: the same field errors, with the same paths, values, texts and order, so that our
-//!   422 is byte for byte the one kube-apiserver would have sent (and kubectl prints it the same).
+//!   answer: the same field errors, with the same paths, values, texts and order, with the rules
+//!   of the cluster's version ([`validate_ephemeral_container_add_on`]). It is the fast first
+//!   pass and the documented rules; the cluster is the authority: a refusal is confirmed with a
+//!   server-side dry run, whose 422 is told on the `PodDebugContainer`'s fields by
+//!   [`debug_container_invalid`].
 //! * [`validate_pod_debug_container`] checks the fields that exist only on our own object
 //!   (`profile`, the name in three places).
 //!
 //! The Go functions reproduced are named in each function's documentation; they are those of
 //! k/k `pkg/apis/core/validation/validation.go` as of kube-apiserver 1.36.
 
+mod cluster_answer;
+mod cluster_version;
 mod defaults;
 mod env;
 mod ephemeral;
@@ -21,12 +26,14 @@ mod volumes;
 #[cfg(test)]
 mod tests;
 
+pub use cluster_answer::{debug_container_field, debug_container_invalid};
+pub use cluster_version::{KubeVersion, apply_version_rules};
 pub use defaults::{
     TERMINATION_MESSAGE_PATH_DEFAULT, apply_ephemeral_defaults, default_image_pull_policy,
 };
 pub use ephemeral::{
     EPHEMERAL_FORBIDDEN_DETAIL, MIRROR_POD_ANNOTATION, STATIC_POD_DETAIL,
-    validate_ephemeral_container_add,
+    validate_ephemeral_container_add, validate_ephemeral_container_add_on,
 };
 pub use pod_debug_container::validate_pod_debug_container;
 pub use security_context::MAX_USER_ID;

@@ -1,0 +1,179 @@
+//! Create benchmark: adding a debug container through poddebug against adding an ephemeral
+//! container with a direct `pods/ephemeralcontainers` patch, on the same pod, side by side.
+//!
+//! Each round makes one poddebug create (`POST .../pods/POD/debug/NAME`, a valid body) and one
+//! direct strategic-merge patch of `pods/POD/ephemeralcontainers`, and times both; at the end
+//! the p50 and p99 of each and their ratio are printed. Every request adds a container to the
+//! pod (ephemeral containers can never be removed), so use a throw-away pod.
+//!
+//! Usage (ends by itself after `--count` rounds):
+//! `create-bench --kubeconfig K --namespace NS --pod POD [--count 100] [--image IMAGE]
+//!  [--poddebug-kubeconfig P]`
+//!
+//! `--kubeconfig` reaches kube-apiserver; poddebug is reached through the same kubeconfig
+//! (through the aggregator) unless `--poddebug-kubeconfig` names another one (a kubeconfig that
+//! talks to poddebug directly, as the smoke test does against the fake kube-apiserver).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+
+struct Args {
+    kubeconfig: PathBuf,
+    poddebug_kubeconfig: Option<PathBuf>,
+    namespace: String,
+    pod: String,
+    count: usize,
+    image: String,
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!(
+        "{problem}\nusage: create-bench --kubeconfig K --namespace NS --pod POD [--count N] \
+         [--image IMAGE] [--poddebug-kubeconfig P]"
+    );
+    std::process::exit(2);
+}
+
+fn args() -> Args {
+    let mut kubeconfig = std::env::var_os("KUBECONFIG").map(PathBuf::from);
+    let mut a = Args {
+        kubeconfig: PathBuf::new(),
+        poddebug_kubeconfig: None,
+        namespace: "default".to_owned(),
+        pod: String::new(),
+        count: 100,
+        image: "registry.k8s.io/pause:3.10".to_owned(),
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    for pair in argv.chunks(2) {
+        let Some(v) = pair.get(1).cloned() else {
+            usage(&format!("{} needs a value", pair[0]));
+        };
+        match pair[0].as_str() {
+            "--kubeconfig" => kubeconfig = Some(PathBuf::from(v)),
+            "--poddebug-kubeconfig" => a.poddebug_kubeconfig = Some(PathBuf::from(v)),
+            "--namespace" => a.namespace = v,
+            "--pod" => a.pod = v,
+            "--count" => {
+                a.count = v
+                    .parse()
+                    .unwrap_or_else(|_| usage("--count must be a number"))
+            }
+            "--image" => a.image = v,
+            k => usage(&format!("unknown argument {k}")),
+        }
+    }
+    a.kubeconfig = kubeconfig.unwrap_or_else(|| usage("--kubeconfig (or KUBECONFIG) is required"));
+    if a.pod.is_empty() {
+        usage("--pod is required");
+    }
+    if a.count == 0 {
+        usage("--count must be at least 1");
+    }
+    a
+}
+
+async fn client(path: &PathBuf) -> Client {
+    let kc = Kubeconfig::read_from(path)
+        .unwrap_or_else(|e| usage(&format!("cannot read {}: {e}", path.display())));
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| usage(&format!("bad kubeconfig {}: {e}", path.display())));
+    Client::try_from(cfg).unwrap_or_else(|e| usage(&format!("no client: {e}")))
+}
+
+/// Time one request; a failure ends the benchmark with its answer.
+async fn timed(client: &Client, req: http::Request<Vec<u8>>, what: &str) -> Duration {
+    let start = Instant::now();
+    if let Err(e) = client.request_text(req).await {
+        eprintln!("{what} failed: {e}");
+        std::process::exit(1);
+    }
+    start.elapsed()
+}
+
+/// The value at quantile `q` (0..=1) of sorted samples (nearest rank).
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() {
+    let a = args();
+    let kube = client(&a.kubeconfig).await;
+    let poddebug = match &a.poddebug_kubeconfig {
+        Some(p) => client(p).await,
+        None => kube.clone(),
+    };
+    let run = format!("{:x}", std::process::id() % 0x10000);
+    let (mut through, mut direct) = (Vec::new(), Vec::new());
+    for i in 0..a.count {
+        let name = format!("b{run}-p{i}");
+        let body = json!({"container": {"image": a.image}, "profile": "general"});
+        let req = http::Request::post(format!(
+            "/apis/poddebug.dev/v1alpha1/namespaces/{}/pods/{}/debug/{name}",
+            a.namespace, a.pod
+        ))
+        .header("content-type", "application/json")
+        .body(body.to_string().into_bytes())
+        .unwrap_or_else(|e| usage(&format!("bad request: {e}")));
+        through.push(timed(&poddebug, req, "poddebug create").await);
+
+        let name = format!("b{run}-d{i}");
+        let patch = json!({"spec": {"ephemeralContainers": [{"name": name, "image": a.image}]}});
+        let req = http::Request::patch(format!(
+            "/api/v1/namespaces/{}/pods/{}/ephemeralcontainers",
+            a.namespace, a.pod
+        ))
+        .header("content-type", "application/strategic-merge-patch+json")
+        .body(patch.to_string().into_bytes())
+        .unwrap_or_else(|e| usage(&format!("bad request: {e}")));
+        direct.push(timed(&kube, req, "direct patch").await);
+    }
+    through.sort();
+    direct.sort();
+    let (p50t, p99t) = (quantile(&through, 0.5), quantile(&through, 0.99));
+    let (p50d, p99d) = (quantile(&direct, 0.5), quantile(&direct, 0.99));
+    println!("creates per path: {}", a.count);
+    println!("{:<34} {:>10} {:>10}", "path", "p50 ms", "p99 ms");
+    println!(
+        "{:<34} {:>10.1} {:>10.1}",
+        "poddebug create",
+        ms(p50t),
+        ms(p99t)
+    );
+    println!(
+        "{:<34} {:>10.1} {:>10.1}",
+        "direct ephemeralcontainers patch",
+        ms(p50d),
+        ms(p99d)
+    );
+    println!(
+        "{:<34} {:>10.2} {:>10.2}",
+        "ratio",
+        ms(p50t) / ms(p50d).max(f64::EPSILON),
+        ms(p99t) / ms(p99d).max(f64::EPSILON)
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let s: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(quantile(&s, 0.5), Duration::from_millis(50));
+        assert_eq!(quantile(&s, 0.99), Duration::from_millis(99));
+        assert_eq!(quantile(&s[..1], 0.99), Duration::from_millis(1));
+    }
+}
