@@ -16,13 +16,13 @@ use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::Status;
-use poddebug_types::convert::{to_ephemeral_container, wrap_for_stop};
+use poddebug_types::convert::to_ephemeral_container;
 use poddebug_types::validation::validate_ephemeral_container_add;
 use poddebug_types::{ApiError, PodDebugContainer};
 use rand::Rng;
 
+use crate::cluster::Cluster;
 use crate::events::{REASON_CREATED, created_message};
-use crate::kube_backend::KubeBackend;
 use crate::naming::{self, ResolvedName};
 use crate::state::{EcState, ec_state, ephemeral_containers};
 use crate::wait::{Waited, wait_for};
@@ -46,16 +46,15 @@ pub(crate) fn plan(
 ) -> Result<Plan, ApiError> {
     check_pod_can_run_it(pod, &req.pod)?;
     let names = naming::resolve(pod, req.name.as_deref(), rng)?;
-    let mut ec = to_ephemeral_container(
+    let ec = to_ephemeral_container(
         &req.body,
         &names.ec_name,
         &names.debug_name,
         req.profile,
         &policy.default_image,
     );
-    // A debug container that would be its own PID 1 could never be stopped by DELETE; running
-    // its command under a waiting shell keeps it stoppable (see docs/user-guide.md).
-    wrap_for_stop(pod, &mut ec);
+    // The command runs as given, never rewritten: a container that is its own PID 1 says in its
+    // status that DELETE cannot stop it (poddebug_types::stoppable).
     policy::check_image(policy, &req.pod, ec.image.as_deref().unwrap_or_default())?;
     policy::check_count(policy, &req.pod, ephemeral_containers(pod).len())?;
     let errors = validate_ephemeral_container_add(pod, &ec);
@@ -147,7 +146,7 @@ fn is_conflict(s: &Status) -> bool {
 
 /// Create a debug container (the whole flow described in the module docs).
 pub(crate) async fn create(
-    b: &KubeBackend,
+    b: &Cluster,
     req: CreateRequest,
 ) -> Result<PodDebugContainer, StorageError> {
     let api: Api<Pod> = b.pods(&req.namespace, &req.caller)?;

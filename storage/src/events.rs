@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::Api;
 use kube::api::PostParams;
+use poddebug_types::StopRequest as StopRecord;
 
 use crate::Caller;
 
@@ -115,10 +116,30 @@ pub(crate) fn created_message(
     )
 }
 
-/// Message of [`REASON_STOPPED`].
-pub(crate) fn stopped_message(caller: &Caller, debug_name: &str, ec_name: &str) -> String {
+/// Message of [`REASON_STOPPED`]: who, which container and the grace period (the Event's
+/// time is when); `terminated` says whether the kubelet reported it terminated before the
+/// request was answered.
+pub(crate) fn stopped_message(
+    caller: &Caller,
+    debug_name: &str,
+    ec_name: &str,
+    record: &StopRecord,
+    terminated: bool,
+) -> String {
+    let grace = record
+        .grace_period_seconds
+        .map(|g| format!(" with a grace period of {g}s"))
+        .unwrap_or_default();
+    let (verb, tail) = if terminated {
+        ("stopped", "")
+    } else {
+        (
+            "asked to stop",
+            "; it had not terminated yet when the request was answered",
+        )
+    };
     format!(
-        "{} stopped debug container {debug_name:?}{}",
+        "{} {verb} debug container {debug_name:?}{}{grace}{tail}",
         who(caller),
         ec_note(debug_name, ec_name)
     )
@@ -203,13 +224,27 @@ mod tests {
             user: "bob".into(),
             ..Default::default()
         };
+        let record = StopRecord {
+            grace_period_seconds: Some(3),
+            ..Default::default()
+        };
         assert_eq!(
-            stopped_message(&caller, "dbg", "dbg-bcdfg"),
-            "User \"bob\" stopped debug container \"dbg\" (ephemeral container \"dbg-bcdfg\")"
+            stopped_message(&caller, "dbg", "dbg-bcdfg", &record, true),
+            "User \"bob\" stopped debug container \"dbg\" (ephemeral container \"dbg-bcdfg\") with a grace period of 3s"
         );
         assert_eq!(
-            stopped_message(&Caller::default(), "dbg", "dbg"),
+            stopped_message(
+                &Caller::default(),
+                "dbg",
+                "dbg",
+                &StopRecord::default(),
+                true
+            ),
             "An unknown user stopped debug container \"dbg\""
+        );
+        assert_eq!(
+            stopped_message(&caller, "dbg", "dbg", &record, false),
+            "User \"bob\" asked to stop debug container \"dbg\" with a grace period of 3s; it had not terminated yet when the request was answered"
         );
     }
 }

@@ -43,6 +43,8 @@ struct State {
     gone_once: bool,
     /// What an exec is answered (no WebSocket here): code and message.
     exec_error: Option<(u16, String)>,
+    /// Never answer execs (a kubelet that does not respond).
+    exec_hangs: bool,
 }
 
 /// The fake; cheap to clone.
@@ -182,6 +184,11 @@ impl FakeKube {
         self.lock().exec_error = Some((code, message.to_owned()));
     }
 
+    /// Never answer execs.
+    pub(crate) fn set_exec_hangs(&self) {
+        self.lock().exec_hangs = true;
+    }
+
     /// Requests seen so far.
     pub(crate) fn requests(&self) -> Vec<Recorded> {
         self.lock().requests.clone()
@@ -263,6 +270,9 @@ impl FakeKube {
                     this.patch_pod(ns, name, &body)
                 }
                 (Method::GET, ["api", "v1", "namespaces", _, "pods", _, "exec"]) => {
+                    if this.lock().exec_hangs {
+                        futures::future::pending::<()>().await;
+                    }
                     let (code, message) = this
                         .lock()
                         .exec_error

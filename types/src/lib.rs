@@ -15,6 +15,7 @@ pub mod names;
 pub mod privilege;
 pub mod profile;
 pub mod status;
+pub mod stoppable;
 pub mod validation;
 
 pub use api::{

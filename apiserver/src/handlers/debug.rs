@@ -158,7 +158,37 @@ async fn create(
             wait,
         })
         .await?;
-    json_response(StatusCode::CREATED, &created)
+    let mut resp = json_response(StatusCode::CREATED, &created)?;
+    if let Some(w) = not_stoppable_warning(&created) {
+        resp.headers_mut().append(http::header::WARNING, w);
+    }
+    Ok(resp)
+}
+
+/// The `Warning` header (kube-apiserver's `299 - "text"`, which kubectl prints) of a created
+/// debug container that DELETE cannot stop.
+fn not_stoppable_warning(created: &poddebug_types::PodDebugContainer) -> Option<http::HeaderValue> {
+    let status = created.status.as_ref().filter(|s| !s.stoppable)?;
+    let text = format!(
+        "debug container {:?} cannot be stopped with DELETE: {}",
+        created.metadata.name.as_deref().unwrap_or_default(),
+        status.stoppable_message.as_deref().unwrap_or_default()
+    );
+    // Quoted as apimachinery's NewWarningHeader quotes; anything a header cannot carry is
+    // replaced rather than dropping the warning.
+    let mut quoted = String::from("299 - \"");
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                quoted.push('\\');
+                quoted.push(c);
+            }
+            ' '..='~' => quoted.push(c),
+            _ => quoted.push('?'),
+        }
+    }
+    quoted.push('"');
+    http::HeaderValue::from_str(&quoted).ok()
 }
 
 /// The `use` permission on every gated profile the request amounts to: the one it names, and
@@ -280,6 +310,11 @@ pub async fn delete(
             name,
             grace_period,
             caller: auth.user.clone(),
+            // The answer must leave before the request timeout cuts it (same margin as a wait).
+            timeout: st
+                .config
+                .request_timeout
+                .saturating_sub(WAIT_MARGIN.min(st.config.request_timeout / 6)),
         })
         .await?;
     match outcome {
