@@ -118,6 +118,12 @@ async fn a_command_runs_as_given_and_an_own_pid_1_is_reported_unstoppable() {
 async fn a_stop_writes_nothing_on_the_pod_and_records_in_the_termination_message() {
     let e = env(&[]).await;
     e.create_running("dbg", &targeted_shell()).await;
+    // As manifests/rbac.yaml grants: no write on the pod object, for anyone.
+    e.fake.set_policy(|a| {
+        !(a.resource == "pods"
+            && a.subresource.is_empty()
+            && matches!(a.verb.as_str(), "patch" | "update" | "delete"))
+    });
     e.fake.clear_requests();
     let (code, obj) = e
         .delete(&debug_path(NS, POD, Some("dbg"), "gracePeriodSeconds=2"))
@@ -284,4 +290,24 @@ async fn a_stop_cut_short_by_the_request_timeout_answers_in_time_and_keeps_its_r
         events[0]["message"],
         "User \"alice\" asked to stop debug container \"dbg\" with a grace period of 4s; it had not terminated yet when the request was answered"
     );
+}
+
+#[test]
+fn the_server_account_holds_no_write_on_pods() {
+    let rbac = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../manifests/rbac.yaml"
+    ))
+    .expect("manifests/rbac.yaml");
+    let role = rbac
+        .split("\n---")
+        .find(|doc| doc.contains("\nkind: ClusterRole\nmetadata:\n  name: poddebug-apiserver\n"))
+        .expect("the server's ClusterRole");
+    let lines: Vec<&str> = role.lines().collect();
+    let pods = lines
+        .iter()
+        .position(|l| l.trim() == r#"resources: ["pods"]"#)
+        .expect("a rule on pods");
+    let verbs = lines[pods + 1].split('#').next().unwrap_or_default().trim();
+    assert_eq!(verbs, r#"verbs: ["get", "list", "watch"]"#);
 }
