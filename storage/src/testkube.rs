@@ -45,6 +45,8 @@ struct State {
     exec_error: Option<(u16, String)>,
     /// Never answer execs (a kubelet that does not respond).
     exec_hangs: bool,
+    /// Answer lists and watches of pods 403 (a caller with `get` only).
+    refuse_lists: bool,
 }
 
 /// The fake; cheap to clone.
@@ -184,6 +186,11 @@ impl FakeKube {
         self.lock().exec_error = Some((code, message.to_owned()));
     }
 
+    /// Answer lists and watches of pods 403.
+    pub(crate) fn set_refuse_lists(&self) {
+        self.lock().refuse_lists = true;
+    }
+
     /// Never answer execs.
     pub(crate) fn set_exec_hangs(&self) {
         self.lock().exec_hangs = true;
@@ -301,6 +308,14 @@ impl FakeKube {
             .and_then(|f| f.strip_prefix("metadata.name="))
             .map(str::to_owned);
         let mut s = self.lock();
+        if s.refuse_lists {
+            return status(
+                403,
+                "Forbidden",
+                "pods is forbidden: User \"alice\" cannot list resource \"pods\"",
+                json!({}),
+            );
+        }
         if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
             let (tx, rx) = mpsc::unbounded();
             if std::mem::take(&mut s.gone_once) {
