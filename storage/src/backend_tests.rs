@@ -432,7 +432,7 @@ async fn a_stop_ends_within_the_request_timeout_whatever_the_configured_budgets(
     assert_eq!((err.code(), err.reason()), (504, "Timeout"));
     assert_eq!(
         err.message(),
-        "Timeout: the stop did not start the stop script within the request's deadline"
+        "Timeout: the stop did not get its script started within the request's deadline"
     );
     // The script never started, so nothing was signalled and nothing is recorded.
     assert!(fake.events().is_empty());

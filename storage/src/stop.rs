@@ -111,7 +111,7 @@ async fn run_script(
         .stderr(true);
     let started = tokio::time::timeout_at(end, api.exec(pod, invocation.command(), &ap)).await;
     let mut process = match started {
-        Err(_) => return Err(too_late("start the stop script")),
+        Err(_) => return Err(too_late("get its script started")),
         Ok(Ok(p)) => p,
         Ok(Err(kube::Error::Api(s))) if is_missing_shell(&s.message) => {
             return Ok((ScriptOutcome::NoShell(s.message.clone()), String::new()));
