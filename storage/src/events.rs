@@ -1,6 +1,11 @@
 //! Kubernetes Events recorded on the pod (core/v1 `Event`, the kind `kubectl describe pod` and
 //! `kubectl events` show), so the pod's history says who debugged it. Written with the server's
 //! own identity (RBAC: `create` on `events` in group `""`); a failure is logged, never returned.
+//!
+//! kube-runtime's `events::Recorder` is not used: it writes `events.k8s.io/v1` Events (`note`,
+//! `regarding`) and folds repeats into a series with a per-process cache, while every Event here
+//! happens once per container (one create, at most one effective stop) and readers of this API —
+//! `kubectl describe pod`, the docs, the tests — use the core/v1 shape built below.
 
 use std::time::Duration;
 

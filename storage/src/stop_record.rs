@@ -7,7 +7,10 @@
 //! `state.terminated.message`, and `status.stopRequested` is read from its last record line. The
 //! Event `DebugContainerStopped`, written with the server's identity, is the record kept while
 //! the container still runs, and the one to trust: the container's processes can write the same
-//! file (see docs/security.md).
+//! file (see docs/security.md). The kubelet reads the last 4 KiB of the file and its status
+//! manager keeps the first 12 KiB / (containers + init containers) of that: the record is kept
+//! short and appended, so it survives unless the container's own message is long in a pod with
+//! many containers.
 //!
 //! Earlier versions kept the records in the pod annotation [`STOP_REQUESTS_ANNOTATION`]
 //! (`{"<ephemeral container name>": {"requestedAt": …, "requestedBy": …}}`); it is still read for
