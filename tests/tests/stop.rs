@@ -311,3 +311,23 @@ fn the_server_account_holds_no_write_on_pods() {
     let verbs = lines[pods + 1].split('#').next().unwrap_or_default().trim();
     assert_eq!(verbs, r#"verbs: ["get", "list", "watch"]"#);
 }
+
+#[tokio::test]
+async fn the_clients_shorter_timeout_bounds_the_stop_too() {
+    // kubectl --request-timeout=12s sends ?timeout=12s, which kube-apiserver enforces on the
+    // proxied request: the stop fits in it although the server's own timeout is longer.
+    let e = env(&[]).await;
+    e.create_running("dbg", &targeted_shell()).await;
+    e.fake.set_exec_behaviour(ExecBehaviour::Hangs);
+    let (code, obj) = e
+        .delete(&debug_path(
+            NS,
+            POD,
+            Some("dbg"),
+            "gracePeriodSeconds=30&timeout=12s",
+        ))
+        .await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{obj}\n{}", e.logs());
+    assert_eq!(obj["status"]["stopRequested"]["gracePeriodSeconds"], 4);
+    e.wait_events("DebugContainerStopped", 1).await;
+}

@@ -270,6 +270,20 @@ pub async fn list_in_pod(
     list::respond(st.0, opts, auth.0, headers, q.0, false).await
 }
 
+/// The time a stop may take: the request's deadline (the server's `--request-timeout`, or the
+/// client's shorter `?timeout=`, which kube-apiserver also enforces on the proxied request),
+/// less the margin a wait keeps so that the answer leaves before the deadline cuts it.
+fn stop_timeout(st: &AppState, q: &BTreeMap<String, String>) -> Duration {
+    let deadline = q
+        .get("timeout")
+        .and_then(|t| crate::options::parse_duration(t).ok())
+        .filter(|t| !t.is_zero())
+        .map_or(st.config.request_timeout, |t| {
+            t.min(st.config.request_timeout)
+        });
+    deadline.saturating_sub(WAIT_MARGIN.min(deadline / 6))
+}
+
 /// `DELETE .../pods/POD/debug/NAME`: stop the debug container's processes.
 pub async fn delete(
     State(st): State<AppState>,
@@ -310,11 +324,7 @@ pub async fn delete(
             name,
             grace_period,
             caller: auth.user.clone(),
-            // The answer must leave before the request timeout cuts it (same margin as a wait).
-            timeout: st
-                .config
-                .request_timeout
-                .saturating_sub(WAIT_MARGIN.min(st.config.request_timeout / 6)),
+            timeout: stop_timeout(&st, &q),
         })
         .await?;
     match outcome {
