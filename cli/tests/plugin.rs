@@ -51,7 +51,7 @@ async fn run_get_list_stop_and_profiles() {
         .output()
         .is_ok_and(|o| o.status.success())
     {
-        eprintln!("kubectl not found: skipping");
+        poddebug_tests::capability::missing("kubectl");
         return;
     }
     let fake = FakeKube::start().await;

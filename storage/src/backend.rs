@@ -97,10 +97,13 @@ pub struct StopRequest {
     pub pod: String,
     /// Debug container name.
     pub name: String,
-    /// Seconds between SIGTERM and SIGKILL.
+    /// Seconds between SIGTERM and SIGKILL (cut to fit `timeout` and the configured maximum).
     pub grace_period: Duration,
     /// Who asks.
     pub caller: Caller,
+    /// The time the whole stop may take: every step (reads, exec, status wait, Event) gets its
+    /// share of it, and the answer comes before it ends.
+    pub timeout: Duration,
 }
 
 /// What a stop achieved.

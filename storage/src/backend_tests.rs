@@ -306,6 +306,7 @@ async fn stop_of_terminated_or_unstarted_containers() {
         name: name.into(),
         grace_period: Duration::from_secs(1),
         caller: alice(),
+        timeout: Duration::from_secs(50),
     };
     match b.stop(stop("done")).await.expect("idempotent") {
         StopOutcome::Terminated(obj) => assert_eq!(obj.metadata.name.as_deref(), Some("done")),
@@ -352,6 +353,7 @@ async fn stop_refused_by_the_image_records_nothing() {
         name: "dbg".into(),
         grace_period: Duration::from_secs(3),
         caller: alice(),
+        timeout: Duration::from_secs(50),
     };
     let err = api_err(b.stop(req).await);
     assert_eq!(err.code(), 409);
@@ -382,10 +384,85 @@ async fn stop_refused_by_the_image_records_nothing() {
         name: "dbg".into(),
         grace_period: Duration::from_secs(3),
         caller: alice(),
+        timeout: Duration::from_secs(50),
     };
     let err = api_err(b.stop(req).await);
     assert_eq!(err.code(), 403);
     assert!(err.message().contains("pods/exec"));
+}
+
+/// The running debug container "dbg" of pod "web", targeting "app" (so stoppable).
+fn targeted_pod() -> Pod {
+    let mut p = pod("web", &[("dbg", None, "running")]);
+    if let Some(ec) = p
+        .spec
+        .as_mut()
+        .and_then(|s| s.ephemeral_containers.as_mut())
+        .and_then(|ecs| ecs.first_mut())
+    {
+        ec.target_container_name = Some("app".into());
+    }
+    p
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_ends_within_the_request_timeout_whatever_the_configured_budgets() {
+    // Configured budgets far beyond the request's timeout; a kubelet that never answers.
+    let mut cfg = config();
+    cfg.stop_exec_timeout = Duration::from_secs(600);
+    cfg.stop_status_wait = Duration::from_secs(600);
+    cfg.max_grace_period = Duration::from_secs(600);
+    let (fake, b) = setup(&[targeted_pod()], cfg);
+    fake.set_exec_hangs();
+    let start = tokio::time::Instant::now();
+    let req = StopRequest {
+        namespace: "ns".into(),
+        pod: "web".into(),
+        name: "dbg".into(),
+        grace_period: Duration::from_secs(300),
+        caller: alice(),
+        timeout: Duration::from_secs(4),
+    };
+    let err = api_err(b.stop(req).await);
+    // Virtual time (the clock is paused): how long the stop took on the request's clock.
+    assert!(
+        start.elapsed() <= Duration::from_secs(4),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!((err.code(), err.reason()), (504, "Timeout"));
+    assert_eq!(
+        err.message(),
+        "Timeout: the stop did not get its script started within the request's deadline"
+    );
+    // The script never started, so nothing was signalled and nothing is recorded.
+    assert!(fake.events().is_empty());
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.method == http::Method::GET),
+        "{:?}",
+        fake.requests()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_pod_read_is_bounded_by_the_request_timeout() {
+    let (fake, b) = setup(&[targeted_pod()], config());
+    fake.set_get_delay(Duration::from_secs(3600));
+    let start = tokio::time::Instant::now();
+    let req = StopRequest {
+        namespace: "ns".into(),
+        pod: "web".into(),
+        name: "dbg".into(),
+        grace_period: Duration::from_secs(10),
+        caller: alice(),
+        timeout: Duration::from_secs(5),
+    };
+    let err = api_err(b.stop(req).await);
+    assert!(start.elapsed() <= Duration::from_secs(5));
+    assert_eq!(err.code(), 504, "{}", err.message());
+    assert!(fake.requests().iter().all(|r| !r.uri.contains("/exec")));
 }
 
 #[tokio::test]
@@ -399,6 +476,7 @@ async fn stop_of_an_unwrapped_own_pid1_is_refused_before_anything() {
         name: "dbg".into(),
         grace_period: Duration::from_secs(3),
         caller: alice(),
+        timeout: Duration::from_secs(50),
     };
     let err = api_err(b.stop(req).await);
     assert_eq!((err.code(), err.reason()), (409, "Conflict"));

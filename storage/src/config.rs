@@ -10,17 +10,18 @@ pub struct BackendConfig {
     /// Policy applied to every create (allowed images, default image and profile, limits).
     pub policy: Policy,
     /// Make every pod call (read, update of `pods/ephemeralcontainers`, exec, list, watch) as
-    /// the caller, with `Impersonate-*` headers. The server's own identity still records Events
-    /// and the stop-request annotation.
+    /// the caller, with `Impersonate-*` headers. The server's own identity still records Events.
     pub impersonate: bool,
     /// `source.component` and `reportingComponent` of the Events recorded on pods.
     pub reporting_component: String,
     /// `reportingInstance` of the Events (for example the server's pod name); empty = unset.
     pub reporting_instance: String,
-    /// Time allowed to the stop script on top of the grace period before the exec is abandoned.
+    /// Time allowed to the stop script on top of the grace period before the exec is abandoned
+    /// (at most: the request's deadline cuts it shorter).
     pub stop_exec_timeout: Duration,
     /// After the stop script ends, how long to wait for the kubelet to report the container
-    /// terminated before answering "in progress".
+    /// terminated before answering "in progress" (at most: the request's deadline cuts it
+    /// shorter).
     pub stop_status_wait: Duration,
     /// Upper bound of the grace period a stop may ask for: kube-apiserver cuts requests to an
     /// aggregated server after `--request-timeout` (1m by default).
@@ -29,7 +30,8 @@ pub struct BackendConfig {
     /// conflict means another writer succeeded (a create, the kubelet's status update), so a
     /// burst of N creates on one pod needs up to N-1 retries for its last one.
     pub conflict_retries: u32,
-    /// Bound on each Event write; Event failures are logged, never returned.
+    /// Bound on each Event write (a stop keeps at most this much of its deadline for its Event);
+    /// Event failures are logged, never returned.
     pub event_timeout: Duration,
 }
 

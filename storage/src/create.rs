@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::Status;
-use poddebug_types::convert::{to_ephemeral_container, wrap_for_stop};
+use poddebug_types::convert::to_ephemeral_container;
 use poddebug_types::decode::PassThroughFields;
 use poddebug_types::validation::{
     KubeVersion, debug_container_invalid, validate_ephemeral_container_add_on,
@@ -35,10 +35,10 @@ use poddebug_types::validation::{
 use poddebug_types::{ApiError, ErrorList, PodDebugContainer};
 use rand::Rng;
 
+use crate::cluster::Cluster;
 use crate::disagreements::Disagreement;
 use crate::error::status_from_kube;
 use crate::events::{REASON_CREATED, created_message};
-use crate::kube_backend::KubeBackend;
 use crate::naming::{self, ResolvedName};
 use crate::state::{EcState, ec_state, ephemeral_containers};
 use crate::wait::{Waited, wait_for};
@@ -64,16 +64,15 @@ pub(crate) fn plan(
 ) -> Result<Plan, ApiError> {
     check_pod_can_run_it(pod, &req.pod)?;
     let names = naming::resolve(pod, req.name.as_deref(), rng)?;
-    let mut ec = to_ephemeral_container(
+    let ec = to_ephemeral_container(
         &req.body,
         &names.ec_name,
         &names.debug_name,
         req.profile,
         &policy.default_image,
     );
-    // A debug container that would be its own PID 1 could never be stopped by DELETE; running
-    // its command under a waiting shell keeps it stoppable (see docs/user-guide.md).
-    wrap_for_stop(pod, &mut ec);
+    // The command runs as given, never rewritten: a container that is its own PID 1 says in its
+    // status that DELETE cannot stop it (poddebug_types::stoppable).
     let index = ephemeral_containers(pod).len();
     Ok(Plan { names, ec, index })
 }
@@ -233,7 +232,7 @@ async fn update(
 /// After a conflict: pause and go round again, or give up with the conflict once the retries
 /// are spent.
 async fn retry_after_conflict(
-    b: &KubeBackend,
+    b: &Cluster,
     conflicts: &mut u32,
     err: StorageError,
     req: &CreateRequest,
@@ -252,7 +251,7 @@ async fn retry_after_conflict(
 
 /// Create a debug container (the whole flow described in the module docs).
 pub(crate) async fn create(
-    b: &KubeBackend,
+    b: &Cluster,
     req: CreateRequest,
 ) -> Result<PodDebugContainer, StorageError> {
     let api: Api<Pod> = b.pods(&req.namespace, &req.caller)?;

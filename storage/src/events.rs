@@ -1,6 +1,11 @@
 //! Kubernetes Events recorded on the pod (core/v1 `Event`, the kind `kubectl describe pod` and
 //! `kubectl events` show), so the pod's history says who debugged it. Written with the server's
 //! own identity (RBAC: `create` on `events` in group `""`); a failure is logged, never returned.
+//!
+//! kube-runtime's `events::Recorder` is not used: it writes `events.k8s.io/v1` Events (`note`,
+//! `regarding`) and folds repeats into a series with a per-process cache, while every Event here
+//! happens once per container (one create, at most one effective stop) and readers of this API —
+//! `kubectl describe pod`, the docs, the tests — use the core/v1 shape built below.
 
 use std::time::Duration;
 
@@ -8,6 +13,7 @@ use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::Api;
 use kube::api::PostParams;
+use poddebug_types::StopRequest as StopRecord;
 
 use crate::Caller;
 
@@ -115,10 +121,30 @@ pub(crate) fn created_message(
     )
 }
 
-/// Message of [`REASON_STOPPED`].
-pub(crate) fn stopped_message(caller: &Caller, debug_name: &str, ec_name: &str) -> String {
+/// Message of [`REASON_STOPPED`]: who, which container and the grace period (the Event's
+/// time is when); `terminated` says whether the kubelet reported it terminated before the
+/// request was answered.
+pub(crate) fn stopped_message(
+    caller: &Caller,
+    debug_name: &str,
+    ec_name: &str,
+    record: &StopRecord,
+    terminated: bool,
+) -> String {
+    let grace = record
+        .grace_period_seconds
+        .map(|g| format!(" with a grace period of {g}s"))
+        .unwrap_or_default();
+    let (verb, tail) = if terminated {
+        ("stopped", "")
+    } else {
+        (
+            "asked to stop",
+            "; it had not terminated yet when the request was answered",
+        )
+    };
     format!(
-        "{} stopped debug container {debug_name:?}{}",
+        "{} {verb} debug container {debug_name:?}{}{grace}{tail}",
         who(caller),
         ec_note(debug_name, ec_name)
     )
@@ -203,13 +229,27 @@ mod tests {
             user: "bob".into(),
             ..Default::default()
         };
+        let record = StopRecord {
+            grace_period_seconds: Some(3),
+            ..Default::default()
+        };
         assert_eq!(
-            stopped_message(&caller, "dbg", "dbg-bcdfg"),
-            "User \"bob\" stopped debug container \"dbg\" (ephemeral container \"dbg-bcdfg\")"
+            stopped_message(&caller, "dbg", "dbg-bcdfg", &record, true),
+            "User \"bob\" stopped debug container \"dbg\" (ephemeral container \"dbg-bcdfg\") with a grace period of 3s"
         );
         assert_eq!(
-            stopped_message(&Caller::default(), "dbg", "dbg"),
+            stopped_message(
+                &Caller::default(),
+                "dbg",
+                "dbg",
+                &StopRecord::default(),
+                true
+            ),
             "An unknown user stopped debug container \"dbg\""
+        );
+        assert_eq!(
+            stopped_message(&caller, "dbg", "dbg", &record, false),
+            "User \"bob\" asked to stop debug container \"dbg\" with a grace period of 3s; it had not terminated yet when the request was answered"
         );
     }
 }

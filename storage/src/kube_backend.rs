@@ -3,14 +3,12 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, Client};
+use kube::Client;
 use poddebug_types::{PodDebugContainer, PodDebugContainerList};
 
+use crate::cluster::Cluster;
 use crate::cluster_version::ClusterVersion;
 use crate::disagreements::Disagreements;
-use crate::events::{Reporter, build_event, record};
-use crate::impersonation::impersonating_client;
 use crate::{
     BackendConfig, Caller, CreateRequest, DebugBackend, DebugWatchStream, ListOptions, StopOutcome,
     StopRequest, StorageError, StreamTarget, WatchOptions, create, read, stop, target, watch,
@@ -20,9 +18,10 @@ use crate::{
 ///
 /// Identities: with `impersonate`, every pod call (get, list, watch, the `pods/ephemeralcontainers`
 /// update, the stop exec) is made as the caller, so kube-apiserver's RBAC, Pod Security admission
-/// and webhooks judge the real user; Events and the stop-request annotation are always written
-/// with the server's own identity. RBAC of the server's service account:
-/// - always: `create` on `events`, `get` and `patch` on `pods` (stop record);
+/// and webhooks judge the real user; Events are always written with the server's own identity.
+/// Nothing writes the pod object itself: a stop is recorded in the debug container's termination
+/// message and in an Event. RBAC of the server's service account:
+/// - always: `create` on `events`;
 /// - without impersonation: `get`, `list`, `watch` on `pods`, `update` on
 ///   `pods/ephemeralcontainers` (its server-side dry runs too), `create` and `get` on
 ///   `pods/exec`;
@@ -31,17 +30,13 @@ use crate::{
 ///   pod rights listed above themselves.
 #[derive(Clone)]
 pub struct KubeBackend {
-    client: Client,
-    config: BackendConfig,
-    reporter: Reporter,
-    version: ClusterVersion,
-    disagreements: Disagreements,
+    cluster: Cluster,
 }
 
 impl std::fmt::Debug for KubeBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeBackend")
-            .field("config", &self.config)
+            .field("config", self.cluster.config())
             .finish_non_exhaustive()
     }
 }
@@ -50,92 +45,40 @@ impl KubeBackend {
     /// A backend making its calls with `client` (the server's identity; impersonation headers
     /// are added per call when `config.impersonate` is set).
     pub fn new(client: Client, config: BackendConfig) -> Self {
-        let reporter = Reporter {
-            component: config.reporting_component.clone(),
-            instance: config.reporting_instance.clone(),
-        };
         KubeBackend {
-            client,
-            config,
-            reporter,
-            version: ClusterVersion::default(),
-            disagreements: Disagreements::default(),
+            cluster: Cluster::new(client, config),
         }
     }
 
     /// The cluster's version, as last discovered.
     pub fn cluster_version(&self) -> &ClusterVersion {
-        &self.version
+        self.cluster.cluster_version()
     }
 
     /// A task that keeps [`cluster_version`](Self::cluster_version) up to date for the life of
     /// the process (startup, reconnects, upgrades); spawn it once.
     pub fn track_cluster_version(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        self.version.clone().track(self.client.clone())
+        self.cluster
+            .cluster_version()
+            .clone()
+            .track(self.cluster.server_client())
     }
 
     /// The counter of local/cluster validation disagreements, to register for `/metrics`.
     pub fn validation_disagreements(&self) -> &Disagreements {
-        &self.disagreements
+        self.cluster.validation_disagreements()
     }
 
     /// The configuration.
     pub fn config(&self) -> &BackendConfig {
-        &self.config
-    }
-
-    /// The client with the server's own identity.
-    pub(crate) fn server_client(&self) -> Client {
-        self.client.clone()
-    }
-
-    /// The client for calls made on behalf of `caller`.
-    pub(crate) fn client_for(&self, caller: &Caller) -> Result<Client, StorageError> {
-        if self.config.impersonate {
-            Ok(impersonating_client(&self.client, caller)?)
-        } else {
-            Ok(self.client.clone())
-        }
-    }
-
-    /// Pods of `namespace`, as `caller`.
-    pub(crate) fn pods(&self, namespace: &str, caller: &Caller) -> Result<Api<Pod>, StorageError> {
-        Ok(Api::namespaced(self.client_for(caller)?, namespace))
-    }
-
-    /// Pods of `namespace`, or of all namespaces, as `caller`.
-    fn pods_in(&self, namespace: Option<&str>, caller: &Caller) -> Result<Api<Pod>, StorageError> {
-        let client = self.client_for(caller)?;
-        Ok(match namespace {
-            Some(ns) => Api::namespaced(client, ns),
-            None => Api::all(client),
-        })
-    }
-
-    /// Record an Event about ephemeral container `ec_name` of `pod`; failures are only logged.
-    pub(crate) async fn record_event(
-        &self,
-        pod: &Pod,
-        ec_name: &str,
-        reason: &str,
-        message: String,
-    ) {
-        let event = build_event(
-            &self.reporter,
-            pod,
-            ec_name,
-            reason,
-            message,
-            jiff::Timestamp::now(),
-        );
-        record(self.server_client(), event, self.config.event_timeout).await;
+        self.cluster.config()
     }
 }
 
 #[async_trait::async_trait]
 impl DebugBackend for KubeBackend {
     async fn create(&self, req: CreateRequest) -> Result<PodDebugContainer, StorageError> {
-        create::create(self, req).await
+        create::create(&self.cluster, req).await
     }
 
     async fn get(
@@ -145,7 +88,7 @@ impl DebugBackend for KubeBackend {
         name: &str,
         caller: &Caller,
     ) -> Result<PodDebugContainer, StorageError> {
-        read::get(&self.pods(namespace, caller)?, pod, name).await
+        read::get(&self.cluster.pods(namespace, caller)?, pod, name).await
     }
 
     async fn list(
@@ -153,7 +96,11 @@ impl DebugBackend for KubeBackend {
         opts: &ListOptions,
         caller: &Caller,
     ) -> Result<PodDebugContainerList, StorageError> {
-        read::list(&self.pods_in(opts.namespace.as_deref(), caller)?, opts).await
+        read::list(
+            &self.cluster.pods_in(opts.namespace.as_deref(), caller)?,
+            opts,
+        )
+        .await
     }
 
     async fn watch(
@@ -161,11 +108,16 @@ impl DebugBackend for KubeBackend {
         opts: &WatchOptions,
         caller: &Caller,
     ) -> Result<DebugWatchStream, StorageError> {
-        watch::watch(self.pods_in(opts.list.namespace.as_deref(), caller)?, opts).await
+        watch::watch(
+            self.cluster
+                .pods_in(opts.list.namespace.as_deref(), caller)?,
+            opts,
+        )
+        .await
     }
 
     async fn stop(&self, req: StopRequest) -> Result<StopOutcome, StorageError> {
-        stop::stop(self, req).await
+        stop::stop(&self.cluster, req).await
     }
 
     async fn stream_target(
@@ -177,7 +129,7 @@ impl DebugBackend for KubeBackend {
         caller: &Caller,
     ) -> Result<StreamTarget, StorageError> {
         target::stream_target(
-            &self.pods(namespace, caller)?,
+            &self.cluster.pods(namespace, caller)?,
             namespace,
             pod,
             container,
@@ -188,7 +140,10 @@ impl DebugBackend for KubeBackend {
 
     async fn ping(&self) -> Result<(), StorageError> {
         // `/version` answers both questions: is the cluster there, and which rules apply.
-        self.version.discover(&self.client).await?;
+        self.cluster
+            .cluster_version()
+            .discover(&self.cluster.server_client())
+            .await?;
         Ok(())
     }
 }

@@ -12,17 +12,18 @@
 //!   and the cluster's answer decides; `?dryRun=All` ends with that dry run.
 //! - get / list / watch: pods read (or watched) and turned into one object per debug name.
 //! - stop: `pods/exec` of a fixed script inside the debug container itself ([`STOP_SCRIPT`]),
-//!   recorded in the pod annotation [`STOP_REQUESTS_ANNOTATION`] and an Event `DebugContainerStopped`.
+//!   which records the request in the container's termination message before it signals; plus
+//!   an Event `DebugContainerStopped`. The pod object is never written.
 #![warn(missing_docs)]
 // `ApiError` (poddebug-types) is over clippy's 128-byte line and is what every error of this
 // crate carries, as the `DebugBackend` interface defines; errors are the cold path, and boxing
 // them here would only move the cost to every handler.
 #![allow(clippy::result_large_err)]
 
-mod annotation;
 mod backend;
 #[cfg(test)]
 mod backend_tests;
+mod cluster;
 mod cluster_version;
 mod config;
 mod create;
@@ -36,6 +37,7 @@ mod policy;
 mod read;
 mod state;
 mod stop;
+mod stop_record;
 mod stop_script;
 mod target;
 #[cfg(test)]
@@ -43,7 +45,6 @@ mod testkube;
 mod wait;
 mod watch;
 
-pub use annotation::STOP_REQUESTS_ANNOTATION;
 pub use backend::*;
 pub use cluster_version::ClusterVersion;
 pub use config::BackendConfig;
@@ -53,4 +54,5 @@ pub use events::{REASON_CREATED, REASON_STOPPED};
 pub use impersonation::{ImpersonationLayer, impersonation_headers};
 pub use kube_backend::KubeBackend;
 pub use policy::glob_match;
-pub use stop_script::STOP_SCRIPT;
+pub use stop_record::STOP_REQUESTS_ANNOTATION;
+pub use stop_script::{STOP_SCRIPT, StopInvocation};

@@ -4,7 +4,11 @@
 //! Name reuse: ephemeral containers can never be removed, so once debug container `NAME` has
 //! terminated, creating `NAME` again adds a new ephemeral container `NAME-xxxxx` that carries the
 //! debug name in an env var (`poddebug_types::convert::DEBUG_NAME_ENV`); reads then show the newest
-//! one. While the newest `NAME` has not terminated, the create is refused with 409 AlreadyExists.
+//! one. While the newest `NAME` has not terminated, the create is refused with 409 AlreadyExists,
+//! unless it can truly never start (`InvalidImageName`, or a start the runtime already failed,
+//! see `state`): a container that may still start (`ImagePullBackOff`, `ErrImagePull`,
+//! `CreateContainerConfigError`, …) keeps its name, or it could start later hidden behind the
+//! new one, out of reach of the API.
 
 use std::collections::BTreeSet;
 
@@ -15,7 +19,7 @@ use poddebug_types::{ApiError, GROUP};
 use rand::Rng;
 
 use crate::policy::RESOURCE;
-use crate::state::ec_state;
+use crate::state::{EcState, ec_state};
 
 use poddebug_types::names::{DEBUG_NAME_ALPHABET as ALPHABET, DEBUG_NAME_SUFFIX_LEN as SUFFIX_LEN};
 /// Longest container name (a DNS label).
@@ -73,6 +77,25 @@ fn fresh_ec_name(debug_name: &str, taken: &BTreeSet<String>, rng: &mut impl Rng)
         .find(|n| !taken.contains(n))
 }
 
+/// 409 AlreadyExists for debug name `name` whose newest container is in `state`; when it waits
+/// on something it may get past, the message says so.
+fn in_use(name: &str, state: &EcState) -> ApiError {
+    match state {
+        EcState::Waiting {
+            reason: Some(r), ..
+        } if !r.is_empty() && r != "ContainerCreating" => ApiError::already_exists_because(
+            RESOURCE,
+            GROUP,
+            name,
+            format!(
+                "it has not started ({}), and the kubelet keeps retrying, so it may still start",
+                state.describe()
+            ),
+        ),
+        _ => ApiError::already_exists(RESOURCE, GROUP, name),
+    }
+}
+
 /// Decide the names of a create on `pod`: `requested` from the URL, or a generated one.
 pub(crate) fn resolve(
     pod: &Pod,
@@ -93,16 +116,17 @@ pub(crate) fn resolve(
         });
     };
     match newest_for(pod, name) {
-        // Running, starting, or not reported yet: the name is in use. A container that can
-        // never start (its image cannot be pulled, its config is wrong) frees its name like a
-        // terminated one, or it would hold it for the pod's whole life.
-        Some(ec)
-            if {
-                let state = ec_state(pod, &ec.name);
-                !state.is_terminated() && !state.is_start_failure()
-            } =>
-        {
-            Err(ApiError::already_exists(RESOURCE, GROUP, name))
+        // Running, starting, retrying, or not reported yet: the name is in use. A container
+        // that can never start frees its name like a terminated one.
+        Some(ec) if !ec_state(pod, &ec.name).is_terminated() => {
+            let state = ec_state(pod, &ec.name);
+            if state.never_starts() {
+                return Ok(ResolvedName {
+                    debug_name: name.to_owned(),
+                    ec_name: fresh_ec_name(name, &taken, rng).ok_or_else(exhausted)?,
+                });
+            }
+            Err(in_use(name, &state))
         }
         Some(_) => Ok(ResolvedName {
             debug_name: name.to_owned(),
@@ -181,12 +205,37 @@ mod tests {
     }
 
     #[test]
+    fn a_container_that_may_still_start_keeps_its_name() {
+        // The kubelet retries these: the old container may start later, hidden behind a new one.
+        for reason in [
+            "ErrImagePull",
+            "ImagePullBackOff",
+            "RegistryUnavailable",
+            "CreateContainerConfigError",
+            "CreateContainerError",
+            "ErrImageNeverPull",
+        ] {
+            let p = pod("web", &[("dbg", None, &format!("waiting:{reason}"))]);
+            let err = resolve(&p, Some("dbg"), &mut rng()).expect_err(reason);
+            assert_eq!((err.code(), err.reason()), (409, "AlreadyExists"));
+            assert_eq!(
+                err.message(),
+                format!(
+                    "pods/debug.poddebug.dev \"dbg\" already exists: it has not started ({reason}: \
+                     {reason} happened), and the kubelet keeps retrying, so it may still start"
+                )
+            );
+        }
+    }
+
+    #[test]
     fn terminated_name_is_reused_with_a_fresh_ec_name() {
-        // A container that can never start frees its name too.
+        // A container that can truly never start frees its name too.
         for state in [
             "terminated",
-            "waiting:ErrImagePull",
-            "waiting:CreateContainerConfigError",
+            "waiting:InvalidImageName",
+            "waiting:RunContainerError",
+            "waiting:PreStartHookError",
         ] {
             let p = pod("web", &[("dbg", None, state)]);
             let r = resolve(&p, Some("dbg"), &mut rng()).expect(state);

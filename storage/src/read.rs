@@ -9,13 +9,13 @@ use kube::api::ListParams;
 use poddebug_types::convert::{debug_containers_of, from_pod, newest_for};
 use poddebug_types::{ApiError, GROUP, PodDebugContainer, PodDebugContainerList};
 
-use crate::annotation::stop_records;
 use crate::policy::RESOURCE;
+use crate::stop_record::stop_record;
 use crate::{ListOptions, StorageError};
 
 /// The API object of ephemeral container `ec`, with the pod's resourceVersion and its stop record.
 pub(crate) fn object_of(pod: &Pod, ec: &EphemeralContainer) -> PodDebugContainer {
-    let stop = stop_records(pod).remove(&ec.name);
+    let stop = stop_record(pod, &ec.name);
     let mut obj = from_pod(pod, ec, stop);
     obj.metadata.resource_version = pod.metadata.resource_version.clone();
     obj

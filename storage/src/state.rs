@@ -4,8 +4,8 @@
 use k8s_openapi::api::core::v1::{ContainerStatus, EphemeralContainer, Pod};
 
 /// Waiting reasons after which a container will not start without a change the user must make
-/// (kubelet `images` and `kuberuntime` reasons). Ephemeral containers are never restarted or
-/// changed, so these are final for practical purposes (the kubelet may still retry a pull).
+/// (kubelet `images` and `kuberuntime` reasons). An attach does not wait on these. Most are
+/// retried by the kubelet, so the container may still start: see [`NEVER_STARTS`].
 const START_FAILURES: &[&str] = &[
     "ErrImagePull",
     "ImagePullBackOff",
@@ -19,6 +19,19 @@ const START_FAILURES: &[&str] = &[
     "PreStartHookError",
     "RunContainerError",
 ];
+
+/// Waiting reasons after which an ephemeral container can truly never start:
+/// - `InvalidImageName`: the image reference does not parse, and an ephemeral container's image
+///   can never be changed;
+/// - `RunContainerError`, `PreStartHookError`: the runtime already created the container and
+///   failed to start it; the kubelet starts an ephemeral container only while the runtime has
+///   no container for it (`computePodActions`: "Ephemeral Containers are never restarted").
+///
+/// Every other failure is retried by the kubelet (`ErrImagePull`, `ImagePullBackOff`,
+/// `RegistryUnavailable`, `ErrImageNeverPull` once the image is on the node,
+/// `CreateContainerConfigError` once the missing Secret or ConfigMap exists,
+/// `CreateContainerError`, …), so the container may still start later.
+const NEVER_STARTS: &[&str] = &["InvalidImageName", "RunContainerError", "PreStartHookError"];
 
 /// What an ephemeral container is doing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +66,17 @@ impl EcState {
             EcState::Waiting {
                 reason: Some(r), ..
             } => START_FAILURES.contains(&r.as_str()),
+            _ => false,
+        }
+    }
+
+    /// Whether the container is waiting for a reason that means it can never start (see
+    /// [`NEVER_STARTS`]).
+    pub(crate) fn never_starts(&self) -> bool {
+        match self {
+            EcState::Waiting {
+                reason: Some(r), ..
+            } => NEVER_STARTS.contains(&r.as_str()),
             _ => false,
         }
     }
@@ -250,6 +274,10 @@ mod tests {
         );
         assert_eq!(ec_state(&p, "d").describe(), "no status reported yet");
         assert!(!ec_state(&p, "e").is_start_failure());
+        assert!(
+            !ec_state(&p, "c").never_starts(),
+            "the kubelet retries a pull"
+        );
         assert_eq!(
             ec_state(&p, "nope"),
             EcState::Waiting {

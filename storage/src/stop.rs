@@ -1,46 +1,80 @@
-//! Stop (`DELETE`): end a debug container's processes without touching the target's.
+//! Stop (`DELETE`): end a debug container's processes without touching the target's, within
+//! the request's deadline.
 //!
 //! 1. Read the pod; find the newest ephemeral container of the debug name (404 if none).
 //! 2. Already terminated: answer its object, nothing else (idempotent). Not started yet
 //!    (waiting, no status): 409 Conflict, there is no process to stop. Its main process is PID 1
-//!    of its own PID namespace and was not wrapped at create (no target, no shared process
-//!    namespace, the image's entrypoint): 409 Conflict explaining why, before anything is done,
-//!    since the kernel would drop the signals (kubernetes.md §7.2).
-//! 3. Exec [`STOP_SCRIPT`](crate::STOP_SCRIPT) in the debug container itself, bounded by grace
-//!    period + `stop_exec_timeout`. An image without `sh` (or `/proc`) gives 409 naming that,
-//!    and nothing was changed.
-//! 4. Once signals were sent, record the request in the pod annotation
-//!    `poddebug.dev/stop-requests` (server identity, failures logged).
-//! 5. Wait up to `stop_status_wait` for the kubelet to report it terminated: `Terminated`, else
-//!    `InProgress`. A main process that is PID 1 of its own namespace and survived gives 409
-//!    Conflict with an explanation.
-//! 6. Record the Event `DebugContainerStopped` when signals were sent.
+//!    of its own PID namespace (`status.stoppable: false`, see `poddebug_types::stoppable`):
+//!    409 Conflict explaining that it ends only by its own exit, before anything is done.
+//! 3. Exec [`STOP_SCRIPT`](crate::STOP_SCRIPT) in the debug container itself. Before its first
+//!    signal the script appends the stop record (who, when, grace period) to the container's
+//!    termination message file (see `stop_record`), so nothing is written on the pod object. An
+//!    image without `sh` (or `/proc`) gives 409 naming that, and nothing was changed.
+//! 4. Wait for the kubelet to report it terminated: `Terminated`, else `InProgress` (202).
+//! 5. Record the Event `DebugContainerStopped` (server identity) whenever signals were or may
+//!    have been sent, a stop cut short by the deadline included.
+//!
+//! Time: the request's `timeout` is split by [`budget`]: a share kept for the Event, the grace
+//! period cut so that the script can finish, every kube call bounded by what is left.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, Time};
 use kube::Api;
-use kube::api::{AttachParams, Patch, PatchParams};
-use poddebug_types::convert::{STOP_WRAPPER, runs_as_own_pid1};
+use kube::api::AttachParams;
+use poddebug_types::stoppable::stop_blocker;
 use poddebug_types::{ApiError, GROUP, PodDebugContainer, StopRequest as StopRecord};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::time::Instant;
 
-use crate::annotation::record_patch;
+use crate::cluster::Cluster;
 use crate::events::{REASON_STOPPED, stopped_message};
-use crate::kube_backend::KubeBackend;
 use crate::policy::RESOURCE;
 use crate::state::{EcState, ec_state};
-use crate::stop_script::{ScriptOutcome, command, interpret, is_missing_shell};
+use crate::stop_record::{DEFAULT_TERMINATION_MESSAGE_PATH, record_line};
+use crate::stop_script::{ScriptOutcome, StopInvocation, interpret, is_missing_shell};
 use crate::wait::{Waited, wait_for};
-use crate::{StopOutcome, StopRequest, StorageError, read};
+use crate::{BackendConfig, StopOutcome, StopRequest, StorageError, read};
 
 /// Output kept from the script, per stream.
 const OUTPUT_CAP: usize = 16 * 1024;
 /// How long to look at the status after the script reported a problem.
 const SHORT_STATUS_WAIT: Duration = Duration::from_secs(2);
-/// Attempts at writing the stop record when the pod keeps changing.
-const RECORD_ATTEMPTS: usize = 3;
+
+/// How one stop spends the request's time (offsets from its start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Budget {
+    /// The grace period the script gets, in whole seconds.
+    pub(crate) grace: Duration,
+    /// Reads, exec and status wait end by then.
+    pub(crate) work: Duration,
+    /// Kept after `work` for the Event.
+    pub(crate) event: Duration,
+}
+
+/// The budget of a stop that may take `timeout`, asked for with grace period `requested`: a
+/// sixth of it (at most the Event timeout) is kept for the Event; the grace period is cut to
+/// the configured maximum and to half of the rest, so that the script can still SIGKILL and
+/// the status be read.
+pub(crate) fn budget(timeout: Duration, requested: Duration, config: &BackendConfig) -> Budget {
+    let event = config.event_timeout.min(timeout / 6);
+    let work = timeout.saturating_sub(event);
+    let grace = requested.min(config.max_grace_period).min(work / 2);
+    Budget {
+        grace: Duration::from_secs(grace.as_secs()),
+        work,
+        event,
+    }
+}
+
+/// 504 for a stop whose deadline passed before `what`.
+fn too_late(what: &str) -> StorageError {
+    ApiError::Timeout(format!(
+        "the stop did not {what} within the request's deadline"
+    ))
+    .into()
+}
 
 /// Read a stream to its end, keeping at most [`OUTPUT_CAP`] bytes (the rest is drained, so the
 /// exec's relay never blocks on a full pipe).
@@ -60,27 +94,31 @@ async fn drain(reader: Option<impl AsyncRead + Unpin>) -> String {
     String::from_utf8_lossy(&kept).into_owned()
 }
 
-/// Run the stop script in container `ec_name`; the outcome and the script's output.
+/// Run the stop script in container `ec_name` until `end`; the outcome and the script's
+/// output. An exec that could not even start by `end` is a 504 (nothing was run); one that
+/// started and did not finish is [`ScriptOutcome::Ended`] (signals may have been sent).
 async fn run_script(
     api: &Api<Pod>,
     pod: &str,
     ec_name: &str,
-    grace: Duration,
-    bound: Duration,
+    invocation: &StopInvocation,
+    end: Instant,
 ) -> Result<(ScriptOutcome, String), StorageError> {
     let ap = AttachParams::default()
         .container(ec_name)
         .stdin(false)
         .stdout(true)
         .stderr(true);
+    let started = tokio::time::timeout_at(end, api.exec(pod, invocation.command(), &ap)).await;
+    let mut process = match started {
+        Err(_) => return Err(too_late("get its script started")),
+        Ok(Ok(p)) => p,
+        Ok(Err(kube::Error::Api(s))) if is_missing_shell(&s.message) => {
+            return Ok((ScriptOutcome::NoShell(s.message.clone()), String::new()));
+        }
+        Ok(Err(e)) => return Err(StorageError::from(e)),
+    };
     let run = async {
-        let mut process = match api.exec(pod, command(grace.as_secs()), &ap).await {
-            Ok(p) => p,
-            Err(kube::Error::Api(s)) if is_missing_shell(&s.message) => {
-                return Ok((ScriptOutcome::NoShell(s.message.clone()), String::new()));
-            }
-            Err(e) => return Err(StorageError::from(e)),
-        };
         let status = process.take_status();
         let (stdout, stderr) = (process.stdout(), process.stderr());
         let (out, err, status): (String, String, Option<Status>) =
@@ -90,19 +128,19 @@ async fn run_script(
                     None => None,
                 }
             });
-        if let Err(e) = process.join().await {
-            tracing::debug!(pod, container = ec_name, error = %e, "stop exec stream ended with an error");
-        }
-        Ok((interpret(status.as_ref()), format!("{out}{err}")))
+        (interpret(status.as_ref()), format!("{out}{err}"))
     };
-    match tokio::time::timeout(bound, run).await {
-        Ok(result) => result,
+    let result = match tokio::time::timeout_at(end, run).await {
+        Ok(done) => done,
         // Signals may have been sent: let the status decide.
-        Err(_) => Ok((
+        Err(_) => (
             ScriptOutcome::Ended,
-            "the stop script did not finish in time".to_owned(),
-        )),
-    }
+            "the stop script did not finish within the request's deadline".to_owned(),
+        ),
+    };
+    // The stream is done or abandoned: close it without waiting on the connection.
+    process.abort();
+    Ok(result)
 }
 
 /// 409 Conflict on debug container `name`.
@@ -110,69 +148,16 @@ fn conflict(name: &str, reason: String) -> StorageError {
     ApiError::conflict(RESOURCE, GROUP, name, reason).into()
 }
 
-/// The explanation of an unkillable PID 1.
+/// The explanation of an unkillable PID 1 found by the script.
 fn own_init_reason() -> String {
-    "the debug container's main process is PID 1 of its own PID namespace (the container has no \
-     targetContainerName and the pod does not share its process namespace), and the kernel \
-     ignores signals sent to it from inside the container; its other processes were stopped. End \
-     its main process from its own session (for example `exit` in an attached shell), or create \
-     debug containers with targetContainerName set, or with a command run under a shell that \
-     stays PID 1 and exits with it (`sh -c '\"$@\"; exit $?' sh CMD...`), so that stop can end them"
+    "the debug container's main process is PID 1 of its own PID namespace and ignores signals \
+     sent from inside the container; its other processes were stopped. End its main process from \
+     its own session (for example `exit` in an attached shell)"
         .to_owned()
 }
 
-/// The explanation of a debug container that can never be stopped from inside: its main
-/// process is its own PID 1 and runs the image's entrypoint, which could not be wrapped.
-fn unwrapped_own_init_reason() -> String {
-    "the debug container's main process is PID 1 of its own PID namespace (the container has no \
-     targetContainerName, the pod does not share its process namespace, and it was not created \
-     with a command that poddebug runs under a stoppable shell), and the kernel ignores signals \
-     sent to it from inside the container, so it cannot be stopped; nothing was done. End its \
-     main process from its own session (for example `exit` in an attached shell), or create \
-     debug containers with targetContainerName set, or with a command"
-        .to_owned()
-}
-
-/// Whether the container's command is the wrapper that keeps PID 1 a waiting shell.
-fn is_stop_wrapped(ec: &k8s_openapi::api::core::v1::EphemeralContainer) -> bool {
-    ec.command
-        .as_deref()
-        .is_some_and(|c| c.iter().map(String::as_str).eq(STOP_WRAPPER))
-}
-
-/// Write the stop record on the pod with the server's identity; failures are logged only.
-async fn record_request(b: &KubeBackend, pod: &Pod, ec_name: &str, record: &StopRecord) {
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let ns = pod.metadata.namespace.clone().unwrap_or_default();
-    let api: Api<Pod> = Api::namespaced(b.server_client(), &ns);
-    let mut current = pod.clone();
-    for _ in 0..RECORD_ATTEMPTS {
-        let Some(patch) = record_patch(&current, ec_name, record.clone()) else {
-            return;
-        };
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => return,
-            Err(kube::Error::Api(s)) if s.code == 409 => match api.get(&name).await {
-                Ok(p) => current = p,
-                Err(e) => {
-                    tracing::warn!(namespace = %ns, pod = %name, error = %e, "could not re-read pod to record stop");
-                    return;
-                }
-            },
-            Err(e) => {
-                tracing::warn!(namespace = %ns, pod = %name, error = %e, "could not record stop request on the pod");
-                return;
-            }
-        }
-    }
-    tracing::warn!(namespace = %ns, pod = %name, "pod kept changing; stop request not recorded");
-}
-
-/// The object to answer, showing the stop record (when one was written) even if the pod read
-/// predates it.
+/// The object to answer, showing the stop record (when the script ran) even if the pod does not
+/// carry it yet (it shows there once the container has terminated).
 fn answer(
     pod: &Pod,
     ec_name: &str,
@@ -185,13 +170,27 @@ fn answer(
     Ok(obj)
 }
 
+/// The termination message file of `ec`, where the record goes.
+fn message_path(ec: &EphemeralContainer) -> String {
+    ec.termination_message_path
+        .clone()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| DEFAULT_TERMINATION_MESSAGE_PATH.to_owned())
+}
+
 /// Stop a debug container (the whole flow in the module docs).
-pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcome, StorageError> {
+pub(crate) async fn stop(b: &Cluster, req: StopRequest) -> Result<StopOutcome, StorageError> {
+    let start = Instant::now();
+    let budget = budget(req.timeout, req.grace_period, b.config());
+    let work_end = start + budget.work;
+    let deadline = start + req.timeout;
+
     let api: Api<Pod> = b.pods(&req.namespace, &req.caller)?;
-    let pod = api.get(&req.pod).await?;
+    let pod = tokio::time::timeout_at(work_end, api.get(&req.pod))
+        .await
+        .map_err(|_| too_late("read the pod"))??;
     let ec = read::newest(&pod, &req.name)?;
     let ec_name = ec.name.clone();
-    let unstoppable = runs_as_own_pid1(&pod, ec) && !is_stop_wrapped(ec);
     match ec_state(&pod, &ec_name) {
         EcState::Terminated { .. } => {
             return Ok(StopOutcome::Terminated(read::object_by_ec_name(
@@ -207,19 +206,28 @@ pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcom
                 ),
             ));
         }
-        EcState::Running if unstoppable => {
-            return Err(conflict(&req.name, unwrapped_own_init_reason()));
+        EcState::Running => {
+            if let Some(why) = stop_blocker(&pod, ec) {
+                return Err(conflict(
+                    &req.name,
+                    format!("the debug container cannot be stopped: {why}; nothing was done"),
+                ));
+            }
         }
-        EcState::Running => {}
     }
 
     let record = StopRecord {
         requested_at: Time(jiff::Timestamp::now()),
         requested_by: req.caller.user.clone(),
+        grace_period_seconds: Some(budget.grace.as_secs()),
     };
-    let grace = req.grace_period.min(b.config().max_grace_period);
-    let bound = grace + b.config().stop_exec_timeout;
-    let (outcome, output) = run_script(&api, &req.pod, &ec_name, grace, bound).await?;
+    let invocation = StopInvocation {
+        grace_secs: budget.grace.as_secs(),
+        record: record_line(&record),
+        message_path: message_path(ec),
+    };
+    let exec_end = (Instant::now() + budget.grace + b.config().stop_exec_timeout).min(work_end);
+    let (outcome, output) = run_script(&api, &req.pod, &ec_name, &invocation, exec_end).await?;
     tracing::info!(
         namespace = %req.namespace, pod = %req.pod, container = %ec_name, user = %req.caller.user,
         ?outcome, output = %output.trim(), "stop script ran"
@@ -229,7 +237,8 @@ pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcom
             return Err(conflict(
                 &req.name,
                 format!(
-                    "the debug container's image has no `sh`, which stopping it requires ({})",
+                    "the debug container's image has no `sh`, which stopping it requires ({}); \
+                     nothing was done",
                     msg.trim()
                 ),
             ));
@@ -237,7 +246,9 @@ pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcom
         ScriptOutcome::NoProc => {
             return Err(conflict(
                 &req.name,
-                "/proc is not available inside the debug container, so its processes cannot be found".to_owned(),
+                "/proc is not available inside the debug container, so its processes cannot be \
+                 found; nothing was done"
+                    .to_owned(),
             ));
         }
         ScriptOutcome::Failed(msg) => {
@@ -251,19 +262,31 @@ pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcom
         ScriptOutcome::OwnInitSurvives | ScriptOutcome::NothingToSignal => SHORT_STATUS_WAIT,
         ScriptOutcome::Signalled | ScriptOutcome::Ended => b.config().stop_status_wait,
     };
-    // Recorded only once signals were (or may have been) sent: a refused stop changes nothing.
+    // The script records and signals together: a refused stop changed nothing.
     let signalled = !matches!(outcome, ScriptOutcome::NothingToSignal);
-    if signalled {
-        record_request(b, &pod, &ec_name, &record).await;
-    }
-    let waited = wait_for(&api, pod, status_wait, |p| {
+    let wait_end = (Instant::now() + status_wait).min(work_end);
+    let waited = wait_for(&api, pod.clone(), remaining(wait_end), |p| {
         ec_state(p, &ec_name).is_terminated()
     })
-    .await?;
+    .await;
     let (terminated, pod) = match waited {
-        Waited::Done(p) => (true, p),
-        Waited::TimedOut(p) => (false, p),
+        Ok(Waited::Done(p)) => (true, p),
+        Ok(Waited::TimedOut(p)) => (false, p),
+        // The signals are out whatever the status read says: keep the record before answering.
+        Err(e) => {
+            if signalled {
+                let message = stopped_message(&req.caller, &req.name, &ec_name, &record, false);
+                b.record_event_within(&pod, &ec_name, REASON_STOPPED, message, remaining(deadline))
+                    .await;
+            }
+            return Err(e);
+        }
     };
+    if signalled {
+        let message = stopped_message(&req.caller, &req.name, &ec_name, &record, terminated);
+        b.record_event_within(&pod, &ec_name, REASON_STOPPED, message, remaining(deadline))
+            .await;
+    }
     if !terminated {
         match outcome {
             ScriptOutcome::OwnInitSurvives => return Err(conflict(&req.name, own_init_reason())),
@@ -276,19 +299,66 @@ pub(crate) async fn stop(b: &KubeBackend, req: StopRequest) -> Result<StopOutcom
             _ => {}
         }
     }
-    if signalled {
-        b.record_event(
-            &pod,
-            &ec_name,
-            REASON_STOPPED,
-            stopped_message(&req.caller, &req.name, &ec_name),
-        )
-        .await;
-    }
     let obj = answer(&pod, &ec_name, signalled.then_some(&record))?;
     Ok(if terminated {
         StopOutcome::Terminated(obj)
     } else {
         StopOutcome::InProgress(obj)
     })
+}
+
+/// Time left until `deadline`.
+fn remaining(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Policy;
+    use poddebug_types::Profile;
+
+    fn config() -> BackendConfig {
+        BackendConfig::new(Policy {
+            allowed_images: vec![],
+            default_image: "busybox".into(),
+            default_profile: Profile::General,
+            max_debug_containers_per_pod: 0,
+        })
+    }
+
+    #[test]
+    fn the_budget_follows_the_request_timeout() {
+        let s = Duration::from_secs;
+        // What the handler passes with kube-apiserver's default of 1m: the Event keeps its
+        // configured 3s, and the grace period leaves the script half of the rest.
+        let b = budget(s(50), s(60), &config());
+        assert_eq!(
+            b,
+            Budget {
+                grace: s(23),
+                work: s(47),
+                event: s(3)
+            }
+        );
+        let b = budget(s(600), s(60), &config());
+        assert_eq!(b.grace, s(25), "the configured maximum");
+        let b = budget(s(50), s(10), &config());
+        assert_eq!(b.grace, s(10));
+        // A short request timeout cuts everything down with it.
+        let b = budget(s(6), s(30), &config());
+        assert_eq!(
+            b,
+            Budget {
+                grace: s(2),
+                work: s(5),
+                event: s(1)
+            }
+        );
+        assert!(b.work + b.event <= s(6));
+        let b = budget(Duration::from_millis(1500), s(30), &config());
+        assert_eq!(b.grace, Duration::ZERO);
+        assert_eq!(b.work + b.event, Duration::from_millis(1500));
+        assert_eq!(budget(Duration::ZERO, s(1), &config()).work, Duration::ZERO);
+    }
 }

@@ -1,4 +1,7 @@
-# poddebug stop script: run as `sh -c SCRIPT poddebug-stop GRACE` inside the debug container.
+# poddebug stop script: run as `sh -c SCRIPT poddebug-stop GRACE RECORD MESSAGE_PATH` inside the
+# debug container. RECORD (one line) is appended to MESSAGE_PATH, the container's termination
+# message file, before any signal is sent, so that the kubelet reports it once the container
+# has terminated; an empty RECORD writes nothing.
 # It signals exactly the processes that share this shell's mount namespace (the debug
 # container's own processes), never this shell or its ancestors, never anything else: the
 # target container and the pod's other containers have mount namespaces of their own.
@@ -70,6 +73,12 @@ if [ -z "$targets" ]; then
 fi
 own_init=0
 case "$targets " in *" 1 "*) own_init=1 ;; esac
+# The record goes first: a failure to write it is said, and the stop goes on.
+if [ -n "$2" ]; then
+  if ! { printf '%s\n' "$2" >>"${3:-/dev/termination-log}"; } 2>/dev/null; then
+    echo "poddebug-stop: norecord: cannot append to ${3:-/dev/termination-log}" >&2
+  fi
+fi
 echo "poddebug-stop: term:$targets"
 for pid in $targets; do kill -TERM "$pid" 2>/dev/null; done
 waited=0

@@ -1,5 +1,5 @@
-//! The script a stop runs inside the debug container (`sh -c SCRIPT poddebug-stop GRACE`), and
-//! what its outcome means.
+//! The script a stop runs inside the debug container
+//! (`sh -c SCRIPT poddebug-stop GRACE RECORD MESSAGE_PATH`), and what its outcome means.
 //!
 //! Why this way (kubernetes.md §7.2): there is no API to stop an ephemeral container, and the
 //! debug container may share its PID namespace with the target (`targetContainerName`) or the
@@ -11,11 +11,17 @@
 //! user's) is left alone. SIGTERM first, SIGKILL after the grace period to what is left
 //! (including processes started meanwhile).
 //!
+//! Before the first signal it appends the stop record (one line, see `stop_record`) to the
+//! container's termination message file, which the kubelet reports once the container has
+//! terminated: the request is recorded in the container's own state, not on the pod object.
+//!
 //! Without a target and without a shared PID namespace the debug container's main process is
 //! PID 1 of its own PID namespace, and the kernel drops signals sent to it from inside that
-//! namespace unless it installed a handler (SIGKILL never gets through). The script still stops
-//! the other processes (which ends a wrapper like `sh -c '"$@"; exit $?'` whose child was the
-//! real command), then reports exit code 3 if PID 1 is still alive.
+//! namespace unless it installed a handler (SIGKILL never gets through); such a stop is refused
+//! before the script runs (`poddebug_types::stoppable`). Should it run anyway, the script stops
+//! the other processes (which ends the wrapper `sh -c '"$@"; exit $?'` of containers made by
+//! earlier versions, whose child was the real command), then reports exit code 3 if PID 1 is
+//! still alive.
 //!
 //! Requirements: `sh`, `kill`, `sleep` and `/proc` in the debug container's image (busybox and
 //! every distribution image have them); `test -ef` or `readlink`. The exec is made with the
@@ -44,15 +50,51 @@ pub(crate) fn compact_script() -> String {
         .join("\n")
 }
 
-/// The command to exec for a grace period of `grace_secs`.
-pub(crate) fn command(grace_secs: u64) -> Vec<String> {
-    vec![
-        "sh".into(),
-        "-c".into(),
-        compact_script(),
-        SCRIPT_NAME.into(),
-        grace_secs.to_string(),
-    ]
+/// One run of the stop script: the arguments its exec carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StopInvocation {
+    /// Seconds between SIGTERM and SIGKILL (`$1`).
+    pub grace_secs: u64,
+    /// The line appended to the termination message file before any signal (`$2`, see
+    /// `stop_record`); empty writes nothing.
+    pub record: String,
+    /// The container's termination message file (`$3`).
+    pub message_path: String,
+}
+
+impl StopInvocation {
+    /// The exec command: `sh -c SCRIPT poddebug-stop GRACE RECORD MESSAGE_PATH`.
+    pub fn command(&self) -> Vec<String> {
+        vec![
+            "sh".into(),
+            "-c".into(),
+            compact_script(),
+            SCRIPT_NAME.into(),
+            self.grace_secs.to_string(),
+            self.record.clone(),
+            self.message_path.clone(),
+        ]
+    }
+
+    /// The invocation `command` is when it is exactly the stop script's exec, else `None`. Lets
+    /// a fake kube-apiserver play the script's effect for this command and for no other.
+    pub fn parse(command: &[String]) -> Option<StopInvocation> {
+        match command {
+            [sh, c, script, name, grace, record, path]
+                if sh == "sh"
+                    && c == "-c"
+                    && *script == compact_script()
+                    && name == SCRIPT_NAME =>
+            {
+                Some(StopInvocation {
+                    grace_secs: grace.parse().ok()?,
+                    record: record.clone(),
+                    message_path: path.clone(),
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What running the script achieved.
@@ -192,7 +234,25 @@ mod tests {
         assert!(!s.lines().any(|l| l.trim_start().starts_with('#')));
         assert!(s.contains("kill -TERM"));
         assert!(s.len() < STOP_SCRIPT.len());
-        assert_eq!(command(7)[4], "7");
+    }
+
+    #[test]
+    fn invocations_round_trip_and_nothing_else_parses() {
+        let inv = StopInvocation {
+            grace_secs: 7,
+            record: "poddebug.dev/stop-request {\"requestedBy\":\"a b\"}".into(),
+            message_path: "/dev/termination-log".into(),
+        };
+        let cmd = inv.command();
+        assert_eq!(cmd[4], "7");
+        assert_eq!(StopInvocation::parse(&cmd), Some(inv));
+        let mut other = cmd.clone();
+        other[2] = "kill -TERM -1".into();
+        assert_eq!(StopInvocation::parse(&other), None, "any other sh -c");
+        assert_eq!(StopInvocation::parse(&cmd[..6]), None);
+        let mut bad_grace = cmd;
+        bad_grace[4] = "x".into();
+        assert_eq!(StopInvocation::parse(&bad_grace), None);
     }
 
     /// Real processes, real namespaces (needs root and `unshare`/`nsenter`; skipped otherwise).
@@ -276,6 +336,11 @@ mod tests {
                     .map(|o| o.status.success())
                     .unwrap_or(false);
             if !ok {
+                // In CI a missing capability is a failure, never a silent pass.
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "CI=true but unshare/nsenter of PID and mount namespaces is not permitted here"
+                );
                 eprintln!(
                     "skipping: unshare/nsenter of PID and mount namespaces is not permitted here"
                 );
@@ -301,8 +366,9 @@ mod tests {
             init.map(|_| ns)
         }
 
-        /// Run the stop script in the PID and mount namespaces of `pid`.
-        fn run_script(pid: u32, grace: u32) -> Output {
+        /// Run the stop script in the PID and mount namespaces of `pid`, recording `record` in
+        /// `path`.
+        fn run_script(pid: u32, grace: u32, record: &str, path: &str) -> Output {
             Command::new("timeout")
                 .args([
                     "30",
@@ -318,6 +384,8 @@ mod tests {
                     &compact_script(),
                     "poddebug-stop",
                     &grace.to_string(),
+                    record,
+                    path,
                 ])
                 .output()
                 .unwrap_or_else(|e| panic!("running nsenter: {e}"))
@@ -350,7 +418,21 @@ mod tests {
                 panic!("process tree did not form")
             };
 
-            let out = run_script(debug, 2);
+            // The container's termination message file, with a message of its own already.
+            let log = std::env::temp_dir().join(format!(
+                "poddebug-stop-test-{}-termination-log",
+                std::process::id()
+            ));
+            fs::write(&log, "own message\n").expect("termination log");
+            let record = "poddebug.dev/stop-request {\"requestedBy\":\"a \\\"b\\\" $(c)\"}";
+            let out = run_script(debug, 2, record, &log.to_string_lossy());
+            let written = fs::read_to_string(&log).unwrap_or_default();
+            let _ = fs::remove_file(&log);
+            assert_eq!(
+                written,
+                format!("own message\n{record}\n"),
+                "appended verbatim"
+            );
             let stdout = String::from_utf8_lossy(&out.stdout);
             assert_eq!(
                 out.status.code(),
@@ -379,19 +461,21 @@ mod tests {
             let Some(ns) = namespace(&["sleep", "300"]) else {
                 panic!("namespace did not start")
             };
-            let out = run_script(ns.init, 1);
-            assert_eq!(
-                out.status.code(),
-                Some(3),
-                "stderr {}",
-                String::from_utf8_lossy(&out.stderr)
+            // A termination message file that cannot be written: said, and the stop goes on.
+            let out = run_script(ns.init, 1, "record", "/proc/no/such/file");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(3), "stderr {stderr}");
+            assert!(stderr.contains("poddebug-stop: pid1:"), "{stderr}");
+            assert!(
+                stderr.contains("poddebug-stop: norecord: cannot append to /proc/no/such/file"),
+                "{stderr}"
             );
-            assert!(String::from_utf8_lossy(&out.stderr).contains("poddebug-stop: pid1:"));
             assert!(alive(ns.init));
         }
 
-        /// PID 1 is a wrapper shell waiting for the real command: stopping the command ends
-        /// the wrapper, and the whole namespace with it (the script included).
+        /// PID 1 is the wrapper shell of containers made by earlier versions, waiting for the
+        /// real command: stopping the command ends the wrapper, and the whole namespace with it
+        /// (the script included).
         #[test]
         fn a_wrapped_command_ends_the_container() {
             if !supported() {
@@ -403,7 +487,7 @@ mod tests {
             };
             let init = ns.init;
             assert!(eventually(|| (children(init).len() == 1).then_some(())).is_some());
-            let out = run_script(init, 2);
+            let out = run_script(init, 2, "", "/dev/null");
             // Killed with the namespace (137 through nsenter), or it saw PID 1 go first.
             assert!(
                 matches!(out.status.code(), None | Some(0 | 137)),

@@ -43,6 +43,10 @@ struct State {
     gone_once: bool,
     /// What an exec is answered (no WebSocket here): code and message.
     exec_error: Option<(u16, String)>,
+    /// Never answer execs (a kubelet that does not respond).
+    exec_hangs: bool,
+    /// Answer lists and watches of pods 403 (a caller with `get` only).
+    refuse_lists: bool,
 }
 
 /// The fake; cheap to clone.
@@ -182,6 +186,16 @@ impl FakeKube {
         self.lock().exec_error = Some((code, message.to_owned()));
     }
 
+    /// Answer lists and watches of pods 403.
+    pub(crate) fn set_refuse_lists(&self) {
+        self.lock().refuse_lists = true;
+    }
+
+    /// Never answer execs.
+    pub(crate) fn set_exec_hangs(&self) {
+        self.lock().exec_hangs = true;
+    }
+
     /// Requests seen so far.
     pub(crate) fn requests(&self) -> Vec<Recorded> {
         self.lock().requests.clone()
@@ -265,6 +279,9 @@ impl FakeKube {
                     this.patch_pod(ns, name, &body)
                 }
                 (Method::GET, ["api", "v1", "namespaces", _, "pods", _, "exec"]) => {
+                    if this.lock().exec_hangs {
+                        futures::future::pending::<()>().await;
+                    }
                     let (code, message) = this
                         .lock()
                         .exec_error
@@ -293,6 +310,14 @@ impl FakeKube {
             .and_then(|f| f.strip_prefix("metadata.name="))
             .map(str::to_owned);
         let mut s = self.lock();
+        if s.refuse_lists {
+            return status(
+                403,
+                "Forbidden",
+                "pods is forbidden: User \"alice\" cannot list resource \"pods\"",
+                json!({}),
+            );
+        }
         if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
             let (tx, rx) = mpsc::unbounded();
             if std::mem::take(&mut s.gone_once) {

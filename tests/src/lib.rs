@@ -6,6 +6,7 @@
 //! it started.
 #![warn(missing_docs)]
 
+pub mod capability;
 pub mod channel;
 pub mod client;
 pub mod fake;

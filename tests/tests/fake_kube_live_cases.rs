@@ -733,7 +733,7 @@ async fn a_full_list_put_that_drops_an_entry_is_invalid_not_a_conflict() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_prints_the_live_answers() {
     if !std::path::Path::new("/usr/bin/kubectl").exists() {
-        eprintln!("kubectl not installed; skipping");
+        poddebug_tests::capability::missing("/usr/bin/kubectl");
         return;
     }
     let fake = live_fake().await;

@@ -210,17 +210,49 @@ fn error_channel(frames: &[Vec<u8>]) -> Value {
     serde_json::from_slice(&f[1..]).expect("status json")
 }
 
+/// The exec query running `command` in `container`, with stdout and stderr.
+fn exec_query(container: &str, command: &[String]) -> String {
+    let mut q = format!("container={container}&stdout=true&stderr=true");
+    for c in command {
+        q.push_str("&command=");
+        q.extend(percent_encoding::utf8_percent_encode(
+            c,
+            percent_encoding::NON_ALPHANUMERIC,
+        ));
+    }
+    q
+}
+
+/// poddebug's stop script with this record.
+fn stop_script(record: &str) -> Vec<String> {
+    poddebug_storage::StopInvocation {
+        grace_secs: 1,
+        record: record.to_owned(),
+        message_path: "/dev/termination-log".to_owned(),
+    }
+    .command()
+}
+
 #[tokio::test]
-async fn exec_stops_a_running_ephemeral_container() {
+async fn exec_plays_the_stop_script_and_nothing_else() {
     let fake = fake_with_pod().await;
     add_running_ec(&fake, "dbg").await;
-    let frames = exec_frames(
-        &fake,
-        "container=dbg&command=sh&command=-c&command=kill%20-TERM%20-1&stdout=true&stderr=true",
-    )
-    .await
-    .expect("exec");
+    // Any other shell command, however deadly it looks, changes nothing.
+    let kill_all = ["sh", "-c", "kill -TERM -1"].map(str::to_owned);
+    let frames = exec_frames(&fake, &exec_query("dbg", &kill_all))
+        .await
+        .expect("exec");
     assert_eq!(frames[0], [1], "an empty stdout frame first");
+    assert_eq!(
+        error_channel(&frames),
+        json!({"metadata": {}, "status": "Success"})
+    );
+    assert_eq!(fake.container_state(NS, POD, "dbg"), Some("running"));
+
+    // The stop script: its record, then the debug container ends.
+    let frames = exec_frames(&fake, &exec_query("dbg", &stop_script("the record")))
+        .await
+        .expect("exec");
     assert_eq!(
         error_channel(&frames),
         json!({"metadata": {}, "status": "Success"})
@@ -228,8 +260,13 @@ async fn exec_stops_a_running_ephemeral_container() {
     let pod = fake.pod_json(NS, POD).expect("pod");
     let st = &pod["status"]["ephemeralContainerStatuses"][0]["state"]["terminated"];
     assert_eq!(
-        (st["exitCode"].as_i64(), st["reason"].as_str()),
-        (Some(143), Some("Error"))
+        (
+            st["exitCode"].as_i64(),
+            st["reason"].as_str(),
+            st["message"].as_str()
+        ),
+        (Some(143), Some("Error"), Some("the record\n")),
+        "the termination message file is reported"
     );
     assert!(
         pod["status"]["containerStatuses"][0]["state"]["running"].is_object(),
@@ -240,7 +277,7 @@ async fn exec_stops_a_running_ephemeral_container() {
         (record.container.as_str(), record.user.as_str()),
         ("dbg", PODDEBUG_USER)
     );
-    assert_eq!(record.command, ["sh", "-c", "kill -TERM -1"]);
+    assert_eq!(record.command, stop_script("the record"));
 
     // The container is gone now: exec fails like kube's.
     let (code, body) = exec_frames(
@@ -253,6 +290,38 @@ async fn exec_stops_a_running_ephemeral_container() {
     assert_eq!(
         body["message"],
         "Internal error occurred: error executing command in container: container is not created or running"
+    );
+}
+
+#[tokio::test]
+async fn the_stop_script_cannot_end_an_own_pid_1() {
+    let fake = fake_with_pod().await;
+    let admin = fake.client(ADMIN_TOKEN);
+    let (code, body) = admin
+        .patch_json(
+            EC_PATH,
+            SMP,
+            &ec(json!({"name": "own", "image": "busybox", "command": ["top"]})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert!(
+        fake.wait_until(T, |f| f.container_state(NS, POD, "own") == Some("running"))
+            .await
+    );
+    let frames = exec_frames(&fake, &exec_query("own", &stop_script("rec")))
+        .await
+        .expect("exec");
+    let status = error_channel(&frames);
+    assert_eq!(status["reason"], "NonZeroExitCode", "{status}");
+    assert_eq!(status["details"]["causes"][0]["message"], "3");
+    assert_eq!(fake.container_state(NS, POD, "own"), Some("running"));
+    // The record was written all the same, and shows once it ends by itself.
+    assert!(fake.set_ec_state(NS, POD, "own", ContainerState::terminated(0, "Completed")));
+    let pod = fake.pod_json(NS, POD).expect("pod");
+    assert_eq!(
+        pod["status"]["ephemeralContainerStatuses"][0]["state"]["terminated"]["message"],
+        "rec\n"
     );
 }
 
@@ -279,7 +348,11 @@ async fn exec_behaviours() {
         json!({"reason": "ExitCode", "message": "2"})
     );
     fake.set_exec_behaviour(ExecBehaviour::Ignores);
-    let status = error_channel(&exec_frames(&fake, q).await.expect("exec"));
+    let status = error_channel(
+        &exec_frames(&fake, &exec_query("dbg", &stop_script("rec")))
+            .await
+            .expect("exec"),
+    );
     assert_eq!(status["status"], "Success");
     assert_eq!(fake.container_state(NS, POD, "dbg"), Some("running"));
 
@@ -325,7 +398,7 @@ struct Kubectl {
 impl Kubectl {
     fn new(fake: &FakeKube) -> Option<Kubectl> {
         if !std::path::Path::new("/usr/bin/kubectl").exists() {
-            eprintln!("kubectl not installed; skipping");
+            poddebug_tests::capability::missing("/usr/bin/kubectl");
             return None;
         }
         Some(Kubectl {
@@ -426,10 +499,8 @@ async fn kubectl_reads_patches_logs_and_execs() {
         ])
         .await;
     assert!(ok, "{err}");
-    assert_eq!(
-        fake.container_state(NS, POD, "debugger"),
-        Some("terminated")
-    );
+    // The fake runs no shell: only poddebug's stop script has an effect.
+    assert_eq!(fake.container_state(NS, POD, "debugger"), Some("running"));
     assert_eq!(
         fake.execs().last().map(|e| e.protocol.clone()).as_deref(),
         Some("v5.channel.k8s.io")

@@ -14,7 +14,7 @@ fn kubectl_available() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        eprintln!("kubectl not found: skipping");
+        poddebug_tests::capability::missing("kubectl");
     }
     found
 }

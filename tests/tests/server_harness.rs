@@ -40,7 +40,7 @@ fn python() -> Option<String> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("python3 not available; skipping");
+        poddebug_tests::capability::missing("python3");
     }
     ok.then(|| "python3".to_owned())
 }

@@ -834,7 +834,7 @@ async fn kubectl(
     use tokio::io::AsyncWriteExt;
     let bin = std::path::Path::new("/usr/bin/kubectl");
     if !bin.exists() {
-        eprintln!("skipping: /usr/bin/kubectl not found");
+        poddebug_tests::capability::missing("/usr/bin/kubectl");
         return None;
     }
     let mut cmd = tokio::process::Command::new(bin);
@@ -1047,7 +1047,7 @@ mod front {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_kubectl_attaches_through_poddebug() {
     if !std::path::Path::new("/usr/bin/kubectl").exists() {
-        eprintln!("skipping: /usr/bin/kubectl not found");
+        poddebug_tests::capability::missing("/usr/bin/kubectl");
         return;
     }
     let e = env(&[]).await;

@@ -87,6 +87,9 @@ pub struct StopRequest {
     pub requested_at: Time,
     /// The user who requested it.
     pub requested_by: String,
+    /// Seconds between SIGTERM and SIGKILL that the stop used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<u64>,
 }
 
 // k8s-openapi's `Time` has no `Default`; the Unix epoch stands for "unset", as Go's zero
@@ -96,6 +99,7 @@ impl Default for StopRequest {
         StopRequest {
             requested_at: Time(jiff::Timestamp::UNIX_EPOCH),
             requested_by: String::new(),
+            grace_period_seconds: None,
         }
     }
 }
@@ -134,9 +138,25 @@ pub struct PodDebugContainerStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub container_id: Option<String>,
-    /// Set once a stop was requested with DELETE.
+    /// Set once a stop was requested with DELETE. Read from the record the stop leaves in the
+    /// container's termination message, so it shows once the container has terminated (and
+    /// in the answer of the DELETE itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_requested: Option<StopRequest>,
+    /// Whether DELETE can stop the debug container. `false` when its main process is PID 1 of
+    /// its own PID namespace (no `targetContainerName`, and the pod shares neither its process
+    /// namespace nor the node's): the kernel drops signals sent to it from inside the
+    /// container, so it ends only by its own exit.
+    #[serde(default = "stoppable_default")]
+    pub stoppable: bool,
+    /// Why DELETE cannot stop it, when `stoppable` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stoppable_message: Option<String>,
+}
+
+/// A status without the field (written by an older server) makes no claim: stoppable.
+fn stoppable_default() -> bool {
+    true
 }
 
 /// PodDebugContainerList is a list of debug containers.

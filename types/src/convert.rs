@@ -13,6 +13,7 @@ use crate::api::{
     DebugPhase, KIND_POD_DEBUG_CONTAINER, PodDebugContainer, PodDebugContainerStatus, StopRequest,
 };
 use crate::profile::Profile;
+use crate::stoppable::stop_blocker;
 
 /// Environment variable that carries the debug name of an ephemeral container whose own name
 /// differs from it (a debug name reused after the earlier container of that name ended).
@@ -230,13 +231,14 @@ fn started_at(status: Option<&ContainerStatus>) -> Option<Time> {
 /// `creationTimestamp` is when the container started if known, else when the pod was created.
 /// `container` holds the ephemeral container's fields; the profile used to create it cannot be
 /// recovered and is left out. The status comes from `status.ephemeralContainerStatuses`: no
-/// entry (or no state yet) is `Waiting`.
+/// entry (or no state yet) is `Waiting`; `stoppable` from [`stop_blocker`].
 pub fn from_pod(
     pod: &Pod,
     ec: &EphemeralContainer,
     stop: Option<StopRequest>,
 ) -> PodDebugContainer {
     let status = status_of(pod, &ec.name);
+    let blocker = stop_blocker(pod, ec);
     let creation_timestamp = started_at(status).or_else(|| pod.metadata.creation_timestamp.clone());
     PodDebugContainer {
         api_version: API_VERSION.to_owned(),
@@ -262,6 +264,8 @@ pub fn from_pod(
             image_id: status.map(|s| s.image_id.clone()).unwrap_or_default(),
             container_id: status.and_then(|s| s.container_id.clone()),
             stop_requested: stop,
+            stoppable: blocker.is_none(),
+            stoppable_message: blocker.map(str::to_owned),
         }),
     }
 }
@@ -515,6 +519,7 @@ mod tests {
         let stop = StopRequest {
             requested_at: Time("2026-01-01T00:05:00Z".parse().unwrap()),
             requested_by: "alice".into(),
+            grace_period_seconds: Some(10),
         };
         // (ec index, debug name, phase, creationTimestamp, stop)
         let cases = [
@@ -557,9 +562,20 @@ mod tests {
         let a = from_pod(&p, &ecs[0], None).status.unwrap();
         assert_eq!(a.image_id, "sha");
         assert_eq!(a.container_id.as_deref(), Some("containerd://1"));
+        assert!(!a.stoppable, "no target: its own PID 1");
+        assert_eq!(
+            a.stoppable_message.as_deref(),
+            Some(crate::stoppable::NOT_STOPPABLE)
+        );
         let b = from_pod(&p, &ecs[1], None);
         assert_eq!(b.target_container_name.as_deref(), Some("app"));
-        assert_eq!(b.status.unwrap().started, Some(true));
+        let b = b.status.unwrap();
+        assert_eq!(b.started, Some(true));
+        assert!(b.stoppable);
+        assert!(b.stoppable_message.is_none());
+        let json = serde_json::to_value(from_pod(&p, &ecs[0], None)).unwrap();
+        assert_eq!(json["status"]["stoppable"], false);
+        assert!(json["status"]["stoppableMessage"].is_string());
     }
 
     #[test]
@@ -570,118 +586,5 @@ mod tests {
         let mut want = p.container.clone();
         want.name = "x-2".into();
         assert_eq!(back, want);
-    }
-}
-
-/// The shell that keeps PID 1 a waiting parent: `sh -c '"$@"; exit $?' sh CMD ARGS…`. Two
-/// statements, so `sh` cannot `exec` the command in place; the command then runs as a child and
-/// can be signalled from inside the container when it is stopped.
-pub const STOP_WRAPPER: [&str; 4] = ["sh", "-c", "\"$@\"; exit $?", "sh"];
-
-/// Whether the debug container's own process would be PID 1 of its own PID namespace (no
-/// target container, no shared process namespace). The kernel ignores signals sent to such a
-/// process from inside its namespace, so it could never be stopped.
-pub fn runs_as_own_pid1(pod: &Pod, ec: &EphemeralContainer) -> bool {
-    // A shared process namespace, or the node's (hostPID), puts the debug container's process
-    // in a namespace whose PID 1 is someone else.
-    let spec = pod.spec.as_ref();
-    let shares = spec
-        .and_then(|s| s.share_process_namespace)
-        .unwrap_or(false)
-        || spec.and_then(|s| s.host_pid).unwrap_or(false);
-    let targeted = ec
-        .target_container_name
-        .as_deref()
-        .is_some_and(|t| !t.is_empty());
-    !shares && !targeted
-}
-
-/// Make a debug container stoppable: when it would run as its own PID 1 and names its command,
-/// run that command under [`STOP_WRAPPER`] (the command and args become the wrapper's
-/// arguments). Without a command the image's entrypoint is unknown and nothing is changed.
-/// Returns whether it wrapped.
-pub fn wrap_for_stop(pod: &Pod, ec: &mut EphemeralContainer) -> bool {
-    if !runs_as_own_pid1(pod, ec) {
-        return false;
-    }
-    let Some(command) = ec.command.take().filter(|c| !c.is_empty()) else {
-        return false;
-    };
-    if command.first().map(String::as_str) == Some("sh")
-        && command.get(1).map(String::as_str) == Some("-c")
-        && command.get(2).map(String::as_str) == Some(STOP_WRAPPER[2])
-    {
-        // Already wrapped (a resubmitted object): leave it as it is.
-        ec.command = Some(command);
-        return false;
-    }
-    let mut args = command;
-    args.extend(ec.args.take().unwrap_or_default());
-    ec.command = Some(STOP_WRAPPER.iter().map(|s| (*s).to_owned()).collect());
-    ec.args = Some(args);
-    true
-}
-
-#[cfg(test)]
-mod stop_wrapper_tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::PodSpec;
-
-    fn ec(
-        command: Option<&[&str]>,
-        args: Option<&[&str]>,
-        target: Option<&str>,
-    ) -> EphemeralContainer {
-        EphemeralContainer {
-            name: "dbg".into(),
-            command: command.map(|c| c.iter().map(|s| s.to_string()).collect()),
-            args: args.map(|c| c.iter().map(|s| s.to_string()).collect()),
-            target_container_name: target.map(str::to_owned),
-            ..Default::default()
-        }
-    }
-
-    fn pod(share: Option<bool>) -> Pod {
-        Pod {
-            spec: Some(PodSpec {
-                share_process_namespace: share,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn wraps_only_an_own_pid1_with_a_command() {
-        let mut e = ec(Some(&["top", "-b"]), Some(&["-n", "1"]), None);
-        assert!(wrap_for_stop(&pod(None), &mut e));
-        assert_eq!(
-            e.command.as_deref().unwrap(),
-            &["sh", "-c", "\"$@\"; exit $?", "sh"]
-        );
-        assert_eq!(e.args.as_deref().unwrap(), &["top", "-b", "-n", "1"]);
-        // Idempotent.
-        assert!(!wrap_for_stop(&pod(None), &mut e));
-        assert_eq!(e.args.as_deref().unwrap(), &["top", "-b", "-n", "1"]);
-
-        let mut targeted = ec(Some(&["sh"]), None, Some("app"));
-        assert!(!wrap_for_stop(&pod(None), &mut targeted));
-        assert_eq!(targeted.command.as_deref().unwrap(), &["sh"]);
-
-        let mut shared = ec(Some(&["sh"]), None, None);
-        assert!(!wrap_for_stop(&pod(Some(true)), &mut shared));
-
-        let mut host_pid = ec(Some(&["sh"]), None, None);
-        let mut node_pod = pod(None);
-        node_pod.spec.as_mut().unwrap().host_pid = Some(true);
-        assert!(
-            !wrap_for_stop(&node_pod, &mut host_pid),
-            "hostPID pods share the node's PID namespace"
-        );
-
-        let mut no_command = ec(None, Some(&["x"]), None);
-        assert!(!wrap_for_stop(&pod(None), &mut no_command));
-        assert_eq!(no_command.command, None);
-        assert_eq!(no_command.args.as_deref().unwrap(), &["x"]);
     }
 }

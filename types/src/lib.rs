@@ -16,6 +16,7 @@ pub mod pass_through;
 pub mod privilege;
 pub mod profile;
 pub mod status;
+pub mod stoppable;
 pub mod validation;
 
 pub use api::{

@@ -57,13 +57,15 @@ pub enum ApiError {
     /// 404 for a path that serves nothing.
     #[error("the server could not find the requested resource")]
     PathNotFound,
-    /// 409 AlreadyExists.
-    #[error("{resource} {name:?} already exists")]
+    /// 409 AlreadyExists, with an optional explanation after kube-apiserver's message.
+    #[error("{resource} {name:?} already exists{}", because.as_deref().map(|b| format!(": {b}")).unwrap_or_default())]
     AlreadyExists {
         /// Group-qualified resource.
         resource: String,
         /// The clashing name.
         name: String,
+        /// Why the name is still held, when it is not plain (appended to the message).
+        because: Option<String>,
         /// `details.kind`.
         kind: String,
         /// `details.group`.
@@ -146,6 +148,24 @@ impl ApiError {
         ApiError::AlreadyExists {
             resource: group_resource(resource, group),
             name: name.to_owned(),
+            because: None,
+            kind: resource.to_owned(),
+            group: group.to_owned(),
+        }
+    }
+
+    /// [`ApiError::already_exists`] saying why the name is still held:
+    /// `<resource> "<name>" already exists: <because>`.
+    pub fn already_exists_because(
+        resource: &str,
+        group: &str,
+        name: &str,
+        because: impl Into<String>,
+    ) -> Self {
+        ApiError::AlreadyExists {
+            resource: group_resource(resource, group),
+            name: name.to_owned(),
+            because: Some(because.into()),
             kind: resource.to_owned(),
             group: group.to_owned(),
         }
@@ -339,9 +359,15 @@ impl ApiError {
             ApiError::NotFound { resource, name, .. } => {
                 format!("{resource} {} not found", go_quote(name))
             }
-            ApiError::AlreadyExists { resource, name, .. } => {
-                format!("{resource} {} already exists", go_quote(name))
-            }
+            ApiError::AlreadyExists {
+                resource,
+                name,
+                because,
+                ..
+            } => match because {
+                Some(b) => format!("{resource} {} already exists: {b}", go_quote(name)),
+                None => format!("{resource} {} already exists", go_quote(name)),
+            },
             ApiError::Conflict {
                 resource,
                 name,

@@ -225,7 +225,37 @@ async fn create(
         })
         .await?;
     // kube-apiserver answers a dry-run create 201 as well.
-    json_response(StatusCode::CREATED, &created)
+    let mut resp = json_response(StatusCode::CREATED, &created)?;
+    if let Some(w) = not_stoppable_warning(&created) {
+        resp.headers_mut().append(http::header::WARNING, w);
+    }
+    Ok(resp)
+}
+
+/// The `Warning` header (kube-apiserver's `299 - "text"`, which kubectl prints) of a created
+/// debug container that DELETE cannot stop.
+fn not_stoppable_warning(created: &poddebug_types::PodDebugContainer) -> Option<http::HeaderValue> {
+    let status = created.status.as_ref().filter(|s| !s.stoppable)?;
+    let text = format!(
+        "debug container {:?} cannot be stopped with DELETE: {}",
+        created.metadata.name.as_deref().unwrap_or_default(),
+        status.stoppable_message.as_deref().unwrap_or_default()
+    );
+    // Quoted as apimachinery's NewWarningHeader quotes; anything a header cannot carry is
+    // replaced rather than dropping the warning.
+    let mut quoted = String::from("299 - \"");
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                quoted.push('\\');
+                quoted.push(c);
+            }
+            ' '..='~' => quoted.push(c),
+            _ => quoted.push('?'),
+        }
+    }
+    quoted.push('"');
+    http::HeaderValue::from_str(&quoted).ok()
 }
 
 /// The `use` permission on every gated profile the request amounts to: the one it names, and
@@ -307,6 +337,20 @@ pub async fn list_in_pod(
     list::respond(st.0, opts, auth.0, headers, q.0, false).await
 }
 
+/// The time a stop may take: the request's deadline (the server's `--request-timeout`, or the
+/// client's shorter `?timeout=`, which kube-apiserver also enforces on the proxied request),
+/// less the margin a wait keeps so that the answer leaves before the deadline cuts it.
+fn stop_timeout(st: &AppState, q: &BTreeMap<String, String>) -> Duration {
+    let deadline = q
+        .get("timeout")
+        .and_then(|t| crate::options::parse_duration(t).ok())
+        .filter(|t| !t.is_zero())
+        .map_or(st.config.request_timeout, |t| {
+            t.min(st.config.request_timeout)
+        });
+    deadline.saturating_sub(WAIT_MARGIN.min(deadline / 6))
+}
+
 /// `DELETE .../pods/POD/debug/NAME`: stop the debug container's processes.
 pub async fn delete(
     State(st): State<AppState>,
@@ -347,6 +391,7 @@ pub async fn delete(
             name,
             grace_period,
             caller: auth.user.clone(),
+            timeout: stop_timeout(&st, &q),
         })
         .await?;
     match outcome {

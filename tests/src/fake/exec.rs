@@ -1,12 +1,23 @@
 //! `pods/{name}/exec` over WebSocket (`v5.channel.k8s.io` / `v4.channel.k8s.io`, the way kube-rs
-//! sends it): records the exec, plays the configured outcome (a shell script run in a running
-//! ephemeral container stops it with exit code 143), and reports on the error channel.
+//! sends it): records the exec, plays the configured outcome, and reports on the error channel.
+//!
+//! The only command with an effect is poddebug's stop script, recognised exactly
+//! ([`StopInvocation::parse`]): the fake plays what the script does in a real container. It
+//! appends the record to the container's termination message file, then signals the debug
+//! container's processes: with a target or a shared PID namespace they end (`terminated`, exit
+//! code 143, the termination message reported); when the main process is PID 1 of its own PID
+//! namespace the kernel drops the signals and the script exits 3, unless PID 1 is the wrapper
+//! shell of earlier versions, which ends with its child. Any other command, `sh -c` included,
+//! succeeds and changes nothing. Whether the real script really stops real processes is proved
+//! by its namespace tests (`poddebug-storage`) and by the live suite, not here.
 
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use poddebug_storage::StopInvocation;
+use poddebug_types::stoppable::LEGACY_STOP_WRAPPER;
 use serde_json::{Value, json};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
@@ -23,15 +34,19 @@ use super::status::{self, KubeStatus};
 /// What an exec does in the fake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExecBehaviour {
-    /// A shell script (`sh -c ...`) in a running ephemeral container ends that container
-    /// (`terminated`, exit code 143, reason `Error`); other containers are untouched. Success.
+    /// The stop script does what it does in a real container (see the module docs); any other
+    /// command succeeds and changes nothing.
     Stops,
     /// The image has no shell: `sh`/`bash` commands fail like containerd's exec does.
     NoShell,
-    /// Success, but nothing changes (the container keeps running).
+    /// Success. The stop script writes its record, but the container keeps running (a kubelet
+    /// that has not reported the end yet); nothing else changes.
     Ignores,
     /// The command exits with this code (`NonZeroExitCode`); nothing changes.
     ExitCode(i32),
+    /// The exec starts and never reports an end (a command that does not finish) until the
+    /// client closes the stream.
+    Hangs,
 }
 
 /// One exec the fake accepted.
@@ -80,15 +95,6 @@ fn is_websocket_upgrade(ctx: &Ctx) -> bool {
         .iter()
         .any(|c| c.eq_ignore_ascii_case("upgrade"));
     upgrade && connection && ctx.version == http::Version::HTTP_11
-}
-
-fn is_shell_script(command: &[String]) -> bool {
-    let shell = command
-        .first()
-        .map(|c| c.rsplit('/').next().unwrap_or(c))
-        .unwrap_or("");
-    matches!(shell, "sh" | "bash" | "ash" | "dash")
-        && command.get(1).map(String::as_str) == Some("-c")
 }
 
 /// The handler: checks, 101, then the session in a task.
@@ -213,14 +219,7 @@ fn outcome(shared: &Shared, r: &ExecRecord) -> Value {
     let success = json!({"metadata": {}, "status": "Success"});
     let behaviour = shared.lock().settings.exec;
     match behaviour {
-        ExecBehaviour::Ignores => success,
-        ExecBehaviour::ExitCode(code) => json!({
-            "metadata": {},
-            "status": "Failure",
-            "message": format!("command terminated with non-zero exit code: error executing command [{}], exit code {code}", r.command.join(" ")),
-            "reason": "NonZeroExitCode",
-            "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
-        }),
+        ExecBehaviour::ExitCode(code) => exit_code(r, code),
         ExecBehaviour::NoShell => {
             let program = r.command.first().cloned().unwrap_or_default();
             if matches!(
@@ -243,28 +242,81 @@ fn outcome(shared: &Shared, r: &ExecRecord) -> Value {
                 success
             }
         }
-        ExecBehaviour::Stops => {
-            if is_shell_script(&r.command) {
-                shared.mutate(|s| {
-                    let is_running_ec = s.get(Kind::Pod, &r.namespace, &r.pod).is_some_and(|pod| {
-                        find_container(pod, &r.container)
-                            .is_some_and(|(list, _)| list == "ephemeralContainers")
-                            && container_state(pod, &r.container) == Some("running")
-                    });
-                    if is_running_ec {
-                        set_container_state(
-                            s,
-                            &r.namespace,
-                            &r.pod,
-                            &r.container,
-                            &ContainerState::terminated(143, "Error"),
-                        );
-                    }
-                });
-            }
-            success
-        }
+        ExecBehaviour::Stops | ExecBehaviour::Ignores => match StopInvocation::parse(&r.command) {
+            Some(inv) => play_stop_script(shared, r, &inv),
+            None => success,
+        },
+        ExecBehaviour::Hangs => success,
     }
+}
+
+/// What the stop script does in container `r.container`: its record, then its signals. The
+/// Status it ends with.
+fn play_stop_script(shared: &Shared, r: &ExecRecord, inv: &StopInvocation) -> Value {
+    let success = json!({"metadata": {}, "status": "Success"});
+    let ignores = shared.lock().settings.exec == ExecBehaviour::Ignores;
+    let mut own_init_survives = false;
+    shared.mutate(|s| {
+        let Some(pod) = s.get(Kind::Pod, &r.namespace, &r.pod) else {
+            return;
+        };
+        let is_running_ec = find_container(pod, &r.container)
+            .is_some_and(|(list, _)| list == "ephemeralContainers")
+            && container_state(pod, &r.container) == Some("running");
+        if !is_running_ec {
+            return;
+        }
+        let ec = pod["spec"]["ephemeralContainers"]
+            .as_array()
+            .and_then(|ecs| ecs.iter().find(|c| c["name"] == r.container.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        let shares = pod["spec"]["shareProcessNamespace"] == true || pod["spec"]["hostPID"] == true;
+        let targeted = ec["targetContainerName"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty());
+        let legacy_wrapped = ec["command"].as_array().is_some_and(|c| {
+            c.iter()
+                .map(|v| v.as_str().unwrap_or_default())
+                .eq(LEGACY_STOP_WRAPPER)
+        });
+        // The record goes first, appended to the termination message file.
+        if !inv.record.is_empty() {
+            let key = (r.namespace.clone(), r.pod.clone(), r.container.clone());
+            let log = s.termination_logs.entry(key).or_default();
+            log.push_str(&inv.record);
+            log.push('\n');
+        }
+        if ignores {
+            return;
+        }
+        if !shares && !targeted && !legacy_wrapped {
+            own_init_survives = true;
+            return;
+        }
+        set_container_state(
+            s,
+            &r.namespace,
+            &r.pod,
+            &r.container,
+            &ContainerState::terminated(143, "Error"),
+        );
+    });
+    if own_init_survives {
+        return exit_code(r, 3);
+    }
+    success
+}
+
+/// The Status of a command that exited with `code`.
+fn exit_code(r: &ExecRecord, code: i32) -> Value {
+    json!({
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("command terminated with non-zero exit code: error executing command [{}], exit code {code}", r.command.join(" ")),
+        "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
+    })
 }
 
 async fn session<S>(shared: std::sync::Arc<Shared>, mut ws: WebSocketStream<S>, r: ExecRecord)
@@ -283,6 +335,22 @@ where
         .await
         .is_err()
     {
+        return;
+    }
+    if shared.lock().settings.exec == ExecBehaviour::Hangs {
+        // No end is ever reported; wait for the client to go (or the fake to stop).
+        let mut shutdown = shared.shutdown.clone();
+        let drain = async {
+            while let Some(Ok(msg)) = ws.next().await {
+                if msg.is_close() {
+                    break;
+                }
+            }
+        };
+        tokio::select! {
+            _ = drain => {}
+            _ = crate::fake::stopped(&mut shutdown) => {}
+        }
         return;
     }
     let status = outcome(&shared, &r);

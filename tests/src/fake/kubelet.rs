@@ -106,6 +106,8 @@ pub fn set_container_state(
         .map(str::to_owned)
         .unwrap_or_else(container_id);
     let is_regular = list == "containers";
+    let key = (ns.to_owned(), pod.to_owned(), container.to_owned());
+    let termination_message = state.termination_logs.get(&key).cloned();
     let (state_json, ready, started, with_id) = match new {
         ContainerState::Waiting { reason, message } => {
             let mut w = Map::new();
@@ -122,13 +124,24 @@ pub fn set_container_state(
             true,
         ),
         ContainerState::Terminated { exit_code, reason } => (
-            json!({"terminated": {
-                "exitCode": exit_code,
-                "reason": reason,
-                "startedAt": started_at.unwrap_or_else(now_rfc3339),
-                "finishedAt": now_rfc3339(),
-                "containerID": id,
-            }}),
+            {
+                let mut t = json!({
+                    "exitCode": exit_code,
+                    "reason": reason,
+                    "startedAt": started_at.unwrap_or_else(now_rfc3339),
+                    "finishedAt": now_rfc3339(),
+                    "containerID": id,
+                });
+                // The kubelet reports the termination message file (its last 4 KiB).
+                if let Some(m) = termination_message.filter(|m| !m.is_empty()) {
+                    let cut = m.len().saturating_sub(4096);
+                    let start = (cut..=m.len())
+                        .find(|i| m.is_char_boundary(*i))
+                        .unwrap_or(m.len());
+                    t["message"] = json!(&m[start..]);
+                }
+                json!({ "terminated": t })
+            },
             false,
             false,
             true,

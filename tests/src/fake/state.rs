@@ -148,6 +148,9 @@ pub struct State {
     pub execs: Vec<ExecRecord>,
     /// Container logs by (namespace, pod, container).
     pub logs: BTreeMap<(String, String, String), Vec<LogLine>>,
+    /// What each container wrote to its termination message file, by (namespace, pod,
+    /// container): reported as `terminated.message` once it terminates, as the kubelet does.
+    pub termination_logs: BTreeMap<(String, String, String), String>,
     /// Switches.
     pub settings: Settings,
 }
@@ -168,6 +171,7 @@ impl State {
             token_reviews: 0,
             execs: Vec::new(),
             logs: BTreeMap::new(),
+            termination_logs: BTreeMap::new(),
             settings: Settings::default(),
         }
     }

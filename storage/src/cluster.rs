@@ -1,0 +1,124 @@
+//! [`Cluster`]: what every verb of [`KubeBackend`](crate::KubeBackend) works with (the client,
+//! the configuration, the Event reporter), kept apart from the backend itself so that the verbs
+//! (`create`, `stop`, …) depend on it and the backend on them, without a cycle.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, Client};
+
+use crate::cluster_version::ClusterVersion;
+use crate::disagreements::Disagreements;
+use crate::events::{Reporter, build_event, record};
+use crate::impersonation::impersonating_client;
+use crate::{BackendConfig, Caller, StorageError};
+
+/// The cluster the verbs act on, and how.
+#[derive(Clone)]
+pub(crate) struct Cluster {
+    client: Client,
+    config: BackendConfig,
+    reporter: Reporter,
+    version: ClusterVersion,
+    disagreements: Disagreements,
+}
+
+impl Cluster {
+    /// Calls made with `client` (the server's identity; impersonation headers are added per
+    /// call when `config.impersonate` is set).
+    pub(crate) fn new(client: Client, config: BackendConfig) -> Self {
+        let reporter = Reporter {
+            component: config.reporting_component.clone(),
+            instance: config.reporting_instance.clone(),
+        };
+        Cluster {
+            client,
+            config,
+            reporter,
+            version: ClusterVersion::default(),
+            disagreements: Disagreements::default(),
+        }
+    }
+
+    /// The cluster's version, as last discovered.
+    pub(crate) fn cluster_version(&self) -> &ClusterVersion {
+        &self.version
+    }
+
+    /// The counter of local/cluster validation disagreements.
+    pub(crate) fn validation_disagreements(&self) -> &Disagreements {
+        &self.disagreements
+    }
+
+    /// The configuration.
+    pub(crate) fn config(&self) -> &BackendConfig {
+        &self.config
+    }
+
+    /// The client with the server's own identity.
+    pub(crate) fn server_client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The client for calls made on behalf of `caller`.
+    pub(crate) fn client_for(&self, caller: &Caller) -> Result<Client, StorageError> {
+        if self.config.impersonate {
+            Ok(impersonating_client(&self.client, caller)?)
+        } else {
+            Ok(self.client.clone())
+        }
+    }
+
+    /// Pods of `namespace`, as `caller`.
+    pub(crate) fn pods(&self, namespace: &str, caller: &Caller) -> Result<Api<Pod>, StorageError> {
+        Ok(Api::namespaced(self.client_for(caller)?, namespace))
+    }
+
+    /// Pods of `namespace`, or of all namespaces, as `caller`.
+    pub(crate) fn pods_in(
+        &self,
+        namespace: Option<&str>,
+        caller: &Caller,
+    ) -> Result<Api<Pod>, StorageError> {
+        let client = self.client_for(caller)?;
+        Ok(match namespace {
+            Some(ns) => Api::namespaced(client, ns),
+            None => Api::all(client),
+        })
+    }
+
+    /// Record an Event about ephemeral container `ec_name` of `pod`, waiting at most the
+    /// configured Event timeout; failures are only logged.
+    pub(crate) async fn record_event(
+        &self,
+        pod: &Pod,
+        ec_name: &str,
+        reason: &str,
+        message: String,
+    ) {
+        self.record_event_within(pod, ec_name, reason, message, self.config.event_timeout)
+            .await;
+    }
+
+    /// [`Cluster::record_event`] waiting at most `timeout` (and never more than the configured
+    /// Event timeout).
+    pub(crate) async fn record_event_within(
+        &self,
+        pod: &Pod,
+        ec_name: &str,
+        reason: &str,
+        message: String,
+        timeout: Duration,
+    ) {
+        let event = build_event(
+            &self.reporter,
+            pod,
+            ec_name,
+            reason,
+            message,
+            jiff::Timestamp::now(),
+        );
+        let timeout = timeout.min(self.config.event_timeout);
+        record(self.server_client(), event, timeout).await;
+    }
+}
