@@ -111,7 +111,7 @@ pub fn debug_table(items: &[PodDebugContainer], wide: bool, namespace: bool) -> 
     }
     header.extend(["NAME", "POD", "IMAGE", "STATE", "AGE"]);
     if wide {
-        header.extend(["TARGET", "PROFILE", "CONTAINER"]);
+        header.extend(["TARGET", "CONTAINER"]);
     }
     let rows: Vec<Vec<String>> = items
         .iter()
@@ -132,7 +132,6 @@ pub fn debug_table(items: &[PodDebugContainer], wide: bool, namespace: bool) -> 
                         .clone()
                         .unwrap_or_else(|| "<none>".into()),
                 );
-                r.push(o.profile.clone().unwrap_or_else(|| "<none>".into()));
                 r.push(
                     st.map(|s| s.ephemeral_container_name.clone())
                         .unwrap_or_default(),

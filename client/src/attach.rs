@@ -16,7 +16,7 @@ use futures::channel::mpsc;
 use kube::api::{AttachedProcess, TerminalSize};
 use poddebug_types::{DebugPhase, PodDebugContainer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, SimplexStream, WriteHalf};
-use tokio::sync::Notify;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use crate::debug_containers::DebugContainers;
 use crate::error::{Error, Result, Status};
@@ -85,12 +85,37 @@ pub fn exit_code_of(status: &Status) -> std::result::Result<Option<i32>, Status>
 /// container; [`AttachedDebugContainer::join`] then answers [`AttachOutcome::Detached`]
 /// (or `Exited` if the container happened to terminate meanwhile).
 #[derive(Clone, Debug, Default)]
-pub struct Detacher(Arc<Notify>);
+pub struct Detacher(CancellationToken);
 
 impl Detacher {
     /// Detach now.
     pub fn detach(&self) {
-        self.0.notify_one();
+        self.0.cancel();
+    }
+}
+
+/// The container's stdout or stderr. It ends when the session ends, however it ends
+/// (output still buffered is read first).
+pub struct DebugOutput {
+    inner: ReadHalf<SimplexStream>,
+    ended: Pin<Box<WaitForCancellationFutureOwned>>,
+}
+
+impl AsyncRead for DebugOutput {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if let Poll::Ready(r) = Pin::new(&mut self.inner).poll_read(cx, buf) {
+            return Poll::Ready(r);
+        }
+        // Nothing buffered: a session that ended (even without closing its streams, as an
+        // aborted one does) is the end of this stream.
+        match self.ended.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Ok(())),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -151,7 +176,8 @@ pub struct AttachedDebugContainer {
     exit_status_wait: Duration,
     has_stdin: bool,
     stdin_closed: Arc<AtomicBool>,
-    detach: Arc<Notify>,
+    /// Cancelled when the session ends: by a detach, or once the stream is over.
+    ended: CancellationToken,
 }
 
 impl std::fmt::Debug for AttachedDebugContainer {
@@ -197,7 +223,7 @@ impl DebugContainers {
             exit_status_wait: params.exit_status_wait,
             has_stdin: params.stdin,
             stdin_closed: Arc::new(AtomicBool::new(false)),
-            detach: Arc::new(Notify::new()),
+            ended: CancellationToken::new(),
         })
     }
 }
@@ -212,13 +238,19 @@ impl AttachedDebugContainer {
     }
 
     /// The container's stdout (once; with a TTY, everything the terminal shows).
-    pub fn stdout(&mut self) -> Option<impl AsyncRead + Unpin + Send + use<>> {
-        self.process.stdout()
+    pub fn stdout(&mut self) -> Option<DebugOutput> {
+        let ended = Box::pin(self.ended.clone().cancelled_owned());
+        self.process
+            .stdout()
+            .map(|inner| DebugOutput { inner, ended })
     }
 
     /// The container's stderr (once; only without a TTY).
-    pub fn stderr(&mut self) -> Option<ReadHalf<SimplexStream>> {
-        self.process.stderr()
+    pub fn stderr(&mut self) -> Option<DebugOutput> {
+        let ended = Box::pin(self.ended.clone().cancelled_owned());
+        self.process
+            .stderr()
+            .map(|inner| DebugOutput { inner, ended })
     }
 
     /// Where terminal sizes go (once; only with a TTY).
@@ -228,20 +260,23 @@ impl AttachedDebugContainer {
 
     /// A handle that ends the session without ending the container.
     pub fn detacher(&self) -> Detacher {
-        Detacher(self.detach.clone())
+        Detacher(self.ended.clone())
     }
 
     /// Wait for the session to end, then say what became of the container: its exit code
     /// once it terminated, or [`AttachOutcome::Detached`] while it still runs.
     ///
-    /// Read stdout and stderr meanwhile (from other tasks): the stream waits for them.
+    /// Read stdout and stderr meanwhile (from other tasks): the stream waits for them. They
+    /// end (after what is buffered) once the session is over.
     pub async fn join(mut self) -> Result<AttachOutcome> {
         let status = self.process.take_status();
-        let detach = self.detach.clone();
+        let detach = self.ended.clone();
         let ended = tokio::select! {
-            () = detach.notified() => None,
+            () = detach.cancelled() => None,
             r = self.process.join() => Some(r),
         };
+        // However it ended, the output streams end once drained.
+        detach.cancel();
         let api = self.api;
         let (pod, name) = (self.pod, self.name);
         let Some(ended) = ended else {

@@ -235,7 +235,9 @@ impl DebugContainers {
 
     /// Wait until debug container `name` runs or has terminated, for at most `timeout`, calling
     /// `on_change` with every state seen on the way (to show a waiting reason such as
-    /// `ErrImagePull`). Ends with [`Error::Timeout`] carrying the last waiting reason.
+    /// `ErrImagePull`; objects seen on the watch are named `POD.NAME`, as `poddebugcontainers`
+    /// names them). Answers the object as [`get`](Self::get) does. Ends with
+    /// [`Error::Timeout`] carrying the last waiting reason.
     pub async fn wait_started(
         &self,
         pod: &str,
@@ -272,7 +274,8 @@ impl DebugContainers {
                             }
                             on_change(&o);
                             if started(&o) {
-                                return Ok(o);
+                                // As `get` names it (NAME, not the watch's POD.NAME).
+                                return self.get(pod, name).await;
                             }
                             last = Some(o);
                         }

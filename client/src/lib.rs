@@ -35,7 +35,7 @@ mod params;
 mod streams;
 
 pub use attach::{
-    AttachOutcome, AttachedDebugContainer, DebugStdin, Detacher, Resizer, exit_code_of,
+    AttachOutcome, AttachedDebugContainer, DebugOutput, DebugStdin, Detacher, Resizer, exit_code_of,
     outcome_of,
 };
 pub use config::{ConnectOptions, config, connect};

@@ -1,0 +1,176 @@
+//! The plugin's other subcommands end to end (no terminal): the real server, the fake
+//! kube-apiserver, and no kubectl anywhere.
+//!
+//! Needs the server binary: `cargo build -p poddebug-apiserver` first.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use poddebug_tests::fake::ATTACH_EXIT_CODE_ANNOTATION;
+use poddebug_tests::{FakeKube, PodDebugServer, TempDir};
+
+/// Runs the plugin with `input` on its stdin; (exit code, stdout, stderr). `PATH` is emptied so
+/// that a kubectl cannot be what answers.
+fn plugin(kc: &Path, args: &[&str], input: Option<&str>) -> (Option<i32>, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-poddebug"))
+        .env("KUBECONFIG", kc)
+        .env("PATH", "")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("plugin");
+    let mut stdin = child.stdin.take().expect("stdin");
+    if let Some(i) = input {
+        stdin.write_all(i.as_bytes()).expect("write");
+    }
+    drop(stdin);
+    let out = child.wait_with_output().expect("plugin");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn run(kc: &PathBuf, args: &[&str], input: Option<&str>) -> (Option<i32>, String, String) {
+    let kc = kc.clone();
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    let input = input.map(str::to_owned);
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        plugin(&kc, &args, input.as_deref())
+    })
+    .await
+    .expect("plugin task")
+}
+
+#[tokio::test]
+async fn run_get_list_attach_logs_stop_and_profiles() {
+    let fake = FakeKube::start().await;
+    fake.allow_all();
+    fake.add_namespace("shop", &[]);
+    fake.add_simple_pod("shop", "web");
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let dir = TempDir::new("plugin");
+    let kc = server.write_kubeconfig(dir.path(), "plugin-user", &["devs"], "shop");
+
+    // Without -i: create, wait when asked, print one line.
+    let (code, out, err) = run(
+        &kc,
+        &[
+            "web", "-c", "dbg", "--image", "busybox:1.36", "--target", "app", "--wait", "--",
+            "sh", "-c", "sleep 1000",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out.trim(),
+        "debug container dbg in pod web (busybox:1.36): Running",
+        "{err}"
+    );
+    assert!(err.contains("kubectl poddebug stop -n shop web dbg"), "{err}");
+    let ec = &fake
+        .pod("shop", "web")
+        .and_then(|p| p.spec?.ephemeral_containers)
+        .expect("an ephemeral container")[0];
+    assert_eq!(
+        ec.command.as_deref(),
+        Some(&["sh".to_owned(), "-c".to_owned(), "sleep 1000".to_owned()][..])
+    );
+    assert_eq!(ec.target_container_name.as_deref(), Some("app"));
+
+    let (code, out, err) = run(&kc, &["get", "web", "-o", "json"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    let list: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(list["items"][0]["metadata"]["name"], "dbg");
+
+    let (code, out, err) = run(&kc, &["get", "web", "dbg", "-o", "yaml"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("name: dbg") && out.contains("phase: Running"), "{out}");
+
+    let (code, out, err) = run(&kc, &["list", "-o", "wide"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    let mut lines = out.lines();
+    let header: Vec<_> = lines.next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "POD", "IMAGE", "STATE", "AGE", "TARGET", "CONTAINER"]
+    );
+    let row: Vec<_> = lines.next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(row[..4], ["web.dbg", "web", "busybox:1.36", "Running"], "{out}");
+    assert_eq!(row[5..], ["app", "dbg"], "{out}");
+
+    let (code, out, err) = run(&kc, &["list", "-A"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("NAMESPACE"), "{out}");
+    assert!(out.contains("shop") && out.contains("web.dbg"), "{out}");
+
+    // A console without a terminal: input goes in, output comes back, the end of our input
+    // ends the session and the container keeps running.
+    let (code, out, err) = run(
+        &kc,
+        &["attach", "web", "dbg", "-i"],
+        Some("hello through poddebug\n"),
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("hello through poddebug"), "{out}{err}");
+    assert!(
+        err.contains("still running: reattach with 'kubectl poddebug attach -n shop web dbg -i'"),
+        "{err}"
+    );
+    // An exit code on the error channel becomes the plugin's.
+    fake.update_pod("shop", "web", |p| {
+        p["metadata"]["annotations"][ATTACH_EXIT_CODE_ANNOTATION] = "7".into();
+    });
+    let (code, _, err) = run(&kc, &["attach", "web", "dbg", "-i"], Some("x\n")).await;
+    assert_eq!(code, Some(7), "{err}");
+
+    fake.append_log("shop", "web", "dbg", "first\nsecond\n");
+    let (code, out, err) = run(&kc, &["logs", "web", "dbg", "--tail", "1"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "second\n");
+
+    let (code, out, err) = run(&kc, &["stop", "web", "dbg", "--grace-period", "1"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("debug container dbg in pod web") && out.contains("Terminated"),
+        "{out}"
+    );
+
+    let (code, out, err) = run(&kc, &["profiles"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    let sysadmin = out
+        .lines()
+        .find(|l| l.starts_with("sysadmin"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(sysadmin.split_whitespace().nth(2), Some("true"), "{out}");
+
+    // A refusal keeps kubectl's wording and a non-zero exit.
+    let (code, _, err) = run(&kc, &["nosuchpod", "-c", "x"], None).await;
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        err.trim(),
+        "Error from server (NotFound): pods \"nosuchpod\" not found"
+    );
+    // --context picks a context of the kubeconfig; an unknown one is an error before any request.
+    let (code, _, err) = run(&kc, &["--context", "nope", "list"], None).await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("nope"), "{err}");
+    // -n and --kubeconfig as kubectl has them.
+    let (code, out, err) = run(
+        &kc,
+        &["--kubeconfig", kc.to_str().unwrap_or_default(), "-n", "default", "list"],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.trim(), "No resources found in default namespace.");
+}
