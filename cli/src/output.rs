@@ -170,9 +170,16 @@ pub fn profile_table(items: &[DebugProfile], wide: bool) -> String {
 /// One line describing a debug container, for humans.
 pub fn summary(o: &PodDebugContainer) -> String {
     let name = o.metadata.name.as_deref().unwrap_or("?");
-    let pod = o.status.as_ref().map(|s| s.pod_name.as_str()).unwrap_or("?");
+    let pod = o
+        .status
+        .as_ref()
+        .map(|s| s.pod_name.as_str())
+        .unwrap_or("?");
     let image = o.container.image.as_deref().unwrap_or("");
-    format!("debug container {name} in pod {pod} ({image}): {}", state(o))
+    format!(
+        "debug container {name} in pod {pod} ({image}): {}",
+        state(o)
+    )
 }
 
 #[cfg(test)]
@@ -189,16 +196,21 @@ mod tests {
     fn tables_line_up_like_kubectl() {
         let t = table(
             &["NAME", "POD"],
-            &[vec!["a".into(), "web".into()], vec!["long-name".into(), "x".into()]],
+            &[
+                vec!["a".into(), "web".into()],
+                vec!["long-name".into(), "x".into()],
+            ],
         );
         assert_eq!(t, "NAME        POD\na           web\nlong-name   x\n");
     }
 
     #[test]
     fn states_and_summaries() {
-        let o = obj(json!({"metadata": {"name": "dbg"}, "container": {"image": "busybox"},
+        let o = obj(
+            json!({"metadata": {"name": "dbg"}, "container": {"image": "busybox"},
             "status": {"podName": "web", "ephemeralContainerName": "dbg", "phase": "Waiting",
-                       "state": {"waiting": {"reason": "ErrImagePull"}}}}));
+                       "state": {"waiting": {"reason": "ErrImagePull"}}}}),
+        );
         assert_eq!(
             summary(&o),
             "debug container dbg in pod web (busybox): Waiting (ErrImagePull)"
@@ -213,7 +225,10 @@ mod tests {
     fn yaml_and_json() {
         let o = obj(json!({"metadata": {"name": "dbg"}, "container": {"image": "busybox"}}));
         let y = serialized(&o, Format::Yaml).unwrap().unwrap();
-        assert!(y.contains("name: dbg") && y.contains("image: busybox"), "{y}");
+        assert!(
+            y.contains("name: dbg") && y.contains("image: busybox"),
+            "{y}"
+        );
         let j = serialized(&o, Format::Json).unwrap().unwrap();
         assert_eq!(
             serde_json::from_str::<serde_json::Value>(&j).unwrap()["metadata"]["name"],

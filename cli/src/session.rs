@@ -18,7 +18,9 @@ struct RawMode;
 
 impl RawMode {
     fn enter() -> Option<RawMode> {
-        crossterm::terminal::enable_raw_mode().ok().map(|()| RawMode)
+        crossterm::terminal::enable_raw_mode()
+            .ok()
+            .map(|()| RawMode)
     }
 }
 

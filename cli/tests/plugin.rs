@@ -3,7 +3,7 @@
 //!
 //! Needs the server binary: `cargo build -p poddebug-apiserver` first.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use poddebug_tests::fake::ATTACH_EXIT_CODE_ANNOTATION;
@@ -35,8 +35,8 @@ fn plugin(kc: &Path, args: &[&str], input: Option<&str>) -> (Option<i32>, String
     )
 }
 
-async fn run(kc: &PathBuf, args: &[&str], input: Option<&str>) -> (Option<i32>, String, String) {
-    let kc = kc.clone();
+async fn run(kc: &Path, args: &[&str], input: Option<&str>) -> (Option<i32>, String, String) {
+    let kc = kc.to_path_buf();
     let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
     let input = input.map(str::to_owned);
     tokio::task::spawn_blocking(move || {
@@ -62,8 +62,18 @@ async fn run_get_list_attach_logs_stop_and_profiles() {
     let (code, out, err) = run(
         &kc,
         &[
-            "web", "-c", "dbg", "--image", "busybox:1.36", "--target", "app", "--wait", "--",
-            "sh", "-c", "sleep 1000",
+            "web",
+            "-c",
+            "dbg",
+            "--image",
+            "busybox:1.36",
+            "--target",
+            "app",
+            "--wait",
+            "--",
+            "sh",
+            "-c",
+            "sleep 1000",
         ],
         None,
     )
@@ -74,7 +84,10 @@ async fn run_get_list_attach_logs_stop_and_profiles() {
         "debug container dbg in pod web (busybox:1.36): Running",
         "{err}"
     );
-    assert!(err.contains("kubectl poddebug stop -n shop web dbg"), "{err}");
+    assert!(
+        err.contains("kubectl poddebug stop -n shop web dbg"),
+        "{err}"
+    );
     let ec = &fake
         .pod("shop", "web")
         .and_then(|p| p.spec?.ephemeral_containers)
@@ -92,18 +105,41 @@ async fn run_get_list_attach_logs_stop_and_profiles() {
 
     let (code, out, err) = run(&kc, &["get", "web", "dbg", "-o", "yaml"], None).await;
     assert_eq!(code, Some(0), "{err}");
-    assert!(out.contains("name: dbg") && out.contains("phase: Running"), "{out}");
+    assert!(
+        out.contains("name: dbg") && out.contains("phase: Running"),
+        "{out}"
+    );
 
     let (code, out, err) = run(&kc, &["list", "-o", "wide"], None).await;
     assert_eq!(code, Some(0), "{err}");
     let mut lines = out.lines();
-    let header: Vec<_> = lines.next().unwrap_or_default().split_whitespace().collect();
+    let header: Vec<_> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
     assert_eq!(
         header,
-        ["NAME", "POD", "IMAGE", "STATE", "AGE", "TARGET", "CONTAINER"]
+        [
+            "NAME",
+            "POD",
+            "IMAGE",
+            "STATE",
+            "AGE",
+            "TARGET",
+            "CONTAINER"
+        ]
     );
-    let row: Vec<_> = lines.next().unwrap_or_default().split_whitespace().collect();
-    assert_eq!(row[..4], ["web.dbg", "web", "busybox:1.36", "Running"], "{out}");
+    let row: Vec<_> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row[..4],
+        ["web.dbg", "web", "busybox:1.36", "Running"],
+        "{out}"
+    );
     assert_eq!(row[5..], ["app", "dbg"], "{out}");
 
     let (code, out, err) = run(&kc, &["list", "-A"], None).await;
@@ -166,7 +202,13 @@ async fn run_get_list_attach_logs_stop_and_profiles() {
     // -n and --kubeconfig as kubectl has them.
     let (code, out, err) = run(
         &kc,
-        &["--kubeconfig", kc.to_str().unwrap_or_default(), "-n", "default", "list"],
+        &[
+            "--kubeconfig",
+            kc.to_str().unwrap_or_default(),
+            "-n",
+            "default",
+            "list",
+        ],
         None,
     )
     .await;

@@ -91,8 +91,7 @@ impl Terminal {
     }
 
     fn text(&self) -> String {
-        String::from_utf8_lossy(&self.output.lock().unwrap_or_else(|e| e.into_inner()))
-            .into_owned()
+        String::from_utf8_lossy(&self.output.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
     }
 
     /// Wait until the terminal shows `needle`.
@@ -104,7 +103,10 @@ impl Terminal {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("{needle:?} never shown; the terminal shows:\n{}", self.text());
+        panic!(
+            "{needle:?} never shown; the terminal shows:\n{}",
+            self.text()
+        );
     }
 
     fn type_bytes(&mut self, bytes: &[u8]) {
@@ -133,7 +135,10 @@ impl Terminal {
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
-        panic!("the plugin did not end; the terminal shows:\n{}", self.text());
+        panic!(
+            "the plugin did not end; the terminal shows:\n{}",
+            self.text()
+        );
     }
 
     /// Whether the terminal is back in cooked mode (line editing, echo).
@@ -154,12 +159,22 @@ async fn interactive_shell_resize_and_exit_code() {
         p["metadata"]["annotations"][ATTACH_EXIT_TERMINATES_ANNOTATION] = "true".into();
     });
     let kc = e.kubeconfig.clone();
-    let (code, text, cooked, state) = tokio::task::spawn_blocking(move || {
+    let (code, text, cooked) = tokio::task::spawn_blocking(move || {
         let mut t = Terminal::spawn(
             &kc,
             &[
-                POD, "-it", "-c", "dbg", "--image", "busybox:1.36", "--target", "app", "--", "sh",
-                "-c", "exit 7",
+                POD,
+                "-it",
+                "-c",
+                "dbg",
+                "--image",
+                "busybox:1.36",
+                "--target",
+                "app",
+                "--",
+                "sh",
+                "-c",
+                "exit 7",
             ],
         );
         t.expect("If you don't see a command prompt, try pressing enter.");
@@ -175,11 +190,10 @@ async fn interactive_shell_resize_and_exit_code() {
         // Ctrl-D ends the fake's shell, with exit code 7.
         t.type_bytes(b"\x04");
         let code = t.exit_code();
-        (code, t.text(), t.cooked(), ())
+        (code, t.text(), t.cooked())
     })
     .await
     .expect("pty task");
-    let _ = state;
     assert_eq!(code, 7, "{text}");
     assert!(cooked, "the terminal is restored");
     assert!(

@@ -55,10 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let debug = DebugContainers::new(client.clone(), &ns);
-        match debug
-            .stop(&pod, &name, Some(Duration::from_secs(10)))
-            .await
-        {
+        match debug.stop(&pod, &name, Some(Duration::from_secs(10))).await {
             Ok(_) => println!("stopped {ns}/{pod} {name} (running for {age}s)"),
             Err(e) => eprintln!("{ns}/{pod} {name}: {e}"),
         }

@@ -36,9 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             rv = list.metadata.resource_version.unwrap_or_default();
         }
-        let events = all
-            .watch(&WatchParams::default().timeout(290), &rv)
-            .await?;
+        let events = all.watch(&WatchParams::default().timeout(290), &rv).await?;
         futures::pin_mut!(events);
         while let Some(event) = events.next().await {
             let (kind, o) = match event? {

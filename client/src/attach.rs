@@ -62,8 +62,8 @@ pub fn outcome_of(o: &PodDebugContainer) -> Option<AttachOutcome> {
 }
 
 /// The exit code a v4/v5 error-channel Status carries: `Ok(None)` for `Success`,
-/// `Ok(Some(code))` for `NonZeroExitCode`, the Status itself for any other failure.
-pub fn exit_code_of(status: &Status) -> std::result::Result<Option<i32>, Status> {
+/// `Ok(Some(code))` for `NonZeroExitCode`, [`Error::Api`] with the Status for any other failure.
+pub fn exit_code_of(status: &Status) -> Result<Option<i32>> {
     if status.is_success() {
         return Ok(None);
     }
@@ -78,7 +78,7 @@ pub fn exit_code_of(status: &Status) -> std::result::Result<Option<i32>, Status>
     {
         return Ok(Some(code));
     }
-    Err(status.clone())
+    Err(Error::Api(Box::new(status.clone())))
 }
 
 /// Ends an attach session from elsewhere (a key sequence, a signal) without ending the
@@ -157,10 +157,7 @@ impl AsyncWrite for DebugStdin {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         self.closed.store(true, Ordering::SeqCst);
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
@@ -202,9 +199,7 @@ impl DebugContainers {
                 "a TTY has no separate stderr: set stderr to false".into(),
             ));
         }
-        let ns = self
-            .namespace()
-            .ok_or(Error::NamespaceRequired("attach"))?;
+        let ns = self.namespace().ok_or(Error::NamespaceRequired("attach"))?;
         let api = kube::Api::<DebugPod>::namespaced(self.client.clone(), ns);
         let kp = kube::api::AttachParams {
             container: Some(name.to_owned()),
@@ -303,7 +298,7 @@ impl AttachedDebugContainer {
                     });
                 }
                 Ok(None) => {}
-                Err(s) => return Err(Error::Api(Box::new(s))),
+                Err(e) => return Err(e),
             }
         }
         // The stream ended cleanly. When we closed the container's input that is why; else
@@ -320,7 +315,6 @@ impl AttachedDebugContainer {
         };
         Ok(outcome_of(&o).unwrap_or(AttachOutcome::Detached))
     }
-
 }
 
 /// The debug container once terminated, or as it is after `wait`.
@@ -347,4 +341,58 @@ async fn wait_terminated(
         }
     }
     Ok(last)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn status(v: serde_json::Value) -> Status {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn exit_codes_from_the_error_channel() {
+        assert_eq!(
+            exit_code_of(&status(json!({"status": "Success"}))).unwrap(),
+            None
+        );
+        let nz = status(json!({"status": "Failure", "reason": "NonZeroExitCode",
+            "message": "command terminated with non-zero exit code",
+            "details": {"causes": [{"reason": "ExitCode", "message": "7"}]}}));
+        assert_eq!(exit_code_of(&nz).unwrap(), Some(7));
+        let other = status(json!({"status": "Failure", "code": 500,
+            "message": "the poddebug API server is shutting down"}));
+        let err = exit_code_of(&other).unwrap_err();
+        assert_eq!(err.code(), Some(500));
+        assert_eq!(
+            err.to_string(),
+            "Error from server: the poddebug API server is shutting down"
+        );
+    }
+
+    #[test]
+    fn outcomes_from_the_status() {
+        let running: PodDebugContainer = serde_json::from_value(json!({
+            "container": {}, "status": {"podName": "web", "ephemeralContainerName": "dbg",
+            "phase": "Running", "state": {"running": {}}}}))
+        .unwrap();
+        assert_eq!(outcome_of(&running), None);
+        let done: PodDebugContainer = serde_json::from_value(json!({
+            "container": {}, "status": {"podName": "web", "ephemeralContainerName": "dbg",
+            "phase": "Terminated", "state": {"terminated": {"exitCode": 7, "reason": "Error"}}}}))
+        .unwrap();
+        let o = outcome_of(&done).unwrap();
+        assert_eq!(o.exit_code(), 7);
+        assert_eq!(
+            o,
+            AttachOutcome::Exited {
+                exit_code: 7,
+                reason: Some("Error".into())
+            }
+        );
+        assert_eq!(AttachOutcome::Detached.exit_code(), 0);
+    }
 }

@@ -225,12 +225,8 @@ impl DebugContainers {
 
     /// The debug profiles and the policy in force (cluster-wide).
     pub async fn profiles(&self) -> Result<DebugProfileList> {
-        self.request(
-            http::Method::GET,
-            format!("{GV}/debugprofiles"),
-            Vec::new(),
-        )
-        .await
+        self.request(http::Method::GET, format!("{GV}/debugprofiles"), Vec::new())
+            .await
     }
 
     /// Wait until debug container `name` runs or has terminated, for at most `timeout`, calling

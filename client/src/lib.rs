@@ -35,8 +35,8 @@ mod params;
 mod streams;
 
 pub use attach::{
-    AttachOutcome, AttachedDebugContainer, DebugOutput, DebugStdin, Detacher, Resizer, exit_code_of,
-    outcome_of,
+    AttachOutcome, AttachedDebugContainer, DebugOutput, DebugStdin, Detacher, Resizer,
+    exit_code_of, outcome_of,
 };
 pub use config::{ConnectOptions, config, connect};
 pub use debug_containers::{DebugContainers, waiting_reason};
@@ -44,9 +44,9 @@ pub use error::{Error, Result, Status};
 pub use params::{AttachParams, CreateParams, LogParams};
 
 pub use kube::api::{ListParams, WatchEvent, WatchParams};
+/// The API types, as the server defines them.
+pub use poddebug_types as types;
 pub use poddebug_types::{
     DebugPhase, DebugProfile, DebugProfileList, PodDebugContainer, PodDebugContainerList,
     PodDebugContainerStatus,
 };
-/// The API types, as the server defines them.
-pub use poddebug_types as types;

@@ -86,7 +86,11 @@ async fn create_get_list_watch_and_stop() {
     let e = env().await;
     let debug = e.debug();
     let created = debug
-        .create(POD, &spec("dbg", &["sleep", "1000"], false, false), &waiting())
+        .create(
+            POD,
+            &spec("dbg", &["sleep", "1000"], false, false),
+            &waiting(),
+        )
         .await
         .expect("create");
     assert_eq!(created.metadata.name.as_deref(), Some("dbg"));
@@ -95,7 +99,10 @@ async fn create_get_list_watch_and_stop() {
     // The pod got it as asked.
     let pod = e.fake.pod(NS, POD).expect("pod");
     let ec = &pod.spec.expect("spec").ephemeral_containers.expect("ecs")[0];
-    assert_eq!(ec.command.as_deref(), Some(&["sleep".to_owned(), "1000".to_owned()][..]));
+    assert_eq!(
+        ec.command.as_deref(),
+        Some(&["sleep".to_owned(), "1000".to_owned()][..])
+    );
 
     let got = debug.get(POD, "dbg").await.expect("get");
     assert_eq!(phase(&got), Some(DebugPhase::Running));
@@ -107,7 +114,11 @@ async fn create_get_list_watch_and_stop() {
     // A generated name, in another namespace.
     let other = DebugContainers::new(e.client.clone(), "other");
     let generated = other
-        .create("api", &PodDebugContainer::default(), &CreateParams::default())
+        .create(
+            "api",
+            &PodDebugContainer::default(),
+            &CreateParams::default(),
+        )
         .await
         .expect("create with a generated name");
     let gen_name = generated.metadata.name.clone().unwrap_or_default();
@@ -136,7 +147,11 @@ async fn create_get_list_watch_and_stop() {
     assert_eq!(by_label.items.len(), 1);
 
     // Watch from the list's version: the stop shows up as a change to Terminated.
-    let rv = ns_list.metadata.resource_version.clone().unwrap_or_default();
+    let rv = ns_list
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap_or_default();
     let events = debug
         .watch(&WatchParams::default().timeout(60), &rv)
         .await
@@ -169,7 +184,11 @@ async fn create_get_list_watch_and_stop() {
     assert_eq!(terminated.metadata.name.as_deref(), Some("web.dbg"));
 
     // Resuming from that event's version sees nothing older again.
-    let resume = terminated.metadata.resource_version.clone().unwrap_or_default();
+    let resume = terminated
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap_or_default();
     let again = debug
         .watch(&WatchParams::default().timeout(1), &resume)
         .await
@@ -189,7 +208,10 @@ async fn errors_keep_the_servers_status() {
     let debug = e.debug();
     let err = debug.get("nosuchpod", "x").await.expect_err("no pod");
     assert_eq!(err.code(), Some(404));
-    assert_eq!(err.to_string(), "Error from server (NotFound): pods \"nosuchpod\" not found");
+    assert_eq!(
+        err.to_string(),
+        "Error from server (NotFound): pods \"nosuchpod\" not found"
+    );
 
     let dry = CreateParams {
         dry_run: true,
@@ -200,7 +222,12 @@ async fn errors_keep_the_servers_status() {
         .await
         .expect_err("dry run refused");
     assert_eq!(err.code(), Some(400), "{err}");
-    assert!(e.fake.pod(NS, POD).and_then(|p| p.spec?.ephemeral_containers).is_none());
+    assert!(
+        e.fake
+            .pod(NS, POD)
+            .and_then(|p| p.spec?.ephemeral_containers)
+            .is_none()
+    );
 
     let mut bad = spec("bad", &["sh"], false, false);
     bad.container.ports = Some(vec![Default::default()]);
@@ -271,13 +298,18 @@ async fn waiting_shows_its_reason_and_gives_up() {
         "{err}"
     );
     assert!(
-        seen.iter().any(|r| r.contains("ErrImagePull") || r.contains("ImagePullBackOff")),
+        seen.iter()
+            .any(|r| r.contains("ErrImagePull") || r.contains("ImagePullBackOff")),
         "{seen:?}"
     );
 
     // A container that starts ends the wait with its state.
     debug
-        .create(POD, &spec("ok", &["sh"], false, false), &CreateParams::default())
+        .create(
+            POD,
+            &spec("ok", &["sh"], false, false),
+            &CreateParams::default(),
+        )
         .await
         .expect("create");
     let started = debug
