@@ -385,10 +385,15 @@ async fn run(cli: Cli) -> ExitCode {
             match session::attach(&api, &pod, &dbg, stdin, tty, quiet).await {
                 Ok(outcome) => finish(outcome, &ns, &pod, &dbg, tty),
                 Err(e) => {
+                    // Most often it ended between the wait and the attach.
                     eprintln!(
                         "warning: couldn't attach to debug container {dbg}, falling back to streaming logs: {e}"
                     );
-                    print_logs(&api, &pod, &dbg, &LogParams::default()).await
+                    let code = print_logs(&api, &pod, &dbg, &LogParams::default()).await;
+                    match api.get(&pod, &dbg).await.ok().as_ref().and_then(outcome_of) {
+                        Some(o) => finish(o, &ns, &pod, &dbg, tty),
+                        None => code,
+                    }
                 }
             }
         }

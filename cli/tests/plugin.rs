@@ -216,3 +216,63 @@ async fn run_get_list_attach_logs_stop_and_profiles() {
     assert!(out.is_empty(), "{out}");
     assert_eq!(err.trim(), "No resources found in default namespace.");
 }
+
+#[tokio::test]
+async fn too_late_to_attach_shows_the_output_and_the_exit_code() {
+    use poddebug_tests::ContainerState;
+    use poddebug_tests::fake::ATTACH_REFUSE_ANNOTATION;
+    let fake = FakeKube::start().await;
+    fake.allow_all();
+    fake.add_namespace("shop", &[]);
+    fake.add_simple_pod("shop", "web");
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let dir = TempDir::new("plugin-late");
+    let kc = server.write_kubeconfig(dir.path(), "plugin-user", &["devs"], "shop");
+
+    // The container ends while the plugin waits for it: its output, then its exit code.
+    fake.set_kubelet_simulation(false);
+    fake.append_log("shop", "web", "done", "last words\n");
+    let kc1 = kc.clone();
+    let plugin_run = tokio::spawn(async move {
+        run(
+            &kc1,
+            &["web", "-i", "-c", "done", "--", "sh", "-c", "exit 5"],
+            None,
+        )
+        .await
+    });
+    let created = fake
+        .wait_until(std::time::Duration::from_secs(30), |f| {
+            f.pod("shop", "web")
+                .and_then(|p| p.spec?.ephemeral_containers)
+                .is_some_and(|ecs| !ecs.is_empty())
+        })
+        .await;
+    assert!(created, "the plugin created the debug container");
+    assert!(fake.set_ec_state(
+        "shop",
+        "web",
+        "done",
+        ContainerState::terminated(5, "Error")
+    ));
+    let (code, out, err) = plugin_run.await.expect("plugin");
+    assert_eq!(code, Some(5), "{out}{err}");
+    assert_eq!(out, "last words\n", "{err}");
+
+    // An attach that fails falls back to the output, as kubectl debug does.
+    fake.set_kubelet_simulation(true);
+    fake.update_pod("shop", "web", |p| {
+        p["metadata"]["annotations"][ATTACH_REFUSE_ANNOTATION] = "text:500".into();
+    });
+    fake.append_log("shop", "web", "fb", "from the log\n");
+    let (code, out, err) = run(&kc, &["web", "-i", "-c", "fb", "--", "sh"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(
+            "warning: couldn't attach to debug container fb, falling back to streaming logs"
+        ),
+        "{err}"
+    );
+    assert_eq!(out, "from the log\n", "{err}");
+}

@@ -4,20 +4,16 @@
 //!
 //! Needs the server binary: `cargo build -p poddebug-apiserver` first.
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod common;
 
-use nix::sys::termios::LocalFlags;
+use std::path::PathBuf;
+
+use common::Terminal;
 use poddebug_tests::fake::{ATTACH_EXIT_CODE_ANNOTATION, ATTACH_EXIT_TERMINATES_ANNOTATION};
 use poddebug_tests::{FakeKube, PodDebugServer, TempDir};
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 
 const NS: &str = "shop";
 const POD: &str = "web";
-/// Bound of every wait here (a guard against hanging, never a measured time).
-const GUARD: Duration = Duration::from_secs(30);
 
 struct Env {
     fake: FakeKube,
@@ -43,113 +39,6 @@ async fn env() -> Env {
     }
 }
 
-/// The plugin running on a pseudo-terminal.
-struct Terminal {
-    master: Box<dyn MasterPty + Send>,
-    writer: Box<dyn Write + Send>,
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    output: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Terminal {
-    fn spawn(kubeconfig: &Path, args: &[&str]) -> Terminal {
-        let pty = native_pty_system()
-            .openpty(PtySize {
-                rows: 24,
-                cols: 80,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .expect("openpty");
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_kubectl-poddebug"));
-        cmd.args(args);
-        cmd.env("KUBECONFIG", kubeconfig);
-        cmd.env("TERM", "xterm");
-        let child = pty.slave.spawn_command(cmd).expect("spawn the plugin");
-        drop(pty.slave);
-        let mut reader = pty.master.try_clone_reader().expect("reader");
-        let writer = pty.master.take_writer().expect("writer");
-        let output = Arc::new(Mutex::new(Vec::new()));
-        let sink = output.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .extend_from_slice(&buf[..n]);
-            }
-        });
-        Terminal {
-            master: pty.master,
-            writer,
-            child,
-            output,
-        }
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.output.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
-    }
-
-    /// Wait until the terminal shows `needle`.
-    fn expect(&self, needle: &str) {
-        let deadline = Instant::now() + GUARD;
-        while Instant::now() < deadline {
-            if self.text().contains(needle) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!(
-            "{needle:?} never shown; the terminal shows:\n{}",
-            self.text()
-        );
-    }
-
-    fn type_bytes(&mut self, bytes: &[u8]) {
-        self.writer.write_all(bytes).expect("type");
-        self.writer.flush().expect("flush");
-    }
-
-    fn resize(&self, cols: u16, rows: u16) {
-        self.master
-            .resize(PtySize {
-                rows,
-                cols,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .expect("resize");
-    }
-
-    /// The plugin's exit code once it ended.
-    fn exit_code(&mut self) -> u32 {
-        let deadline = Instant::now() + GUARD;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status.exit_code();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        panic!(
-            "the plugin did not end; the terminal shows:\n{}",
-            self.text()
-        );
-    }
-
-    /// Whether the terminal is back in cooked mode (line editing, echo).
-    fn cooked(&self) -> bool {
-        self.master.get_termios().is_some_and(|t| {
-            t.local_flags
-                .contains(LocalFlags::ICANON | LocalFlags::ECHO)
-        })
-    }
-}
-
 #[tokio::test]
 async fn interactive_shell_resize_and_exit_code() {
     let e = env().await;
@@ -161,7 +50,7 @@ async fn interactive_shell_resize_and_exit_code() {
     let kc = e.kubeconfig.clone();
     let (code, text, cooked) = tokio::task::spawn_blocking(move || {
         let mut t = Terminal::spawn(
-            &kc,
+            Some(&kc),
             &[
                 POD,
                 "-it",
@@ -209,7 +98,10 @@ async fn detaching_leaves_it_running() {
     let e = env().await;
     let kc = e.kubeconfig.clone();
     let (code, text, cooked) = tokio::task::spawn_blocking(move || {
-        let mut t = Terminal::spawn(&kc, &[POD, "-it", "--image", "busybox:1.36", "--", "sh"]);
+        let mut t = Terminal::spawn(
+            Some(&kc),
+            &[POD, "-it", "--image", "busybox:1.36", "--", "sh"],
+        );
         t.expect("Defaulting debug container name to debugger-");
         t.expect("resize 80x24");
         t.type_bytes(b"ls\r");
@@ -246,7 +138,7 @@ async fn waiting_reason_and_timeout() {
     let kc = e.kubeconfig.clone();
     let (code, text, cooked) = tokio::task::spawn_blocking(move || {
         let mut t = Terminal::spawn(
-            &kc,
+            Some(&kc),
             &[
                 POD,
                 "-it",
