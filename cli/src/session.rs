@@ -3,7 +3,8 @@
 //!
 //! As with `kubectl attach -it`, Ctrl-C in a TTY session is a byte for the container (the
 //! terminal is raw). To leave the container running, type Ctrl-P Ctrl-Q (docker's detach
-//! sequence). Without a TTY, Ctrl-C detaches.
+//! sequence). Without a TTY, Ctrl-C detaches. SIGTERM and SIGHUP detach too, so the terminal is
+//! restored before the plugin goes.
 
 use std::io::IsTerminal;
 
@@ -177,6 +178,21 @@ pub async fn attach(
                 d.detach();
             }
         }));
+    }
+
+    // Being told to go (the terminal closed, a kill) detaches, so raw mode is undone.
+    for kind in [
+        tokio::signal::unix::SignalKind::terminate(),
+        tokio::signal::unix::SignalKind::hangup(),
+    ] {
+        if let Ok(mut sig) = tokio::signal::unix::signal(kind) {
+            let d = detacher.clone();
+            helpers.push(tokio::spawn(async move {
+                if sig.recv().await.is_some() {
+                    d.detach();
+                }
+            }));
+        }
     }
 
     let outcome = session.join().await;

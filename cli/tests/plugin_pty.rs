@@ -163,3 +163,22 @@ async fn waiting_reason_and_timeout() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_kill_restores_the_terminal() {
+    let e = env().await;
+    let kc = e.kubeconfig.clone();
+    let (code, text, cooked) = tokio::task::spawn_blocking(move || {
+        let mut t = Terminal::spawn(Some(&kc), &[POD, "-it", "-c", "term", "--", "sh"]);
+        t.expect("resize 80x24");
+        t.terminate();
+        let code = t.exit_code();
+        (code, t.text(), t.cooked())
+    })
+    .await
+    .expect("pty task");
+    assert_eq!(code, 0, "{text}");
+    assert!(cooked, "the terminal is restored");
+    assert!(text.contains("still running"), "{text}");
+    assert_eq!(e.fake.container_state(NS, POD, "term"), Some("running"));
+}

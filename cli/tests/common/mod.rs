@@ -100,6 +100,18 @@ impl Terminal {
         self.writer.flush().expect("flush");
     }
 
+    /// Send the plugin SIGTERM.
+    pub fn terminate(&self) {
+        if let Some(pid) = self.child.process_id()
+            && let Ok(pid) = i32::try_from(pid)
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+    }
+
     /// Resize the terminal.
     pub fn resize(&self, cols: u16, rows: u16) {
         self.master
