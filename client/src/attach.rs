@@ -143,6 +143,11 @@ pub struct DebugStdin {
 impl Drop for DebugStdin {
     fn drop(&mut self) {
         self.closed.store(true, Ordering::SeqCst);
+        // The pipe's end does not follow from dropping it: shut it down. This never waits
+        // (the pipe is in memory); should the other side hold its lock at this very moment,
+        // call `shutdown` before dropping to be sure.
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let _ = Pin::new(&mut self.inner).poll_shutdown(&mut cx);
     }
 }
 

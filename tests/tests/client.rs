@@ -403,6 +403,34 @@ async fn attach_outcomes() {
     let _ = drain.await;
     assert_eq!(outcome, AttachOutcome::Detached);
 
+    // Dropping our stdin closes the container's just the same.
+    let mut s = debug
+        .attach(
+            POD,
+            "sh",
+            &AttachParams {
+                stdin: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("attach");
+    let mut stdin = s.stdin().expect("stdin");
+    let mut stdout = s.stdout().expect("stdout");
+    stdin.write_all(b"dropped\n").await.expect("write");
+    read_until(&mut stdout, "dropped").await;
+    drop(stdin);
+    let drain = tokio::spawn(async move {
+        let mut rest = Vec::new();
+        let _ = stdout.read_to_end(&mut rest).await;
+    });
+    let outcome = tokio::time::timeout(GUARD, s.join())
+        .await
+        .expect("join ends once stdin is dropped")
+        .expect("outcome");
+    let _ = drain.await;
+    assert_eq!(outcome, AttachOutcome::Detached);
+
     // The shell exits 7: the runtime says Success on the stream, the status says 7.
     e.fake.update_pod(NS, POD, |p| {
         p["metadata"]["annotations"][ATTACH_EXIT_CODE_ANNOTATION] = "7".into();
