@@ -491,6 +491,37 @@ async fn logs_and_profiles() {
         .await
         .expect("tail");
     assert_eq!(tail, "three\n");
+    // Following: what was there, then what comes.
+    let follow = debug
+        .log_stream(
+            POD,
+            "out",
+            &LogParams {
+                follow: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("follow");
+    let mut lines = futures::AsyncBufReadExt::lines(follow);
+    let mut seen = Vec::new();
+    let followed = tokio::time::timeout(GUARD, async {
+        while let Some(Ok(l)) = lines.next().await {
+            if l == "three" {
+                e.fake.append_log(NS, POD, "out", "four\n");
+            }
+            let done = l == "four";
+            seen.push(l);
+            if done {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(followed, "{seen:?}");
+    assert_eq!(seen, ["one", "two", "three", "four"]);
 
     let profiles = debug.profiles().await.expect("profiles");
     let sysadmin = profiles
