@@ -1,5 +1,7 @@
 //! Printing objects as kubectl does: a table (plain or `-o wide`), JSON or YAML.
 
+use std::process::ExitCode;
+
 use poddebug_client::{DebugPhase, DebugProfile, PodDebugContainer};
 use serde::Serialize;
 
@@ -29,6 +31,20 @@ pub fn serialized<T: Serialize>(value: &T, format: Format) -> Option<Result<Stri
         ),
         Format::Yaml => Some(serde_saphyr::to_string(value).map_err(|e| e.to_string())),
         _ => None,
+    }
+}
+
+/// Print as JSON or YAML; the exit code, or `None` for the table formats.
+pub fn print_serialized<T: serde::Serialize>(value: &T, format: Format) -> Option<ExitCode> {
+    match serialized(value, format)? {
+        Ok(s) => {
+            print!("{s}");
+            Some(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Some(ExitCode::FAILURE)
+        }
     }
 }
 
