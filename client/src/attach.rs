@@ -297,9 +297,10 @@ impl AttachedDebugContainer {
         if let Some(s) = &status {
             match exit_code_of(s) {
                 Ok(Some(code)) => {
+                    // The stream says so; the kubelet's reason is not known yet.
                     return Ok(AttachOutcome::Exited {
                         exit_code: code,
-                        reason: Some("Error".into()),
+                        reason: None,
                     });
                 }
                 Ok(None) => {}
