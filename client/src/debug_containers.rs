@@ -263,7 +263,16 @@ impl DebugContainers {
                 let events = self.watch(&params, &rv).await?;
                 futures::pin_mut!(events);
                 while let Some(event) = events.next().await {
-                    match event? {
+                    let event = match event {
+                        Ok(e) => e,
+                        // The connection broke mid-watch: watch again from the last version.
+                        Err(Error::Kube(_)) => {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            break;
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    match event {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                             if let Some(v) = &o.metadata.resource_version {
                                 rv.clone_from(v);
