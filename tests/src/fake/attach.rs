@@ -172,9 +172,8 @@ impl Process {
             .collect()
     }
 
-    /// The error-channel payload at the end (empty for success on pre-v4 protocols). A
-    /// terminating process records its exit in the pod's status and reports `Success`.
-    fn exit_status(&self) -> Vec<u8> {
+    /// At the end of input: a terminating process records its exit in the pod's status.
+    fn end(&self) {
         if let Some(t) = &self.terminates {
             let reason = if self.exit_code == 0 {
                 "Completed"
@@ -186,6 +185,11 @@ impl Process {
                 super::kubelet::set_container_state(s, &t.ns, &t.pod, &t.container, &state)
             });
         }
+    }
+
+    /// The error-channel payload at the end (empty for success on pre-v4 protocols); always
+    /// `Success` for a terminating process, as containerd reports it.
+    fn exit_status(&self) -> Vec<u8> {
         if self.exit_code == 0 || self.terminates.is_some() {
             if self.status_errors {
                 return serde_json::to_vec(&json!({"metadata": {}, "status": "Success"}))
@@ -471,6 +475,7 @@ async fn websocket_session<S>(
     if !finished {
         return;
     }
+    process.end();
     let status = process.exit_status();
     if !status.is_empty()
         && ws
@@ -576,6 +581,7 @@ where
             }
         }
     }
+    process.end();
     for kind in ["stdout", "stderr"] {
         if let Some(&id) = streams.get(kind) {
             let _ = conn
