@@ -1,59 +1,21 @@
-//! What each subcommand asks of the API: paths and bodies, as pure functions.
+//! What `kubectl poddebug POD` asks for, as the API's own object; and the small parsers of the
+//! command line.
 
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
-use serde_json::{Map, Value, json};
+use std::time::Duration;
 
-/// Prefix of the API.
-pub const GV: &str = "/apis/poddebug.dev/v1alpha1";
+use k8s_openapi::api::core::v1::EnvVar;
+use poddebug_client::PodDebugContainer;
 
-/// Characters escaped in a query value.
-const QUERY: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'&')
-    .add(b'=')
-    .add(b'#')
-    .add(b'+')
-    .add(b'%')
-    .add(b'?');
-
-/// `.../namespaces/NS/pods/POD/debug[/NAME]`.
-pub fn debug_path(ns: &str, pod: &str, name: Option<&str>) -> String {
-    match name {
-        Some(n) => format!("{GV}/namespaces/{ns}/pods/{pod}/debug/{n}"),
-        None => format!("{GV}/namespaces/{ns}/pods/{pod}/debug"),
-    }
-}
-
-/// `.../namespaces/NS/pods/POD/log?container=NAME[&follow=true]`.
-pub fn log_path(ns: &str, pod: &str, container: &str, follow: bool) -> String {
-    let mut p = format!(
-        "{GV}/namespaces/{ns}/pods/{pod}/log?container={}",
-        utf8_percent_encode(container, QUERY)
-    );
-    if follow {
-        p.push_str("&follow=true");
-    }
-    p
-}
-
-/// `.../namespaces/NS/pods/POD/attach?container=NAME&stdin=..&stdout=true&stderr=..&tty=..`
-/// (no separate stderr with a TTY, as kubectl asks).
-pub fn attach_path(ns: &str, pod: &str, container: &str, stdin: bool, tty: bool) -> String {
-    format!(
-        "{GV}/namespaces/{ns}/pods/{pod}/attach?container={}&stdin={stdin}&stdout=true&stderr={}&tty={tty}",
-        utf8_percent_encode(container, QUERY),
-        !tty
-    )
-}
-
-/// What `run` creates.
+/// What a run creates.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunSpec {
-    /// Image; the server's default when empty.
+    /// Debug container name; the server generates one when absent.
+    pub name: Option<String>,
+    /// Image; the server's default when absent.
     pub image: Option<String>,
     /// Target container.
     pub target: Option<String>,
-    /// Profile; the server's default when empty.
+    /// Profile; the server's default when absent.
     pub profile: Option<String>,
     /// Keep stdin open.
     pub stdin: bool,
@@ -65,40 +27,31 @@ pub struct RunSpec {
     pub env: Vec<(String, String)>,
 }
 
-/// The PodDebugContainer body for `run`.
-pub fn run_body(spec: &RunSpec) -> Value {
-    let mut container = Map::new();
-    if let Some(i) = &spec.image {
-        container.insert("image".into(), json!(i));
-    }
+/// The PodDebugContainer a run creates: only what was asked for, the server defaults the rest.
+pub fn debug_container(spec: &RunSpec) -> PodDebugContainer {
+    let mut o = PodDebugContainer::default();
+    o.metadata.name.clone_from(&spec.name);
+    o.container.image.clone_from(&spec.image);
     if !spec.command.is_empty() {
-        container.insert("command".into(), json!(spec.command));
+        o.container.command = Some(spec.command.clone());
     }
     if !spec.env.is_empty() {
-        let env: Vec<Value> = spec
-            .env
-            .iter()
-            .map(|(k, v)| json!({"name": k, "value": v}))
-            .collect();
-        container.insert("env".into(), Value::Array(env));
+        o.container.env = Some(
+            spec.env
+                .iter()
+                .map(|(k, v)| EnvVar {
+                    name: k.clone(),
+                    value: Some(v.clone()),
+                    ..Default::default()
+                })
+                .collect(),
+        );
     }
-    if spec.stdin {
-        container.insert("stdin".into(), json!(true));
-    }
-    if spec.tty {
-        container.insert("tty".into(), json!(true));
-    }
-    let mut body = Map::new();
-    body.insert("apiVersion".into(), json!("poddebug.dev/v1alpha1"));
-    body.insert("kind".into(), json!("PodDebugContainer"));
-    body.insert("container".into(), Value::Object(container));
-    if let Some(t) = &spec.target {
-        body.insert("targetContainerName".into(), json!(t));
-    }
-    if let Some(p) = &spec.profile {
-        body.insert("profile".into(), json!(p));
-    }
-    Value::Object(body)
+    o.container.stdin = spec.stdin.then_some(true);
+    o.container.tty = spec.tty.then_some(true);
+    o.target_container_name.clone_from(&spec.target);
+    o.profile.clone_from(&spec.profile);
+    o
 }
 
 /// Parse `KEY=VALUE`.
@@ -109,53 +62,50 @@ pub fn parse_env(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// One line describing a debug container object, for humans.
-pub fn summary(obj: &Value) -> String {
-    let name = obj["metadata"]["name"].as_str().unwrap_or("?");
-    let pod = obj["status"]["podName"].as_str().unwrap_or("?");
-    let phase = obj["status"]["phase"].as_str().unwrap_or("Waiting");
-    let image = obj["container"]["image"].as_str().unwrap_or("");
-    let reason = obj["status"]["state"]["waiting"]["reason"]
-        .as_str()
-        .or_else(|| obj["status"]["state"]["terminated"]["reason"].as_str());
-    match reason {
-        Some(r) => format!("debug container {name} in pod {pod} ({image}): {phase} ({r})"),
-        None => format!("debug container {name} in pod {pod} ({image}): {phase}"),
+/// Parse a duration as kubectl writes them: `90s`, `5m`, `1h`, `1h30m`, or bare seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
     }
+    let mut total = 0u64;
+    let mut digits = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            _ => return Err(format!("{s:?} is not a duration such as 30s, 5m or 1h")),
+        };
+        let n: u64 = digits
+            .parse()
+            .map_err(|_| format!("{s:?} is not a duration such as 30s, 5m or 1h"))?;
+        total = total.saturating_add(n.saturating_mul(unit));
+        digits.clear();
+    }
+    if !digits.is_empty() || s.is_empty() {
+        return Err(format!("{s:?} is not a duration such as 30s, 5m or 1h"));
+    }
+    Ok(Duration::from_secs(total))
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn paths() {
-        assert_eq!(
-            debug_path("ns", "web", Some("dbg")),
-            "/apis/poddebug.dev/v1alpha1/namespaces/ns/pods/web/debug/dbg"
-        );
-        assert_eq!(
-            debug_path("ns", "web", None),
-            "/apis/poddebug.dev/v1alpha1/namespaces/ns/pods/web/debug"
-        );
-        assert_eq!(
-            log_path("ns", "web", "dbg", true),
-            "/apis/poddebug.dev/v1alpha1/namespaces/ns/pods/web/log?container=dbg&follow=true"
-        );
-        assert_eq!(
-            attach_path("ns", "web", "dbg", true, true),
-            "/apis/poddebug.dev/v1alpha1/namespaces/ns/pods/web/attach?container=dbg&stdin=true&stdout=true&stderr=false&tty=true"
-        );
-    }
+    use serde_json::json;
 
     #[test]
     fn bodies_carry_only_what_was_asked() {
         assert_eq!(
-            run_body(&RunSpec::default()),
-            json!({"apiVersion": "poddebug.dev/v1alpha1", "kind": "PodDebugContainer", "container": {}})
+            serde_json::to_value(debug_container(&RunSpec::default())).unwrap(),
+            json!({"apiVersion": "", "kind": "", "metadata": {}, "container": {"name": ""}})
         );
         let spec = RunSpec {
+            name: Some("dbg".into()),
             image: Some("busybox:1.36".into()),
             target: Some("app".into()),
             profile: Some("baseline".into()),
@@ -164,14 +114,15 @@ mod tests {
             command: vec!["sh".into()],
             env: vec![("A".into(), "1".into())],
         };
+        let v = serde_json::to_value(debug_container(&spec)).unwrap();
+        assert_eq!(v["metadata"]["name"], "dbg");
         assert_eq!(
-            run_body(&spec),
-            json!({
-                "apiVersion": "poddebug.dev/v1alpha1", "kind": "PodDebugContainer",
-                "container": {"image": "busybox:1.36", "command": ["sh"], "env": [{"name": "A", "value": "1"}], "stdin": true, "tty": true},
-                "targetContainerName": "app", "profile": "baseline"
-            })
+            v["container"],
+            json!({"name": "", "image": "busybox:1.36", "command": ["sh"],
+                   "env": [{"name": "A", "value": "1"}], "stdin": true, "tty": true})
         );
+        assert_eq!(v["targetContainerName"], "app");
+        assert_eq!(v["profile"], "baseline");
     }
 
     #[test]
@@ -182,12 +133,12 @@ mod tests {
     }
 
     #[test]
-    fn summaries() {
-        let o = json!({"metadata": {"name": "dbg"}, "container": {"image": "busybox"},
-                       "status": {"podName": "web", "phase": "Waiting", "state": {"waiting": {"reason": "ErrImagePull"}}}});
-        assert_eq!(
-            summary(&o),
-            "debug container dbg in pod web (busybox): Waiting (ErrImagePull)"
-        );
+    fn durations() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("m").is_err());
+        assert!(parse_duration("").is_err());
     }
 }

@@ -1,27 +1,32 @@
-//! The plugin end to end: real kubectl, the real server, the fake kube-apiserver.
+//! The plugin's other subcommands end to end (no terminal): the real server, the fake
+//! kube-apiserver, and no kubectl anywhere.
+//!
+//! Needs the server binary: `cargo build -p poddebug-apiserver` first.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
+use poddebug_tests::fake::ATTACH_EXIT_CODE_ANNOTATION;
 use poddebug_tests::{FakeKube, PodDebugServer, TempDir};
 
-/// Runs the plugin with `input` on its stdin; (exit code, stdout, stderr).
-fn plugin_with_input(kc: &PathBuf, args: &[&str], input: &str) -> (Option<i32>, String, String) {
+/// Runs the plugin with `input` on its stdin; (exit code, stdout, stderr). `PATH` is emptied so
+/// that a kubectl cannot be what answers.
+fn plugin(kc: &Path, args: &[&str], input: Option<&str>) -> (Option<i32>, String, String) {
     use std::io::Write;
     let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-poddebug"))
         .env("KUBECONFIG", kc)
+        .env("PATH", "")
         .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("plugin");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write");
+    let mut stdin = child.stdin.take().expect("stdin");
+    if let Some(i) = input {
+        stdin.write_all(i.as_bytes()).expect("write");
+    }
+    drop(stdin);
     let out = child.wait_with_output().expect("plugin");
     (
         out.status.code(),
@@ -30,30 +35,20 @@ fn plugin_with_input(kc: &PathBuf, args: &[&str], input: &str) -> (Option<i32>, 
     )
 }
 
-fn plugin(kc: &PathBuf, cache: &TempDir, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-poddebug"))
-        .env("KUBECONFIG", kc)
-        .env("KUBECACHEDIR", cache.path())
-        .args(args)
-        .output()
-        .expect("plugin");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+async fn run(kc: &Path, args: &[&str], input: Option<&str>) -> (Option<i32>, String, String) {
+    let kc = kc.to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    let input = input.map(str::to_owned);
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        plugin(&kc, &args, input.as_deref())
+    })
+    .await
+    .expect("plugin task")
 }
 
 #[tokio::test]
-async fn run_get_list_stop_and_profiles() {
-    if !Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        poddebug_tests::capability::missing("kubectl");
-        return;
-    }
+async fn run_get_list_attach_logs_stop_and_profiles() {
     let fake = FakeKube::start().await;
     fake.allow_all();
     fake.add_namespace("shop", &[]);
@@ -61,35 +56,29 @@ async fn run_get_list_stop_and_profiles() {
     let pki = fake.pki().clone();
     let server = PodDebugServer::start(&fake, &pki, &[]).await;
     let dir = TempDir::new("plugin");
-    let cache = TempDir::new("plugin-cache");
     let kc = server.write_kubeconfig(dir.path(), "plugin-user", &["devs"], "shop");
 
-    let (kc1, c1) = (kc.clone(), TempDir::new("c1"));
-    let (ok, out, err) = tokio::task::spawn_blocking(move || {
-        plugin(
-            &kc1,
-            &c1,
-            &[
-                "run",
-                "web",
-                "-c",
-                "dbg",
-                "--image",
-                "busybox:1.36",
-                "--target",
-                "app",
-                "--wait",
-                "10",
-                "--",
-                "sh",
-                "-c",
-                "sleep 1000",
-            ],
-        )
-    })
-    .await
-    .unwrap();
-    assert!(ok, "{err}");
+    // Without -i: create, wait when asked, print one line.
+    let (code, out, err) = run(
+        &kc,
+        &[
+            "web",
+            "-c",
+            "dbg",
+            "--image",
+            "busybox:1.36",
+            "--target",
+            "app",
+            "--wait",
+            "--",
+            "sh",
+            "-c",
+            "sleep 1000",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
     assert_eq!(
         out.trim(),
         "debug container dbg in pod web (busybox:1.36): Running",
@@ -101,95 +90,189 @@ async fn run_get_list_stop_and_profiles() {
     );
     let ec = &fake
         .pod("shop", "web")
-        .unwrap()
-        .spec
-        .unwrap()
-        .ephemeral_containers
-        .unwrap()[0];
-    assert_eq!(ec.command.as_deref().unwrap(), &["sh", "-c", "sleep 1000"]);
+        .and_then(|p| p.spec?.ephemeral_containers)
+        .expect("an ephemeral container")[0];
+    assert_eq!(
+        ec.command.as_deref(),
+        Some(&["sh".to_owned(), "-c".to_owned(), "sleep 1000".to_owned()][..])
+    );
     assert_eq!(ec.target_container_name.as_deref(), Some("app"));
 
-    let (kc1, c1) = (kc.clone(), TempDir::new("c2"));
-    let (ok, out, err) =
-        tokio::task::spawn_blocking(move || plugin(&kc1, &c1, &["get", "web", "-o", "json"]))
-            .await
-            .unwrap();
-    assert!(ok, "{err}");
+    let (code, out, err) = run(&kc, &["get", "web", "-o", "json"], None).await;
+    assert_eq!(code, Some(0), "{err}");
     let list: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(list["items"][0]["metadata"]["name"], "dbg");
 
-    let (kc1, c1) = (kc.clone(), TempDir::new("c3"));
-    let (ok, out, err) = tokio::task::spawn_blocking(move || plugin(&kc1, &c1, &["list"]))
-        .await
-        .unwrap();
-    assert!(ok, "{err}");
+    let (code, out, err) = run(&kc, &["get", "web", "dbg", "-o", "yaml"], None).await;
+    assert_eq!(code, Some(0), "{err}");
     assert!(
-        out.contains("web.dbg") && out.contains("busybox:1.36"),
+        out.contains("name: dbg") && out.contains("phase: Running"),
         "{out}"
     );
 
-    // A console on it: stdin goes in, the container's output comes back, and the end of our
-    // input half-closes its stdin (v5), which ends the session with its exit status.
-    let kc1 = kc.clone();
-    let (code, out, err) = tokio::task::spawn_blocking(move || {
-        plugin_with_input(
-            &kc1,
-            &["attach", "web", "dbg", "-i"],
-            "hello through poddebug\n",
-        )
-    })
-    .await
-    .unwrap();
+    let (code, out, err) = run(&kc, &["list", "-o", "wide"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    let mut lines = out.lines();
+    let header: Vec<_> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "POD",
+            "IMAGE",
+            "STATE",
+            "AGE",
+            "TARGET",
+            "CONTAINER"
+        ]
+    );
+    let row: Vec<_> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row[..4],
+        ["web.dbg", "web", "busybox:1.36", "Running"],
+        "{out}"
+    );
+    assert_eq!(row[5..], ["app", "dbg"], "{out}");
+
+    let (code, out, err) = run(&kc, &["list", "-A"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("NAMESPACE"), "{out}");
+    assert!(out.contains("shop") && out.contains("web.dbg"), "{out}");
+
+    // A console without a terminal: input goes in, output comes back, the end of our input
+    // ends the session and the container keeps running.
+    let (code, out, err) = run(
+        &kc,
+        &["attach", "web", "dbg", "-i"],
+        Some("hello through poddebug\n"),
+    )
+    .await;
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("hello through poddebug"), "{out}{err}");
     assert!(
-        err.contains("may be reattached using 'kubectl poddebug attach -n shop web dbg -i'"),
+        err.contains("still running: reattach with 'kubectl poddebug attach -n shop web dbg -i'"),
         "{err}"
     );
-    // The container's exit code becomes the plugin's.
+    // An exit code on the error channel becomes the plugin's.
     fake.update_pod("shop", "web", |p| {
-        p["metadata"]["annotations"][poddebug_tests::fake::ATTACH_EXIT_CODE_ANNOTATION] =
-            serde_json::json!("7");
+        p["metadata"]["annotations"][ATTACH_EXIT_CODE_ANNOTATION] = "7".into();
     });
-    let kc1 = kc.clone();
-    let (code, _, err) = tokio::task::spawn_blocking(move || {
-        plugin_with_input(&kc1, &["attach", "web", "dbg", "-i"], "x\n")
-    })
-    .await
-    .unwrap();
+    let (code, _, err) = run(&kc, &["attach", "web", "dbg", "-i"], Some("x\n")).await;
     assert_eq!(code, Some(7), "{err}");
 
-    let (kc1, c1) = (kc.clone(), TempDir::new("c4"));
-    let (ok, out, err) = tokio::task::spawn_blocking(move || {
-        plugin(&kc1, &c1, &["stop", "web", "dbg", "--grace-period", "1"])
-    })
-    .await
-    .unwrap();
-    assert!(ok, "{err}");
+    fake.append_log("shop", "web", "dbg", "first\nsecond\n");
+    let (code, out, err) = run(&kc, &["logs", "web", "dbg", "--tail", "1"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "second\n");
+
+    let (code, out, err) = run(&kc, &["stop", "web", "dbg", "--grace-period", "1"], None).await;
+    assert_eq!(code, Some(0), "{err}");
     assert!(
         out.contains("debug container dbg in pod web") && out.contains("Terminated"),
         "{out}"
     );
-    assert!(
-        fake.execs().iter().all(|e| e.container == "dbg"),
-        "only the debug container is touched"
-    );
 
-    let (ok, out, err) = tokio::task::spawn_blocking(move || plugin(&kc, &cache, &["profiles"]))
-        .await
-        .unwrap();
-    assert!(ok, "{err}");
-    assert!(out.contains("sysadmin"), "{out}");
+    let (code, out, err) = run(&kc, &["profiles"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    let sysadmin = out
+        .lines()
+        .find(|l| l.starts_with("sysadmin"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(sysadmin.split_whitespace().nth(2), Some("true"), "{out}");
 
     // A refusal keeps kubectl's wording and a non-zero exit.
-    let dir2 = TempDir::new("c5");
-    let kc2 = server.write_kubeconfig(dir2.path(), "plugin-user", &["devs"], "shop");
-    let (ok, _, err) = tokio::task::spawn_blocking(move || {
-        let c = TempDir::new("c6");
-        plugin(&kc2, &c, &["run", "nosuchpod", "-c", "x", "--wait", "0"])
-    })
-    .await
-    .unwrap();
-    assert!(!ok);
-    assert!(err.contains("pods \"nosuchpod\" not found"), "{err}");
+    let (code, _, err) = run(&kc, &["nosuchpod", "-c", "x"], None).await;
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        err.trim(),
+        "Error from server (NotFound): pods \"nosuchpod\" not found"
+    );
+    // --context picks a context of the kubeconfig; an unknown one is an error before any request.
+    let (code, _, err) = run(&kc, &["--context", "nope", "list"], None).await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("nope"), "{err}");
+    // -n and --kubeconfig as kubectl has them.
+    let (code, out, err) = run(
+        &kc,
+        &[
+            "--kubeconfig",
+            kc.to_str().unwrap_or_default(),
+            "-n",
+            "default",
+            "list",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.trim(), "No resources found in default namespace.");
+}
+
+#[tokio::test]
+async fn too_late_to_attach_shows_the_output_and_the_exit_code() {
+    use poddebug_tests::ContainerState;
+    use poddebug_tests::fake::ATTACH_REFUSE_ANNOTATION;
+    let fake = FakeKube::start().await;
+    fake.allow_all();
+    fake.add_namespace("shop", &[]);
+    fake.add_simple_pod("shop", "web");
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let dir = TempDir::new("plugin-late");
+    let kc = server.write_kubeconfig(dir.path(), "plugin-user", &["devs"], "shop");
+
+    // The container ends while the plugin waits for it: its output, then its exit code.
+    fake.set_kubelet_simulation(false);
+    fake.append_log("shop", "web", "done", "last words\n");
+    let kc1 = kc.clone();
+    let plugin_run = tokio::spawn(async move {
+        run(
+            &kc1,
+            &["web", "-i", "-c", "done", "--", "sh", "-c", "exit 5"],
+            None,
+        )
+        .await
+    });
+    let created = fake
+        .wait_until(std::time::Duration::from_secs(30), |f| {
+            f.pod("shop", "web")
+                .and_then(|p| p.spec?.ephemeral_containers)
+                .is_some_and(|ecs| !ecs.is_empty())
+        })
+        .await;
+    assert!(created, "the plugin created the debug container");
+    assert!(fake.set_ec_state(
+        "shop",
+        "web",
+        "done",
+        ContainerState::terminated(5, "Error")
+    ));
+    let (code, out, err) = plugin_run.await.expect("plugin");
+    assert_eq!(code, Some(5), "{out}{err}");
+    assert_eq!(out, "last words\n", "{err}");
+
+    // An attach that fails falls back to the output, as kubectl debug does.
+    fake.set_kubelet_simulation(true);
+    fake.update_pod("shop", "web", |p| {
+        p["metadata"]["annotations"][ATTACH_REFUSE_ANNOTATION] = "text:500".into();
+    });
+    fake.append_log("shop", "web", "fb", "from the log\n");
+    let (code, out, err) = run(&kc, &["web", "-i", "-c", "fb", "--", "sh"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(
+            "warning: couldn't attach to debug container fb, falling back to streaming logs"
+        ),
+        "{err}"
+    );
+    assert_eq!(out, "from the log\n", "{err}");
 }

@@ -14,7 +14,10 @@
 //! - [`REFUSE_ANNOTATION`]: answer the upgrade with this code instead (`403`, `500`: a Status;
 //!   `text:500`: plain text; `200`: a 200 with a JSON body and no upgrade);
 //! - [`DROP_AFTER_ANNOTATION`]: drop the connection (no close frame, no FIN on the streams) once
-//!   this many stdin bytes were echoed.
+//!   this many stdin bytes were echoed;
+//! - [`EXIT_TERMINATES_ANNOTATION`]: the end of input ends the container itself, as a shell's
+//!   `exit` does: its status becomes `terminated` with the exit code, and the error channel says
+//!   `Success` whatever the code, as containerd's attach does (the live reference, §7.1).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -44,6 +47,9 @@ pub const EXIT_CODE_ANNOTATION: &str = "fake.poddebug.dev/attach-exit-code";
 pub const REFUSE_ANNOTATION: &str = "fake.poddebug.dev/attach-refuse";
 /// Pod annotation: drop the connection after this many echoed bytes.
 pub const DROP_AFTER_ANNOTATION: &str = "fake.poddebug.dev/attach-drop-after-bytes";
+
+/// Pod annotation: the end of input terminates the container (exit code in its status only).
+pub const EXIT_TERMINATES_ANNOTATION: &str = "fake.poddebug.dev/attach-exit-terminates";
 
 /// WebSocket subprotocols, in the kubelet's order of preference is irrelevant: the client's
 /// first supported offer wins (wsstream).
@@ -85,6 +91,23 @@ struct Process {
     echoed: u64,
     /// The protocol carries a JSON Status on the error channel.
     status_errors: bool,
+    /// Set when the end of input terminates the container.
+    terminates: Option<Terminates>,
+}
+
+/// The container an attach session ends, and where its status lives.
+#[derive(Clone)]
+struct Terminates {
+    shared: std::sync::Arc<super::state::Shared>,
+    ns: String,
+    pod: String,
+    container: String,
+}
+
+impl std::fmt::Debug for Terminates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.ns, self.pod, self.container)
+    }
 }
 
 enum Step {
@@ -149,9 +172,25 @@ impl Process {
             .collect()
     }
 
-    /// The error-channel payload at the end (empty for success on pre-v4 protocols).
+    /// At the end of input: a terminating process records its exit in the pod's status.
+    fn end(&self) {
+        if let Some(t) = &self.terminates {
+            let reason = if self.exit_code == 0 {
+                "Completed"
+            } else {
+                "Error"
+            };
+            let state = super::kubelet::ContainerState::terminated(self.exit_code, reason);
+            t.shared.mutate(|s| {
+                super::kubelet::set_container_state(s, &t.ns, &t.pod, &t.container, &state)
+            });
+        }
+    }
+
+    /// The error-channel payload at the end (empty for success on pre-v4 protocols); always
+    /// `Success` for a terminating process, as containerd reports it.
     fn exit_status(&self) -> Vec<u8> {
-        if self.exit_code == 0 {
+        if self.exit_code == 0 || self.terminates.is_some() {
             if self.status_errors {
                 return serde_json::to_vec(&json!({"metadata": {}, "status": "Success"}))
                     .unwrap_or_default();
@@ -227,7 +266,7 @@ pub fn handle(
         q.flag("stderr"),
         q.flag("tty"),
     );
-    let annotations = {
+    let (annotations, container) = {
         let state = ctx.shared.lock();
         let pod = state
             .get(Kind::Pod, ns, name)
@@ -266,7 +305,7 @@ pub fn handle(
                     .collect()
             })
             .unwrap_or_default();
-        annotations
+        (annotations, container)
     };
     if let Some(spec) = annotations.get(REFUSE_ANNOTATION) {
         return Ok(refusal(spec, name));
@@ -283,6 +322,14 @@ pub fn handle(
             .and_then(|v| v.parse().ok()),
         echoed: 0,
         status_errors: true,
+        terminates: annotations
+            .contains_key(EXIT_TERMINATES_ANNOTATION)
+            .then(|| Terminates {
+                shared: ctx.shared.clone(),
+                ns: ns.to_owned(),
+                pod: name.to_owned(),
+                container: container.clone(),
+            }),
     };
     let upgrade = header_list(&ctx.headers, header::UPGRADE);
     let connection_upgrade = header_list(&ctx.headers, header::CONNECTION)
@@ -428,6 +475,7 @@ async fn websocket_session<S>(
     if !finished {
         return;
     }
+    process.end();
     let status = process.exit_status();
     if !status.is_empty()
         && ws
@@ -533,6 +581,7 @@ where
             }
         }
     }
+    process.end();
     for kind in ["stdout", "stderr"] {
         if let Some(&id) = streams.get(kind) {
             let _ = conn

@@ -1,0 +1,224 @@
+//! An interactive attach session on the local terminal: raw mode (restored on every way out),
+//! the terminal's size and its changes, the detach sequence, Ctrl-C.
+//!
+//! As with `kubectl attach -it`, Ctrl-C in a TTY session is a byte for the container (the
+//! terminal is raw). To leave the container running, type Ctrl-P Ctrl-Q (docker's detach
+//! sequence). Without a TTY, Ctrl-C detaches. SIGTERM and SIGHUP detach too, so the terminal is
+//! restored before the plugin goes.
+
+use std::io::IsTerminal;
+
+use poddebug_client::{AttachOutcome, AttachParams, DebugContainers, Detacher, Result};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Ctrl-P, then Ctrl-Q.
+const DETACH_SEQUENCE: [u8; 2] = [0x10, 0x11];
+
+/// Raw mode on the local terminal while it lives.
+struct RawMode;
+
+impl RawMode {
+    fn enter() -> Option<RawMode> {
+        crossterm::terminal::enable_raw_mode()
+            .ok()
+            .map(|()| RawMode)
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = crossterm::terminal::disable_raw_mode();
+    }
+}
+
+/// Copy a container stream to ours, flushing every chunk (a shell's prompt has no newline).
+async fn relay(mut from: impl AsyncRead + Unpin, mut to: impl AsyncWrite + Unpin) {
+    let mut buf = vec![0u8; 8192];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).await.is_err() || to.flush().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Finds the detach sequence in typed input, across reads; what is not part of it goes on.
+#[derive(Default)]
+struct DetachScanner {
+    pending_prefix: bool,
+}
+
+impl DetachScanner {
+    /// The bytes to forward, and whether the sequence was typed.
+    fn scan(&mut self, input: &[u8]) -> (Vec<u8>, bool) {
+        let mut out = Vec::with_capacity(input.len() + 1);
+        for &b in input {
+            if self.pending_prefix {
+                self.pending_prefix = false;
+                if b == DETACH_SEQUENCE[1] {
+                    return (out, true);
+                }
+                out.push(DETACH_SEQUENCE[0]);
+            }
+            if b == DETACH_SEQUENCE[0] {
+                self.pending_prefix = true;
+            } else {
+                out.push(b);
+            }
+        }
+        (out, false)
+    }
+}
+
+/// Our stdin to the container's, watching for the detach sequence with a TTY.
+async fn feed_stdin(
+    mut to: poddebug_client::DebugStdin,
+    tty: bool,
+    detacher: Detacher,
+) -> std::io::Result<()> {
+    let mut input = tokio::io::stdin();
+    let mut buf = vec![0u8; 8192];
+    let mut scanner = DetachScanner::default();
+    loop {
+        let n = input.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        let (data, detach) = if tty {
+            scanner.scan(&buf[..n])
+        } else {
+            (buf[..n].to_vec(), false)
+        };
+        if !data.is_empty() {
+            to.write_all(&data).await?;
+            to.flush().await?;
+        }
+        if detach {
+            detacher.detach();
+            return Ok(());
+        }
+    }
+    // End of our input: close the container's.
+    to.shutdown().await
+}
+
+/// Send the terminal's size now and whenever it changes.
+async fn follow_size(mut resizer: poddebug_client::Resizer) {
+    if let Ok((w, h)) = crossterm::terminal::size()
+        && resizer.resize(w, h).await.is_err()
+    {
+        return;
+    }
+    let Ok(mut winch) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+    else {
+        return;
+    };
+    while winch.recv().await.is_some() {
+        if let Ok((w, h)) = crossterm::terminal::size()
+            && resizer.resize(w, h).await.is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// Attach to debug container `name` and relay until the session ends; what became of it.
+pub async fn attach(
+    api: &DebugContainers,
+    pod: &str,
+    name: &str,
+    stdin: bool,
+    tty: bool,
+    quiet: bool,
+) -> Result<AttachOutcome> {
+    let params = AttachParams {
+        stdin,
+        stdout: true,
+        stderr: !tty,
+        tty,
+        ..Default::default()
+    };
+    let mut session = api.attach(pod, name, &params).await?;
+    let detacher = session.detacher();
+    let local_tty = tty && stdin && std::io::stdin().is_terminal();
+    if tty && !quiet {
+        eprintln!("If you don't see a command prompt, try pressing enter.");
+    }
+    // Entered after the line above; left (by drop) on every way out of this function.
+    let raw = local_tty.then(RawMode::enter).flatten();
+
+    let mut outputs = Vec::new();
+    if let Some(out) = session.stdout() {
+        outputs.push(tokio::spawn(relay(out, tokio::io::stdout())));
+    }
+    if let Some(err) = session.stderr() {
+        outputs.push(tokio::spawn(relay(err, tokio::io::stderr())));
+    }
+    let mut helpers = Vec::new();
+    if let Some(resizer) = session.resizer()
+        && local_tty
+    {
+        helpers.push(tokio::spawn(follow_size(resizer)));
+    }
+    if let Some(input) = session.stdin() {
+        let d = detacher.clone();
+        helpers.push(tokio::spawn(async move {
+            let _ = feed_stdin(input, local_tty, d).await;
+        }));
+    }
+    if !local_tty {
+        let d = detacher.clone();
+        helpers.push(tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                d.detach();
+            }
+        }));
+    }
+
+    // Being told to go (the terminal closed, a kill) detaches, so raw mode is undone.
+    for kind in [
+        tokio::signal::unix::SignalKind::terminate(),
+        tokio::signal::unix::SignalKind::hangup(),
+    ] {
+        if let Ok(mut sig) = tokio::signal::unix::signal(kind) {
+            let d = detacher.clone();
+            helpers.push(tokio::spawn(async move {
+                if sig.recv().await.is_some() {
+                    d.detach();
+                }
+            }));
+        }
+    }
+
+    let outcome = session.join().await;
+    for o in outputs {
+        let _ = o.await;
+    }
+    for h in helpers {
+        h.abort();
+    }
+    drop(raw);
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detach_sequence_across_reads() {
+        let mut s = DetachScanner::default();
+        assert_eq!(s.scan(b"ls\r"), (b"ls\r".to_vec(), false));
+        assert_eq!(s.scan(&[b'a', 0x10]), (b"a".to_vec(), false));
+        assert_eq!(s.scan(&[0x11, b'x']), (Vec::new(), true));
+        let mut s = DetachScanner::default();
+        // Ctrl-P followed by anything else is passed on, both bytes.
+        assert_eq!(s.scan(&[0x10, b'p']), (vec![0x10, b'p'], false));
+        assert_eq!(s.scan(&[0x03]), (vec![0x03], false), "Ctrl-C goes through");
+    }
+}

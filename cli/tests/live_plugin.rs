@@ -1,0 +1,178 @@
+//! The plugin against a real cluster with poddebug deployed (`kubectl apply -k manifests/`),
+//! under a pseudo-terminal. Ignored by default; run with
+//!
+//! ```sh
+//! KUBECONFIG=~/.kube/config cargo test -p kubectl-poddebug --test live_plugin -- --ignored --test-threads=1
+//! ```
+//!
+//! kubectl only sets the stage (a namespace with a running pod `web`, deleted at the end); the
+//! plugin itself runs with no kubectl on its `PATH`.
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+
+use common::Terminal;
+
+fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl on PATH");
+    let mut pipe = child.stdin.take().expect("stdin");
+    if let Some(input) = stdin {
+        pipe.write_all(input.as_bytes()).expect("write stdin");
+    }
+    drop(pipe);
+    child.wait_with_output().expect("kubectl")
+}
+
+fn ok(args: &[&str], stdin: Option<&str>) {
+    let out = kubectl(args, stdin);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A namespace with one running pod `web` (container `app` running `sleep 3600`), deleted on drop.
+struct Sandbox {
+    ns: String,
+}
+
+impl Sandbox {
+    fn new(tag: &str) -> Option<Sandbox> {
+        if std::env::var_os("KUBECONFIG").is_none() {
+            eprintln!("KUBECONFIG is not set: skipping the live plugin suite");
+            return None;
+        }
+        let ns = format!("poddebug-plugin-{tag}-{}", std::process::id());
+        ok(&["create", "namespace", &ns], None);
+        let pod = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "app", "image": "busybox:1.36", "command": ["sh", "-c", "sleep 3600"]}]
+            }
+        });
+        let sandbox = Sandbox { ns };
+        ok(&["apply", "-f", "-"], Some(&pod.to_string()));
+        ok(
+            &[
+                "wait",
+                "-n",
+                &sandbox.ns,
+                "--for=condition=Ready",
+                "pod/web",
+                "--timeout=120s",
+            ],
+            None,
+        );
+        Some(sandbox)
+    }
+
+    /// The plugin on a terminal, in this namespace, without kubectl on its PATH.
+    fn plugin(&self, args: &[&str]) -> Terminal {
+        let mut all = vec!["-n", self.ns.as_str()];
+        all.extend_from_slice(args);
+        Terminal::spawn_with_path(&all, "")
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.ns, "--wait=false"], None);
+    }
+}
+
+#[test]
+#[ignore = "needs a live cluster with poddebug deployed"]
+fn exit_7_becomes_the_plugins_exit_code() {
+    let Some(s) = Sandbox::new("exit") else {
+        return;
+    };
+    let mut t = s.plugin(&[
+        "web",
+        "-it",
+        "--image",
+        "busybox:1.36",
+        "--target",
+        "app",
+        "--",
+        "sh",
+        "-c",
+        "exit 7",
+    ]);
+    assert_eq!(t.exit_code(), 7, "{}", t.text());
+    assert!(t.cooked(), "the terminal is restored");
+}
+
+#[test]
+#[ignore = "needs a live cluster with poddebug deployed"]
+fn interactive_shell_sees_the_target_and_resizes() {
+    let Some(s) = Sandbox::new("shell") else {
+        return;
+    };
+    let mut t = s.plugin(&[
+        "web",
+        "-it",
+        "-c",
+        "shell",
+        "--image",
+        "busybox:1.36",
+        "--target",
+        "app",
+        "--",
+        "sh",
+    ]);
+    t.expect("If you don't see a command prompt, try pressing enter.");
+    t.type_bytes(b"\r");
+    // The target's processes are visible: the PID namespace is shared.
+    t.type_bytes(b"ps\r");
+    t.expect("sleep 3600");
+    t.resize(100, 40);
+    t.type_bytes(b"stty size\r");
+    t.expect("40 100");
+    t.type_bytes(b"exit 3\r");
+    assert_eq!(t.exit_code(), 3, "{}", t.text());
+    assert!(t.cooked(), "the terminal is restored");
+}
+
+#[test]
+#[ignore = "needs a live cluster with poddebug deployed"]
+fn detach_then_stop() {
+    let Some(s) = Sandbox::new("detach") else {
+        return;
+    };
+    let mut t = s.plugin(&[
+        "web",
+        "-it",
+        "-c",
+        "bg",
+        "--image",
+        "busybox:1.36",
+        "--target",
+        "app",
+        "--",
+        "sh",
+    ]);
+    t.expect("If you don't see a command prompt, try pressing enter.");
+    t.type_bytes(b"echo attached\r");
+    t.expect("attached");
+    t.type_bytes(b"\x10\x11");
+    assert_eq!(t.exit_code(), 0, "{}", t.text());
+    assert!(t.cooked(), "the terminal is restored");
+    assert!(t.text().contains("still running"), "{}", t.text());
+
+    let mut stop = s.plugin(&["stop", "web", "bg", "--grace-period", "2"]);
+    assert_eq!(stop.exit_code(), 0, "{}", stop.text());
+    let mut get = s.plugin(&["get", "web", "bg"]);
+    assert_eq!(get.exit_code(), 0, "{}", get.text());
+    assert!(get.text().contains("Terminated"), "{}", get.text());
+}

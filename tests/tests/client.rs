@@ -1,0 +1,534 @@
+//! poddebug-client end to end: every verb of the crate through the real server against the fake
+//! kube-apiserver, with the same kubeconfig a user would have.
+//!
+//! Needs the binary: `cargo build -p poddebug-apiserver` first.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use poddebug_client::{
+    AttachOutcome, AttachParams, ConnectOptions, CreateParams, DebugContainers, DebugPhase, Error,
+    ListParams, LogParams, PodDebugContainer, WatchEvent, WatchParams,
+};
+use poddebug_tests::fake::{ATTACH_EXIT_CODE_ANNOTATION, ATTACH_EXIT_TERMINATES_ANNOTATION};
+use poddebug_tests::{FakeKube, PodDebugServer, TempDir};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const NS: &str = "shop";
+const POD: &str = "web";
+/// Bound of every wait in this file (a guard against hanging, never a measured time).
+const GUARD: Duration = Duration::from_secs(30);
+
+struct Env {
+    fake: FakeKube,
+    _server: PodDebugServer,
+    _dir: TempDir,
+    client: kube::Client,
+}
+
+impl Env {
+    fn debug(&self) -> DebugContainers {
+        DebugContainers::new(self.client.clone(), NS)
+    }
+}
+
+async fn env() -> Env {
+    let fake = FakeKube::start().await;
+    fake.allow_all();
+    fake.add_namespace(NS, &[]);
+    fake.add_simple_pod(NS, POD);
+    fake.add_namespace("other", &[]);
+    fake.add_simple_pod("other", "api");
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let dir = TempDir::new("client");
+    let kc = server.write_kubeconfig(dir.path(), "alice", &["devs"], NS);
+    let (client, ns) = poddebug_client::connect(&ConnectOptions {
+        kubeconfig: Some(kc),
+        context: None,
+    })
+    .await
+    .expect("client from the kubeconfig");
+    assert_eq!(ns, NS, "the context's namespace");
+    Env {
+        fake,
+        _server: server,
+        _dir: dir,
+        client,
+    }
+}
+
+fn spec(name: &str, command: &[&str], stdin: bool, tty: bool) -> PodDebugContainer {
+    let mut o = PodDebugContainer::default();
+    o.metadata.name = Some(name.into());
+    o.container.image = Some("busybox:1.36".into());
+    o.container.command = Some(command.iter().map(|s| (*s).to_owned()).collect());
+    o.container.stdin = Some(stdin);
+    o.container.tty = Some(tty);
+    o.target_container_name = Some("app".into());
+    o
+}
+
+fn waiting() -> CreateParams {
+    CreateParams {
+        wait: true,
+        timeout: Some(Duration::from_secs(20)),
+        dry_run: false,
+    }
+}
+
+fn phase(o: &PodDebugContainer) -> Option<DebugPhase> {
+    o.status.as_ref().map(|s| s.phase)
+}
+
+#[tokio::test]
+async fn create_get_list_watch_and_stop() {
+    let e = env().await;
+    let debug = e.debug();
+    let created = debug
+        .create(
+            POD,
+            &spec("dbg", &["sleep", "1000"], false, false),
+            &waiting(),
+        )
+        .await
+        .expect("create");
+    assert_eq!(created.metadata.name.as_deref(), Some("dbg"));
+    assert_eq!(phase(&created), Some(DebugPhase::Running));
+    assert_eq!(created.target_container_name.as_deref(), Some("app"));
+    // The pod got it as asked.
+    let pod = e.fake.pod(NS, POD).expect("pod");
+    let ec = &pod.spec.expect("spec").ephemeral_containers.expect("ecs")[0];
+    assert_eq!(
+        ec.command.as_deref(),
+        Some(&["sleep".to_owned(), "1000".to_owned()][..])
+    );
+
+    let got = debug.get(POD, "dbg").await.expect("get");
+    assert_eq!(phase(&got), Some(DebugPhase::Running));
+
+    let in_pod = debug.list_in_pod(POD).await.expect("list in pod");
+    assert_eq!(in_pod.items.len(), 1);
+    assert_eq!(in_pod.items[0].metadata.name.as_deref(), Some("dbg"));
+
+    // A generated name, in another namespace.
+    let other = DebugContainers::new(e.client.clone(), "other");
+    let generated = other
+        .create(
+            "api",
+            &PodDebugContainer::default(),
+            &CreateParams::default(),
+        )
+        .await
+        .expect("create with a generated name");
+    let gen_name = generated.metadata.name.clone().unwrap_or_default();
+    assert!(gen_name.starts_with("debugger-"), "{gen_name}");
+
+    let ns_list = debug.list(&ListParams::default()).await.expect("list");
+    let names: Vec<_> = ns_list
+        .items
+        .iter()
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["web.dbg"]);
+    let all = DebugContainers::all(e.client.clone());
+    let all_list = all.list(&ListParams::default()).await.expect("list all");
+    let mut names: Vec<_> = all_list
+        .items
+        .iter()
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
+    names.sort();
+    assert_eq!(names, [format!("api.{gen_name}"), "web.dbg".to_owned()]);
+    let by_label = all
+        .list(&ListParams::default().labels("app=api"))
+        .await
+        .expect("list by label");
+    assert_eq!(by_label.items.len(), 1);
+
+    // Watch from the list's version: the stop shows up as a change to Terminated.
+    let rv = ns_list
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap_or_default();
+    let events = debug
+        .watch(&WatchParams::default().timeout(60), &rv)
+        .await
+        .expect("watch");
+    let stopped = debug
+        .stop(POD, "dbg", Some(Duration::from_secs(1)))
+        .await
+        .expect("stop");
+    assert!(
+        stopped
+            .status
+            .as_ref()
+            .is_some_and(|s| s.stop_requested.is_some()),
+        "{stopped:?}"
+    );
+    let terminated = tokio::time::timeout(GUARD, async {
+        futures::pin_mut!(events);
+        while let Some(ev) = events.next().await {
+            if let Ok(WatchEvent::Modified(o)) = ev
+                && phase(&o) == Some(DebugPhase::Terminated)
+            {
+                return Some(o);
+            }
+        }
+        None
+    })
+    .await
+    .expect("the watch reports the stop")
+    .expect("a Terminated event");
+    assert_eq!(terminated.metadata.name.as_deref(), Some("web.dbg"));
+
+    // Resuming from that event's version sees nothing older again.
+    let resume = terminated
+        .metadata
+        .resource_version
+        .clone()
+        .unwrap_or_default();
+    let again = debug
+        .watch(&WatchParams::default().timeout(1), &resume)
+        .await
+        .expect("resumed watch");
+    let replayed: Vec<_> = again.collect().await;
+    assert!(
+        replayed
+            .iter()
+            .all(|e| !matches!(e, Ok(WatchEvent::Modified(o)) if o.metadata.resource_version.as_deref() == Some(resume.as_str()))),
+        "{replayed:?}"
+    );
+}
+
+#[tokio::test]
+async fn errors_keep_the_servers_status() {
+    let e = env().await;
+    let debug = e.debug();
+    let err = debug.get("nosuchpod", "x").await.expect_err("no pod");
+    assert_eq!(err.code(), Some(404));
+    assert_eq!(
+        err.to_string(),
+        "Error from server (NotFound): pods \"nosuchpod\" not found"
+    );
+
+    let dry = CreateParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let err = debug
+        .create(POD, &spec("dry", &["sh"], false, false), &dry)
+        .await
+        .expect_err("dry run refused");
+    assert_eq!(err.code(), Some(400), "{err}");
+    assert!(
+        e.fake
+            .pod(NS, POD)
+            .and_then(|p| p.spec?.ephemeral_containers)
+            .is_none()
+    );
+
+    let mut bad = spec("bad", &["sh"], false, false);
+    bad.container.ports = Some(vec![Default::default()]);
+    let err = debug
+        .create(POD, &bad, &CreateParams::default())
+        .await
+        .expect_err("ports are not allowed");
+    let status = err.status().expect("a Status");
+    assert_eq!(status.code, 422);
+    assert_eq!(status.reason, "Invalid");
+    assert!(
+        status
+            .details
+            .as_ref()
+            .is_some_and(|d| d.causes.iter().any(|c| c.field.contains("ports"))),
+        "{status:?}"
+    );
+
+    let all = DebugContainers::all(e.client.clone());
+    assert!(matches!(
+        all.get(POD, "x").await,
+        Err(Error::NamespaceRequired(_))
+    ));
+    let tty_with_stderr = AttachParams {
+        tty: true,
+        stderr: true,
+        ..Default::default()
+    };
+    assert!(matches!(
+        debug.attach(POD, "x", &tty_with_stderr).await,
+        Err(Error::InvalidParams(_))
+    ));
+    // Attaching to a debug container that does not exist is the server's refusal.
+    let err = debug
+        .attach(POD, "nosuch", &AttachParams::default())
+        .await
+        .expect_err("no such debug container");
+    assert!(err.status().is_some(), "{err}");
+}
+
+#[tokio::test]
+async fn waiting_shows_its_reason_and_gives_up() {
+    let e = env().await;
+    e.fake.add_bad_image("example.invalid/nosuch:1");
+    let debug = e.debug();
+    let mut s = spec("pull", &["sh"], false, false);
+    s.container.image = Some("example.invalid/nosuch:1".into());
+    debug
+        .create(POD, &s, &CreateParams::default())
+        .await
+        .expect("create");
+    let mut seen = Vec::new();
+    let err = debug
+        .wait_started(POD, "pull", Duration::from_secs(3), |o| {
+            if let Some(r) = poddebug_client::waiting_reason(o) {
+                seen.push(r);
+            }
+        })
+        .await
+        .expect_err("never starts");
+    let Error::Timeout { name, waiting, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(name, "pull");
+    let waiting = waiting.clone().unwrap_or_default();
+    assert!(
+        waiting.contains("ErrImagePull") || waiting.contains("ImagePullBackOff"),
+        "{err}"
+    );
+    assert!(
+        seen.iter()
+            .any(|r| r.contains("ErrImagePull") || r.contains("ImagePullBackOff")),
+        "{seen:?}"
+    );
+
+    // A container that starts ends the wait with its state.
+    debug
+        .create(
+            POD,
+            &spec("ok", &["sh"], false, false),
+            &CreateParams::default(),
+        )
+        .await
+        .expect("create");
+    let started = debug
+        .wait_started(POD, "ok", GUARD, |_| {})
+        .await
+        .expect("starts");
+    assert_eq!(phase(&started), Some(DebugPhase::Running));
+}
+
+async fn read_until(out: &mut (impl tokio::io::AsyncRead + Unpin), needle: &str) -> String {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    let found = tokio::time::timeout(GUARD, async {
+        loop {
+            match out.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => {
+                    seen.extend_from_slice(&buf[..n]);
+                    if String::from_utf8_lossy(&seen).contains(needle) {
+                        return true;
+                    }
+                }
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert!(found, "{needle:?} not in {text:?}");
+    text
+}
+
+#[tokio::test]
+async fn attach_outcomes() {
+    let e = env().await;
+    let debug = e.debug();
+    debug
+        .create(POD, &spec("sh", &["sh"], true, true), &waiting())
+        .await
+        .expect("create");
+
+    // A TTY session: input echoed, resizes reach the container, detaching leaves it running.
+    let mut s = debug
+        .attach(POD, "sh", &AttachParams::interactive_tty())
+        .await
+        .expect("attach");
+    assert!(s.stderr().is_none(), "no separate stderr with a TTY");
+    let mut stdin = s.stdin().expect("stdin");
+    let mut stdout = s.stdout().expect("stdout");
+    let mut resizer = s.resizer().expect("resizer");
+    stdin.write_all(b"hello client\r").await.expect("write");
+    read_until(&mut stdout, "hello client").await;
+    resizer.resize(100, 40).await.expect("resize");
+    read_until(&mut stdout, "resize 100x40").await;
+    let detacher = s.detacher();
+    let join = tokio::spawn(s.join());
+    detacher.detach();
+    let outcome = tokio::time::timeout(GUARD, join)
+        .await
+        .expect("join ends")
+        .expect("task")
+        .expect("outcome");
+    assert_eq!(outcome, AttachOutcome::Detached);
+    assert_eq!(e.fake.container_state(NS, POD, "sh"), Some("running"));
+
+    // Closing our input ends the session; the container still runs.
+    let mut s = debug
+        .attach(
+            POD,
+            "sh",
+            &AttachParams {
+                stdin: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("attach");
+    let mut stdin = s.stdin().expect("stdin");
+    let mut stdout = s.stdout().expect("stdout");
+    stdin.write_all(b"line\n").await.expect("write");
+    read_until(&mut stdout, "line").await;
+    stdin.shutdown().await.expect("close stdin");
+    let drain = tokio::spawn(async move {
+        let mut rest = Vec::new();
+        let _ = stdout.read_to_end(&mut rest).await;
+    });
+    let outcome = tokio::time::timeout(GUARD, s.join())
+        .await
+        .expect("join ends")
+        .expect("outcome");
+    let _ = drain.await;
+    assert_eq!(outcome, AttachOutcome::Detached);
+
+    // Dropping our stdin closes the container's just the same.
+    let mut s = debug
+        .attach(
+            POD,
+            "sh",
+            &AttachParams {
+                stdin: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("attach");
+    let mut stdin = s.stdin().expect("stdin");
+    let mut stdout = s.stdout().expect("stdout");
+    stdin.write_all(b"dropped\n").await.expect("write");
+    read_until(&mut stdout, "dropped").await;
+    drop(stdin);
+    let drain = tokio::spawn(async move {
+        let mut rest = Vec::new();
+        let _ = stdout.read_to_end(&mut rest).await;
+    });
+    let outcome = tokio::time::timeout(GUARD, s.join())
+        .await
+        .expect("join ends once stdin is dropped")
+        .expect("outcome");
+    let _ = drain.await;
+    assert_eq!(outcome, AttachOutcome::Detached);
+
+    // The shell exits 7: the runtime says Success on the stream, the status says 7.
+    e.fake.update_pod(NS, POD, |p| {
+        p["metadata"]["annotations"][ATTACH_EXIT_CODE_ANNOTATION] = "7".into();
+        p["metadata"]["annotations"][ATTACH_EXIT_TERMINATES_ANNOTATION] = "true".into();
+    });
+    let mut s = debug
+        .attach(POD, "sh", &AttachParams::interactive_tty())
+        .await
+        .expect("attach");
+    let mut stdin = s.stdin().expect("stdin");
+    let mut stdout = s.stdout().expect("stdout");
+    let drain = tokio::spawn(async move {
+        let mut rest = Vec::new();
+        let _ = stdout.read_to_end(&mut rest).await;
+    });
+    stdin.write_all(b"exit 7\r\x04").await.expect("write");
+    let outcome = tokio::time::timeout(GUARD, s.join())
+        .await
+        .expect("join ends")
+        .expect("outcome");
+    let _ = drain.await;
+    assert_eq!(
+        outcome,
+        AttachOutcome::Exited {
+            exit_code: 7,
+            reason: Some("Error".into())
+        }
+    );
+    assert_eq!(outcome.exit_code(), 7);
+    let after = debug.get(POD, "sh").await.expect("get");
+    assert_eq!(phase(&after), Some(DebugPhase::Terminated));
+    drop(stdin);
+}
+
+#[tokio::test]
+async fn logs_and_profiles() {
+    let e = env().await;
+    let debug = e.debug();
+    debug
+        .create(POD, &spec("out", &["sh"], false, false), &waiting())
+        .await
+        .expect("create");
+    e.fake.append_log(NS, POD, "out", "one\ntwo\nthree\n");
+    let all = debug
+        .logs(POD, "out", &LogParams::default())
+        .await
+        .expect("logs");
+    assert_eq!(all, "one\ntwo\nthree\n");
+    let tail = debug
+        .logs(
+            POD,
+            "out",
+            &LogParams {
+                tail_lines: Some(1),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("tail");
+    assert_eq!(tail, "three\n");
+    // Following: what was there, then what comes.
+    let follow = debug
+        .log_stream(
+            POD,
+            "out",
+            &LogParams {
+                follow: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("follow");
+    let mut lines = futures::AsyncBufReadExt::lines(follow);
+    let mut seen = Vec::new();
+    let followed = tokio::time::timeout(GUARD, async {
+        while let Some(Ok(l)) = lines.next().await {
+            if l == "three" {
+                e.fake.append_log(NS, POD, "out", "four\n");
+            }
+            let done = l == "four";
+            seen.push(l);
+            if done {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(followed, "{seen:?}");
+    assert_eq!(seen, ["one", "two", "three", "four"]);
+
+    let profiles = debug.profiles().await.expect("profiles");
+    let sysadmin = profiles
+        .items
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some("sysadmin"))
+        .expect("sysadmin");
+    assert!(sysadmin.requires_use_permission);
+    assert_eq!(profiles.items.iter().filter(|p| p.default).count(), 1);
+}
