@@ -8,12 +8,15 @@
 #![allow(clippy::result_large_err)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod config;
 pub mod error;
+pub mod expiry;
 pub mod filters;
 pub mod handlers;
+pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod options;
@@ -187,11 +190,22 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         max_debug_containers_per_pod: opts.max_debug_containers_per_pod,
     });
     backend_cfg.impersonate = opts.impersonate;
+    backend_cfg.ttl = poddebug_storage::TtlPolicy {
+        default: Some(opts.default_debug_ttl).filter(|d| !d.is_zero()),
+        max: Some(opts.max_debug_ttl).filter(|d| !d.is_zero()),
+    };
     backend_cfg.reporting_instance = reporting_instance();
     let pod_client = client(main_cfg.clone(), "--kubeconfig", &metrics)?;
     let kube_backend = poddebug_storage::KubeBackend::new(pod_client, backend_cfg);
     metrics.register_validation_disagreements(kube_backend.validation_disagreements());
     tokio::spawn(kube_backend.track_cluster_version());
+    let expiry = expiry::spawn(
+        &opts,
+        kube_backend.clone(),
+        client(main_cfg.clone(), "--kubeconfig", &metrics)?,
+        &reporting_instance(),
+        metrics.clone(),
+    );
     let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
     let upstream = Arc::new(
         stream::Upstream::new(main_cfg.clone(), opts.impersonate).map_err(StartupError::Tls)?,
@@ -289,6 +303,8 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         grace.saturating_sub(STREAM_GOODBYE),
     )
     .await;
+
+    expiry.stop(Duration::from_secs(2)).await;
 
     // Streams outlive their HTTP connection (they were upgraded): they get what is left of the
     // grace period, then are told to end, and have STREAM_GOODBYE to say so.

@@ -87,6 +87,13 @@ fn latency_histogram() -> Histogram {
 /// Every metric of the server.
 pub struct Metrics {
     registry: Mutex<Registry>,
+    /// The metrics named after the product rather than the binary (`poddebug_…`), as the
+    /// governance features document them.
+    product: Registry,
+    /// Debug containers the expiry loop stopped because their time limit passed.
+    pub debug_containers_expired: Counter,
+    /// 1 while this replica holds the leader Lease (runs the expiry loop), else 0.
+    pub leader: Gauge,
     /// Requests by verb, resource and code.
     pub requests: Family<RequestLabels, Counter>,
     /// Request latency by verb and resource.
@@ -155,8 +162,24 @@ impl Metrics {
             "Latency of calls to the kube-apiserver",
             upstream_duration.clone(),
         );
+        let mut product = Registry::with_prefix("poddebug");
+        let debug_containers_expired = Counter::default();
+        let leader = Gauge::default();
+        product.register(
+            "debug_containers_expired",
+            "Debug containers stopped because their time limit (ttlSeconds) passed",
+            debug_containers_expired.clone(),
+        );
+        product.register(
+            "leader",
+            "1 while this replica holds the leader Lease and runs the expiry loop",
+            leader.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
+            product,
+            debug_containers_expired,
+            leader,
             requests,
             request_duration,
             inflight,
@@ -216,8 +239,11 @@ impl Metrics {
     /// The text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         if let Ok(reg) = self.registry.lock()
-            && prometheus_client::encoding::text::encode(&mut out, &reg).is_err()
+            && (encode_registry(&mut out, &reg).is_err()
+                || encode_registry(&mut out, &self.product).is_err()
+                || encode_eof(&mut out).is_err())
         {
             out.clear();
         }
@@ -252,6 +278,15 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("poddebug_apiserver_upstream_request_duration_seconds_count{method=\"PUT\",code=\"200\"} 1"), "{text}");
+        m.debug_containers_expired.inc();
+        let text = m.encode();
+        assert!(
+            text.contains("\npoddebug_debug_containers_expired_total 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("\npoddebug_leader 0\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
     #[test]

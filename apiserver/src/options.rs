@@ -202,6 +202,42 @@ pub struct Options {
     /// How long an attach waits for a debug container to start running before it fails.
     #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Policy")]
     pub attach_wait_timeout: Duration,
+    /// Time limit of a debug container whose request has no ttlSeconds; 0 = none.
+    #[arg(long, default_value = "8h", value_parser = parse_duration, help_heading = "Policy")]
+    pub default_debug_ttl: Duration,
+    /// Largest ttlSeconds a request may ask for (a larger one is refused); 0 = no maximum.
+    /// With a maximum every debug container gets a time limit.
+    #[arg(long, default_value = "0", value_parser = parse_duration, help_heading = "Policy")]
+    pub max_debug_ttl: Duration,
+    /// How often the server looks for debug containers whose time limit passed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Policy")]
+    pub debug_ttl_check_interval: Duration,
+
+    // ----- Leader election (the expiry loop runs on one replica) -----
+    /// Elect a leader among the replicas to run the expiry loop, with a coordination.k8s.io/v1
+    /// Lease; without it every replica runs the loop.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, help_heading = "Leader election")]
+    pub leader_elect: bool,
+    /// How long a non-leader waits after the leader's last renewal before taking the Lease.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, help_heading = "Leader election")]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up leading.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Leader election")]
+    pub leader_elect_renew_deadline: Duration,
+    /// How long to wait between tries to acquire or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, help_heading = "Leader election")]
+    pub leader_elect_retry_period: Duration,
+    /// Name of the Lease.
+    #[arg(
+        long,
+        default_value = "poddebug-apiserver",
+        help_heading = "Leader election"
+    )]
+    pub leader_elect_resource_name: String,
+    /// Namespace of the Lease; empty = the server's own namespace (the service account's,
+    /// else --service-namespace).
+    #[arg(long, default_value = "", help_heading = "Leader election")]
+    pub leader_elect_resource_namespace: String,
 
     // ----- Logging -----
     /// Log format: text or json.
@@ -346,6 +382,50 @@ impl Options {
         if self.cert_reload_interval < Duration::from_millis(100) {
             errs.push("--cert-reload-interval must be at least 100ms".to_owned());
         }
+        errs.extend(self.validate_ttl_and_leader_election());
+        errs
+    }
+}
+
+impl Options {
+    /// The problems of the time-limit and leader-election flags.
+    fn validate_ttl_and_leader_election(&self) -> Vec<String> {
+        let mut errs = Vec::new();
+        let whole = |d: Duration| d.subsec_nanos() == 0;
+        for (flag, d) in [
+            ("--default-debug-ttl", self.default_debug_ttl),
+            ("--max-debug-ttl", self.max_debug_ttl),
+        ] {
+            if !whole(d) {
+                errs.push(format!("{flag} must be a whole number of seconds"));
+            }
+        }
+        if self.debug_ttl_check_interval < Duration::from_secs(1) {
+            errs.push("--debug-ttl-check-interval must be at least 1s".to_owned());
+        }
+        if self.leader_elect {
+            let (lease, renew, retry) = (
+                self.leader_elect_lease_duration,
+                self.leader_elect_renew_deadline,
+                self.leader_elect_retry_period,
+            );
+            // The rules of client-go's leaderelection.NewLeaderElector.
+            if lease <= renew {
+                errs.push(
+                    "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"
+                        .to_owned(),
+                );
+            }
+            if retry.is_zero() || renew.as_secs_f64() <= 1.2 * retry.as_secs_f64() {
+                errs.push(
+                    "--leader-elect-renew-deadline must be greater than 1.2 times --leader-elect-retry-period (which must be positive)"
+                        .to_owned(),
+                );
+            }
+            if self.leader_elect_resource_name.trim().is_empty() {
+                errs.push("--leader-elect-resource-name must not be empty".to_owned());
+            }
+        }
         errs
     }
 }
@@ -396,6 +476,34 @@ mod tests {
     }
 
     #[test]
+    fn leader_election_timings_follow_client_gos_rules() {
+        let o = Options::parse_from([
+            "poddebug-apiserver",
+            "--leader-elect-lease-duration=10s",
+            "--leader-elect-renew-deadline=10s",
+            "--leader-elect-retry-period=9s",
+            "--default-debug-ttl=1.5s",
+        ]);
+        let errs = o.validate();
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("greater than --leader-elect-renew-deadline")),
+            "{errs:?}"
+        );
+        assert!(errs.iter().any(|e| e.contains("1.2 times")), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.contains("--default-debug-ttl")),
+            "{errs:?}"
+        );
+        let off = Options::parse_from([
+            "poddebug-apiserver",
+            "--leader-elect=false",
+            "--leader-elect-renew-deadline=20s",
+        ]);
+        assert!(off.validate().is_empty(), "{:?}", off.validate());
+    }
+
+    #[test]
     fn defaults_follow_the_generic_apiserver() {
         let o = Options::parse_from(["poddebug-apiserver"]);
         assert_eq!(o.secure_port, 8443);
@@ -405,6 +513,12 @@ mod tests {
         );
         assert_eq!(o.requestheader_username_headers, vec!["x-remote-user"]);
         assert_eq!(o.default_profile, Profile::General);
+        assert_eq!(o.default_debug_ttl, Duration::from_secs(8 * 3600));
+        assert_eq!(o.max_debug_ttl, Duration::ZERO);
+        assert!(o.leader_elect);
+        assert_eq!(o.leader_elect_lease_duration, Duration::from_secs(15));
+        assert_eq!(o.leader_elect_renew_deadline, Duration::from_secs(10));
+        assert_eq!(o.leader_elect_retry_period, Duration::from_secs(2));
         assert!(o.validate().is_empty(), "{:?}", o.validate());
     }
 }

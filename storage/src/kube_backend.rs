@@ -73,6 +73,16 @@ impl KubeBackend {
     pub fn config(&self) -> &BackendConfig {
         self.cluster.config()
     }
+
+    /// One expiry round at `now`: stop every running debug container whose time limit passed,
+    /// with the server's own identity (see `expiry`). The pod listing's failure is the only
+    /// error; each container's own outcome is in the list.
+    pub async fn expire_due(
+        &self,
+        now: jiff::Timestamp,
+    ) -> Result<Vec<crate::Expired>, StorageError> {
+        crate::expiry::expire_due(&self.cluster, now).await
+    }
 }
 
 #[async_trait::async_trait]

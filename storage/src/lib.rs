@@ -30,6 +30,7 @@ mod create;
 mod disagreements;
 mod error;
 mod events;
+mod expiry;
 mod impersonation;
 mod kube_backend;
 mod naming;
@@ -42,6 +43,7 @@ mod stop_script;
 mod target;
 #[cfg(test)]
 mod testkube;
+mod ttl;
 mod wait;
 mod watch;
 
@@ -50,9 +52,11 @@ pub use cluster_version::ClusterVersion;
 pub use config::BackendConfig;
 pub use disagreements::{Disagreement, DisagreementLabels, Disagreements};
 pub use error::StorageError;
-pub use events::{REASON_CREATED, REASON_STOPPED};
+pub use events::{REASON_CREATED, REASON_EXPIRED, REASON_STOPPED};
+pub use expiry::{EXPIRY_USER, Expired, ExpiryResult};
 pub use impersonation::{ImpersonationLayer, impersonation_headers};
 pub use kube_backend::KubeBackend;
 pub use policy::glob_match;
 pub use stop_record::STOP_REQUESTS_ANNOTATION;
 pub use stop_script::{STOP_SCRIPT, StopInvocation};
+pub use ttl::TtlPolicy;

@@ -1218,7 +1218,10 @@ async fn lists_gets_and_tables() {
         .iter()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(columns, ["Name", "Pod", "Image", "Target", "State", "Age"]);
+    assert_eq!(
+        columns,
+        ["Name", "Pod", "Image", "Target", "State", "Age", "Expires"]
+    );
     let rows = table["rows"].as_array().expect("rows");
     let dbg = rows
         .iter()
