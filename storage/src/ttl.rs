@@ -74,7 +74,13 @@ pub(crate) fn deadline(
     };
     let span = jiff::SignedDuration::try_from(ttl)
         .map_err(|_| invalid(ttl_seconds.unwrap_or_default(), "is too large".to_owned()))?;
-    now.checked_add(span)
+    let at = now
+        .checked_add(span)
+        .map_err(|_| invalid(ttl_seconds.unwrap_or_default(), "is too large".to_owned()))?;
+    // Whole seconds, rounded up, as `status.expiresAt` (a `metav1.Time`) shows it: the limit
+    // is never shorter than asked, and the object and the pod say the same.
+    let whole = at.as_second() + i64::from(at.subsec_nanosecond() > 0);
+    jiff::Timestamp::from_second(whole)
         .map(Some)
         .map_err(|_| invalid(ttl_seconds.unwrap_or_default(), "is too large".to_owned()))
 }
@@ -114,6 +120,16 @@ mod tests {
         );
         let none = TtlPolicy::default();
         assert_eq!(deadline(&none, None, "d", now()).expect("ok"), None);
+    }
+
+    #[test]
+    fn deadlines_are_whole_seconds_rounded_up() {
+        let p = TtlPolicy::default();
+        let now: jiff::Timestamp = "2026-01-02T03:04:05.25Z".parse().expect("timestamp");
+        assert_eq!(
+            deadline(&p, Some(1), "d", now).expect("ok"),
+            at("2026-01-02T03:04:07Z")
+        );
     }
 
     #[test]
