@@ -70,12 +70,15 @@ enum Try {
     Other,
 }
 
+/// What identifies one version of the Lease's record: its holder and renew time.
+type Record = (Option<String>, Option<String>);
+
 /// The state of one elector.
 struct Elector {
     api: Api<Lease>,
     config: LeaseConfig,
-    /// The last record seen (holder, renewTime, resourceVersion) and when it was first seen.
-    observed: Option<((Option<String>, Option<String>), Instant)>,
+    /// The last record seen and when this replica first saw it.
+    observed: Option<(Record, Instant)>,
 }
 
 fn micro_now() -> MicroTime {

@@ -598,12 +598,14 @@ async fn a_terminated_name_can_be_reused_and_reads_follow_the_newest() {
         ec_name.starts_with("dbg-") && ec_name.len() == 9,
         "{ec_name}"
     );
-    // The reserved env var carries the debug name in the pod, and never shows in the object.
+    // The reserved env vars carry the debug name (and the default time limit's deadline) in the
+    // pod, and never show in the object.
     let ec = ec_of(&e.fake, POD, &ec_name);
-    assert_eq!(
-        ec["env"],
-        json!([{"name": "PODDEBUG_NAME", "value": "dbg"}])
-    );
+    let env = ec["env"].as_array().expect("env");
+    assert_eq!(env.len(), 2, "{ec}");
+    assert_eq!(env[0], json!({"name": "PODDEBUG_NAME", "value": "dbg"}));
+    assert_eq!(env[1]["name"], "PODDEBUG_EXPIRES_AT");
+    assert_eq!(env[1]["value"], obj["status"]["expiresAt"]);
     assert!(obj["container"]["env"].is_null(), "{obj}");
     e.wait_state(POD, &ec_name, "running").await;
 

@@ -544,6 +544,63 @@ mod tests {
     }
 
     #[test]
+    fn the_deadline_lives_in_the_container_and_shows_as_expires_at() {
+        let mut p = pod();
+        let at: jiff::Timestamp = "2026-01-01T08:00:00Z".parse().unwrap();
+        let ecs = p
+            .spec
+            .as_mut()
+            .and_then(|s| s.ephemeral_containers.as_mut())
+            .unwrap();
+        set_expires_at(&mut ecs[1], at);
+        set_expires_at(&mut ecs[1], at); // replaced, not repeated
+        assert_eq!(
+            ecs[1]
+                .env
+                .iter()
+                .flatten()
+                .filter(|e| e.name == EXPIRES_AT_ENV)
+                .count(),
+            1
+        );
+        assert_eq!(expires_at_of(&ecs[1]), Some(at));
+        let got = from_pod(
+            &p,
+            &p.spec
+                .as_ref()
+                .unwrap()
+                .ephemeral_containers
+                .as_ref()
+                .unwrap()[1],
+            None,
+        );
+        assert_eq!(got.status.as_ref().unwrap().expires_at, Some(Time(at)));
+        assert!(got.container.env.is_none(), "{:?}", got.container.env);
+        // None without the variable, and a request cannot smuggle one in.
+        let plain = from_pod(
+            &p,
+            &p.spec
+                .as_ref()
+                .unwrap()
+                .ephemeral_containers
+                .as_ref()
+                .unwrap()[0],
+            None,
+        );
+        assert_eq!(plain.status.unwrap().expires_at, None);
+        let smuggled = to_ephemeral_container(
+            &pdc(
+                json!({"container": {"env": [{"name": "PODDEBUG_EXPIRES_AT", "value": "2099-01-01T00:00:00Z"}]}}),
+            ),
+            "dbg",
+            "dbg",
+            Profile::Legacy,
+            "img",
+        );
+        assert_eq!(expires_at_of(&smuggled), None);
+    }
+
+    #[test]
     fn from_pod_table() {
         let p = pod();
         let ecs = p
