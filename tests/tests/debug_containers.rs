@@ -1733,7 +1733,8 @@ async fn kubectl_straight_at_the_server() {
             "IMAGE",
             "TARGET",
             "STATE",
-            "AGE"
+            "AGE",
+            "EXPIRES"
         ],
         "{out}"
     );
@@ -1745,6 +1746,11 @@ async fn kubectl_straight_at_the_server() {
     assert_eq!(
         &row[..6],
         [NS, "target.dbg", POD, "busybox:1.36", "app", "Running"],
+        "{out}"
+    );
+    // The server's default time limit (8h), counted down.
+    assert!(
+        matches!(row.get(7).copied(), Some("8h" | "7h")),
         "{out}"
     );
     let (ok, out, err) = k
