@@ -1749,10 +1749,7 @@ async fn kubectl_straight_at_the_server() {
         "{out}"
     );
     // The server's default time limit (8h), counted down.
-    assert!(
-        matches!(row.get(7).copied(), Some("8h" | "7h")),
-        "{out}"
-    );
+    assert!(matches!(row.get(7).copied(), Some("8h" | "7h")), "{out}");
     let (ok, out, err) = k
         .run(&[
             "get",

@@ -258,3 +258,49 @@ async fn loop_until_one_leads(a: &TestClient, b: &TestClient) -> (bool, bool) {
     }
     (false, false)
 }
+
+#[tokio::test]
+async fn a_container_that_expired_while_no_server_ran_is_stopped_by_the_next_one() {
+    // The first server looks only at its start, so it never sees the deadline pass.
+    let mut slow: Vec<&str> = FAST.to_vec();
+    slow[0] = "--debug-ttl-check-interval=1h";
+    let mut e = env(&slow).await;
+    let obj = e.create_running("dbg", &shell_with_ttl(Some(1))).await;
+    let expires = ts(&obj["status"]["expiresAt"]);
+    let ok = e
+        .fake
+        .wait_until(T, |f| {
+            f.lease(LEASE_NS, LEASE).is_some_and(|l| {
+                l["spec"]["holderIdentity"]
+                    .as_str()
+                    .is_some_and(|h| !h.is_empty())
+            })
+        })
+        .await;
+    assert!(ok, "the first server never led:\n{}", e.logs());
+    e.server.terminate().await;
+    // It let the Lease go on its way out.
+    let lease = e.fake.lease(LEASE_NS, LEASE).expect("lease");
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty(),
+        "{lease}"
+    );
+    // No server runs while the deadline passes.
+    let passed = e
+        .fake
+        .wait_until(T, |_| jiff::Timestamp::now() > expires)
+        .await;
+    assert!(passed);
+    assert!(e.events("DebugContainerExpired").is_empty());
+    assert_eq!(e.fake.container_state(NS, POD, "dbg"), Some("running"));
+
+    let pki = e.fake.pki().clone();
+    let next = PodDebugServer::start(&e.fake, &pki, FAST).await;
+    let events = e.wait_events("DebugContainerExpired", 1).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    e.wait_state(POD, "dbg", "terminated").await;
+    drop(next);
+}
