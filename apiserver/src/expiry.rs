@@ -5,6 +5,7 @@
 //! included (the stops it abandoned are made again by the next leader: the deadlines are on
 //! the pods).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,21 +32,31 @@ fn audit_record(e: &Expired) -> AuditRecord {
         }
         ExpiryResult::InProgress => r.outcome = Some("in progress".to_owned()),
         ExpiryResult::Failed(msg) => r.outcome = Some(format!("failed: {msg}")),
+        ExpiryResult::Refused(msg) => r.outcome = Some(format!("cannot be stopped: {msg}")),
     }
     r
 }
 
-/// One round at `now`; counts and audits what it did.
-async fn round(backend: &KubeBackend, metrics: &Metrics) {
-    match backend.expire_due(jiff::Timestamp::now()).await {
+/// One round at `now`; counts and audits what it did. Containers that refused to be stopped
+/// are added to `refused` and left alone from then on (one warning and one audit record each,
+/// not one per round).
+async fn round(backend: &KubeBackend, metrics: &Metrics, refused: &mut BTreeSet<(String, String)>) {
+    match backend.expire_due(jiff::Timestamp::now(), refused).await {
         Ok(done) => {
             for e in &done {
-                if !matches!(e.result, ExpiryResult::Failed(_)) {
-                    metrics.debug_containers_expired.inc();
-                }
-                if let ExpiryResult::Failed(msg) = &e.result {
-                    tracing::warn!(namespace = %e.namespace, pod = %e.pod, container = %e.container,
-                        error = %msg, "could not stop an expired debug container; retrying next round");
+                match &e.result {
+                    ExpiryResult::Terminated { .. } | ExpiryResult::InProgress => {
+                        metrics.debug_containers_expired.inc();
+                    }
+                    ExpiryResult::Failed(msg) => {
+                        tracing::warn!(namespace = %e.namespace, pod = %e.pod, container = %e.container,
+                            error = %msg, "could not stop an expired debug container; retrying next round");
+                    }
+                    ExpiryResult::Refused(msg) => {
+                        tracing::warn!(namespace = %e.namespace, pod = %e.pod, container = %e.container,
+                            error = %msg, "an expired debug container cannot be stopped; it ends with its own exit or its pod");
+                        refused.insert((e.pod_uid.clone(), e.container.clone()));
+                    }
                 }
                 audit_record(e).emit();
             }
@@ -75,9 +86,10 @@ pub async fn run(
             let _ = leading.wait_for(|l| !*l).await;
         };
         let work = async {
+            let mut refused = BTreeSet::new();
             loop {
                 tick.tick().await;
-                round(&backend, &metrics).await;
+                round(&backend, &metrics, &mut refused).await;
             }
         };
         tokio::select! {
@@ -166,6 +178,7 @@ mod tests {
             result: ExpiryResult::Terminated {
                 exit_code: Some(143),
             },
+            pod_uid: "uid-1".into(),
         };
         let r = audit_record(&e);
         assert_eq!(r.action, Action::Expire);
@@ -177,9 +190,14 @@ mod tests {
         assert!(r.end.is_some());
         let failed = audit_record(&Expired {
             result: ExpiryResult::Failed("boom".into()),
-            ..e
+            ..e.clone()
         });
         assert_eq!(failed.outcome.as_deref(), Some("failed: boom"));
         assert_eq!(failed.exit_code, None);
+        let refused = audit_record(&Expired {
+            result: ExpiryResult::Refused("no sh".into()),
+            ..e
+        });
+        assert_eq!(refused.outcome.as_deref(), Some("cannot be stopped: no sh"));
     }
 }

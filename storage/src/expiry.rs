@@ -12,6 +12,7 @@
 //! cannot be stopped from inside (`status.stoppable: false`) and is skipped, as `DELETE` refuses
 //! it.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -48,6 +49,10 @@ pub enum ExpiryResult {
     InProgress,
     /// The stop failed (it is tried again on the next round); the error's message.
     Failed(String),
+    /// The stop was refused with 409 Conflict: the container cannot be stopped from inside (no
+    /// `sh` or `/proc` in its image, or its main process is its own PID 1); the message says
+    /// which. Trying again would change nothing.
+    Refused(String),
 }
 
 /// One expired debug container a round acted on.
@@ -69,10 +74,14 @@ pub struct Expired {
     pub expires_at: jiff::Timestamp,
     /// What the stop did.
     pub result: ExpiryResult,
+    /// The pod's UID: with `container`, what [`expire_due`](crate::KubeBackend::expire_due)
+    /// takes in its `skip` set.
+    pub pod_uid: String,
 }
 
 /// A running, stoppable debug container of `pod` whose deadline is at or before `now`.
 struct Due {
+    pod_uid: String,
     namespace: String,
     pod: String,
     name: String,
@@ -106,6 +115,7 @@ fn due_in(pod: &Pod, now: jiff::Timestamp) -> Vec<Due> {
             .and_then(|s| s.state.as_ref()?.running.as_ref()?.started_at.clone())
             .map(|t| t.0);
         out.push(Due {
+            pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             pod: pod.metadata.name.clone().unwrap_or_default(),
             name,
@@ -132,18 +142,25 @@ fn exit_code(outcome: &StopOutcome) -> Option<i32> {
         .map(|t| t.exit_code)
 }
 
-/// One expiry round at `now` (see the module docs): every due container is stopped, and the
-/// list of what was done is returned. Only the listing of pods can fail the round.
+/// One expiry round at `now` (see the module docs): every due container is stopped, except
+/// those in `skip` (pod UID, ephemeral container name: earlier [`ExpiryResult::Refused`]), and
+/// the list of what was done is returned. Only the listing of pods can fail the round.
 pub(crate) async fn expire_due(
     b: &Cluster,
     now: jiff::Timestamp,
+    skip: &BTreeSet<(String, String)>,
 ) -> Result<Vec<Expired>, StorageError> {
     let api: Api<Pod> = Api::all(b.server_client());
     // Only running pods can hold a running debug container.
     let pods = api
         .list(&ListParams::default().fields("status.phase=Running"))
         .await?;
-    let due: Vec<Due> = pods.items.iter().flat_map(|p| due_in(p, now)).collect();
+    let due: Vec<Due> = pods
+        .items
+        .iter()
+        .flat_map(|p| due_in(p, now))
+        .filter(|d| !skip.contains(&(d.pod_uid.clone(), d.container.clone())))
+        .collect();
     let stops = due.into_iter().map(|d| async move {
         let req = StopRequest {
             namespace: d.namespace.clone(),
@@ -161,9 +178,11 @@ pub(crate) async fn expire_due(
                 exit_code: exit_code(&o),
             },
             Ok(StopOutcome::InProgress(_)) => ExpiryResult::InProgress,
+            Err(e) if e.to_api_error().code() == 409 => ExpiryResult::Refused(e.to_string()),
             Err(e) => ExpiryResult::Failed(e.to_string()),
         };
         Expired {
+            pod_uid: d.pod_uid,
             namespace: d.namespace,
             pod: d.pod,
             name: d.name,

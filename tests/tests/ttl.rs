@@ -304,3 +304,42 @@ async fn a_container_that_expired_while_no_server_ran_is_stopped_by_the_next_one
     e.wait_state(POD, "dbg", "terminated").await;
     drop(next);
 }
+
+#[tokio::test]
+async fn an_expired_container_without_a_shell_is_tried_once_and_then_left_alone() {
+    let e = env(FAST).await;
+    e.fake
+        .set_exec_behaviour(poddebug_tests::ExecBehaviour::NoShell);
+    e.create_running("dbg", &shell_with_ttl(Some(1))).await;
+    assert!(
+        e.server
+            .wait_for_log("an expired debug container cannot be stopped", T)
+            .await,
+        "{}",
+        e.logs()
+    );
+    let tried = e.fake.execs().len();
+    assert_eq!(tried, 1, "{:?}", e.fake.execs());
+    // Later rounds list the pods again (the next fieldSelector list) without another exec.
+    let lists = |f: &poddebug_tests::FakeKube| {
+        f.requests()
+            .iter()
+            .filter(|r| r.path.starts_with("/api/v1/pods?"))
+            .count()
+    };
+    let seen = lists(&e.fake);
+    assert!(e.fake.wait_until(T, |f| lists(f) >= seen + 2).await);
+    assert_eq!(e.fake.execs().len(), tried, "no second try");
+    assert!(
+        e.events("DebugContainerExpired").is_empty(),
+        "nothing was signalled"
+    );
+    assert_eq!(e.fake.container_state(NS, POD, "dbg"), Some("running"));
+    let refusals = e
+        .server
+        .logs()
+        .iter()
+        .filter(|l| l.contains("\"action\":\"expire\""))
+        .count();
+    assert_eq!(refusals, 1, "one audit record");
+}
