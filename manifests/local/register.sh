@@ -8,7 +8,10 @@
 #   manifests/local/register.sh up [OPTIONS] [-- SERVER ARGS...]   all of the below, server included
 #   manifests/local/register.sh cert [OPTIONS]      CA + serving certificate, Secret poddebug-apiserver-tls
 #   manifests/local/register.sh start [OPTIONS] [-- SERVER ARGS...]   start the server in the background
-#   manifests/local/register.sh register [OPTIONS]  Service + APIService, then wait until served
+#   manifests/local/register.sh register [OPTIONS]  Service + APIService (+ the persona ClusterRoles
+#                                                  of manifests/personas.yaml), then wait until served
+#   manifests/local/register.sh cabundle [OPTIONS]  put the CA into the existing APIService (the
+#                                                  one `kubectl apply -k manifests/` made), then wait
 #   manifests/local/register.sh wait [OPTIONS]      wait for Available, discovery and OpenAPI
 #   manifests/local/register.sh down [OPTIONS]      stop the server `start` began, remove the registration
 #
@@ -21,6 +24,7 @@
 # Progress goes to stderr. Needs kubectl and openssl.
 set -euo pipefail
 
+HERE=$(cd "$(dirname "$0")" && pwd)
 SVC=poddebug-apiserver
 NS=poddebug-system
 APISERVICE=v1alpha1.poddebug.dev
@@ -33,7 +37,7 @@ say() { echo "register: $*" >&2; }
 die() { say "$*"; exit 1; }
 
 cmd=${1:-}
-[ -n "$cmd" ] || die "usage: $0 up|cert|start|register|wait|down [--port N] [--dir D] [--binary PATH] [--timeout S] [-- SERVER ARGS]"
+[ -n "$cmd" ] || die "usage: $0 up|cert|start|register|cabundle|wait|down [--port N] [--dir D] [--binary PATH] [--timeout S] [-- SERVER ARGS]"
 shift
 server_args=()
 while [ $# -gt 0 ]; do
@@ -166,7 +170,20 @@ spec:
   groupPriorityMinimum: 1000
   versionPriority: 15
 EOF
-  say "registered $APISERVICE -> $SVC.$NS.svc:$PORT (ExternalName localhost)"
+  # The user roles, as a deployment from manifests/ has them.
+  kubectl apply -f "$HERE/../personas.yaml" >/dev/null
+  say "registered $APISERVICE -> $SVC.$NS.svc:$PORT (ExternalName localhost), with the persona roles"
+  wait_served
+}
+
+# For a server deployed by manifests/ without cert-manager: the APIService it created gets the
+# CA of the certificate `cert` put in the Secret. A later `kubectl apply -k manifests/` keeps it.
+cabundle() {
+  [ -f "$DIR/ca.crt" ] || die "no CA in $DIR: run '$0 cert' first"
+  local ca
+  ca=$(base64 <"$DIR/ca.crt" | tr -d '\n')
+  kubectl patch apiservice "$APISERVICE" --type=merge -p "{\"spec\":{\"caBundle\":\"$ca\"}}" >/dev/null
+  say "caBundle of $APISERVICE set from $DIR/ca.crt"
   wait_served
 }
 
@@ -190,6 +207,7 @@ case $cmd in
   cert) cert ;;
   start) start ;;
   register) register ;;
+  cabundle) cabundle ;;
   wait) wait_served ;;
   down) down ;;
   *) die "unknown command $cmd" ;;
