@@ -26,13 +26,16 @@ async fn a_command_without_a_target_runs_as_given() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
-async fn a_shell_less_image_without_a_target_runs_and_its_stop_is_a_409() {
+async fn a_shell_less_command_without_a_target_runs_and_its_stop_is_a_409() {
     if !enabled() {
         return;
     }
     let sb = Sandbox::new("pid1");
     let created = sb
-        .create_running("quiet", &json!({"container": {"image": PAUSE}}))
+        .create_running(
+            "quiet",
+            &json!({"container": {"image": PAUSE, "command": ["/pause"]}}),
+        )
         .await;
     let (code, status) = sb.stop("quiet", 1).await;
     assert_eq!(code, StatusCode::CONFLICT, "{status}");
