@@ -55,7 +55,8 @@ mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 
 ensure_namespace() {
-  kubectl get namespace "$NS" >/dev/null 2>&1 || kubectl create namespace "$NS" >/dev/null
+  # Through apply, so that a later `kubectl apply -k manifests/` owns it without a warning.
+  kubectl create namespace "$NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 }
 
 # A private CA (kept in --dir and reused) and a serving certificate it signs for the names the
