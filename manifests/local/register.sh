@@ -21,7 +21,7 @@
 #   --binary PATH     the server binary (default target/debug/poddebug-apiserver, built if missing)
 #   --timeout S       how long `register`/`wait` wait for aggregation (default 120)
 # The Service and namespace are poddebug-apiserver and poddebug-system, as in manifests/.
-# Progress goes to stderr. Needs kubectl and openssl.
+# Progress goes to stderr. Needs kubectl, openssl and (for start) curl.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
