@@ -17,6 +17,7 @@ pub mod handlers;
 pub mod logging;
 pub mod metrics;
 pub mod options;
+pub mod query;
 pub mod routes;
 pub mod serving;
 pub mod state;
@@ -282,7 +283,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         listener,
         tls,
         app,
-        config.max_request_header_bytes,
+        config.connections,
         shutdown,
         grace.saturating_sub(STREAM_GOODBYE),
     )
