@@ -7,6 +7,8 @@ pub mod discovery;
 pub mod health;
 pub mod list;
 pub mod profiles;
+pub mod selection;
+pub mod streams;
 pub mod table;
 pub mod watch;
 
