@@ -190,8 +190,11 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
     backend_cfg.impersonate = opts.impersonate;
     backend_cfg.reporting_instance = reporting_instance();
     let pod_client = client(main_cfg.clone(), "--kubeconfig", &metrics)?;
-    let backend: Arc<dyn poddebug_storage::DebugBackend> =
-        Arc::new(poddebug_storage::KubeBackend::new(pod_client, backend_cfg));
+    // One reflector of the cluster's pods serves every list and watch (server identity).
+    let pod_cache = poddebug_storage::PodCache::start(pod_client.clone());
+    let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(
+        poddebug_storage::KubeBackend::new(pod_client, backend_cfg).with_pod_cache(pod_cache),
+    );
     let upstream = Arc::new(
         stream::Upstream::new(main_cfg.clone(), opts.impersonate).map_err(StartupError::Tls)?,
     );
@@ -250,7 +253,7 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
                     break;
                 }
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(10));
+                delay = (delay * 2).min(Duration::from_secs(2));
             }
         });
     }

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client};
 use poddebug_types::{PodDebugContainer, PodDebugContainerList};
 
+use crate::cache::PodCache;
 use crate::events::{Reporter, build_event, record};
 use crate::impersonation::impersonating_client;
 use crate::{
@@ -31,6 +32,7 @@ pub struct KubeBackend {
     client: Client,
     config: BackendConfig,
     reporter: Reporter,
+    cache: Option<PodCache>,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -53,7 +55,17 @@ impl KubeBackend {
             client,
             config,
             reporter,
+            cache: None,
         }
+    }
+
+    /// Serve lists and watches from `cache` (the server's shared pod reflector) instead of a
+    /// LIST or WATCH of the cluster per request; readiness ([`DebugBackend::ping`]) then also
+    /// waits for its first sync. One debug container (`get`) is still read from the pod, so
+    /// it is fresh right after a create.
+    pub fn with_pod_cache(mut self, cache: PodCache) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     /// The configuration.
@@ -87,6 +99,23 @@ impl KubeBackend {
             Some(ns) => Api::namespaced(client, ns),
             None => Api::all(client),
         })
+    }
+
+    /// With impersonation, reads served from the cache (made with the server's identity) are
+    /// first tried as the caller, for kube-apiserver's RBAC to judge: a LIST of one pod, or a
+    /// WATCH that is closed at once. Its refusal (403) is the answer; without impersonation the
+    /// server's own authorization of the request is the only one, as for every other read.
+    async fn caller_may_read(&self, api: &Api<Pod>, watch: bool) -> Result<(), StorageError> {
+        if !self.config.impersonate {
+            return Ok(());
+        }
+        if watch {
+            let probe = kube::api::WatchParams::default().timeout(1);
+            drop(api.watch(&probe, "0").await?);
+        } else {
+            api.list(&kube::api::ListParams::default().limit(1)).await?;
+        }
+        Ok(())
     }
 
     /// Record an Event about ephemeral container `ec_name` of `pod`; failures are only logged.
@@ -130,7 +159,14 @@ impl DebugBackend for KubeBackend {
         opts: &ListOptions,
         caller: &Caller,
     ) -> Result<PodDebugContainerList, StorageError> {
-        read::list(&self.pods_in(opts.namespace.as_deref(), caller)?, opts).await
+        let api = self.pods_in(opts.namespace.as_deref(), caller)?;
+        match &self.cache {
+            Some(cache) => {
+                self.caller_may_read(&api, false).await?;
+                read::list_cached(cache, &api, opts).await
+            }
+            None => read::list(&api, opts).await,
+        }
     }
 
     async fn watch(
@@ -138,7 +174,14 @@ impl DebugBackend for KubeBackend {
         opts: &WatchOptions,
         caller: &Caller,
     ) -> Result<DebugWatchStream, StorageError> {
-        watch::watch(self.pods_in(opts.list.namespace.as_deref(), caller)?, opts).await
+        match &self.cache {
+            Some(cache) => {
+                let api = self.pods_in(opts.list.namespace.as_deref(), caller)?;
+                self.caller_may_read(&api, true).await?;
+                watch::watch_cached(cache, opts)
+            }
+            None => watch::watch(self.pods_in(opts.list.namespace.as_deref(), caller)?, opts).await,
+        }
     }
 
     async fn stop(&self, req: StopRequest) -> Result<StopOutcome, StorageError> {
@@ -165,6 +208,12 @@ impl DebugBackend for KubeBackend {
 
     async fn ping(&self) -> Result<(), StorageError> {
         self.client.apiserver_version().await?;
+        if self.cache.as_ref().is_some_and(|c| !c.is_synced()) {
+            return Err(poddebug_types::ApiError::ServiceUnavailable(
+                "the pod cache has not synced yet".to_owned(),
+            )
+            .into());
+        }
         Ok(())
     }
 }

@@ -21,6 +21,7 @@ mod annotation;
 mod backend;
 #[cfg(test)]
 mod backend_tests;
+mod cache;
 mod config;
 mod create;
 mod error;
@@ -30,6 +31,7 @@ mod kube_backend;
 mod naming;
 mod policy;
 mod read;
+mod selector;
 mod state;
 mod stop;
 mod stop_script;
@@ -41,6 +43,7 @@ mod watch;
 
 pub use annotation::STOP_REQUESTS_ANNOTATION;
 pub use backend::*;
+pub use cache::PodCache;
 pub use config::BackendConfig;
 pub use error::StorageError;
 pub use events::{REASON_CREATED, REASON_STOPPED};

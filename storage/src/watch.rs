@@ -28,7 +28,9 @@ use kube::api::{ListParams, WatchEvent, WatchParams};
 use poddebug_types::{ApiError, PodDebugContainer};
 use tokio::time::Instant;
 
+use crate::cache::{Change, PodCache};
 use crate::read::{objects_of, selectors};
+use crate::selector::PodSelection;
 use crate::{DebugWatchEvent, DebugWatchStream, StorageError, WatchOptions};
 
 /// Longest single upstream watch call.
@@ -77,6 +79,15 @@ impl Differ {
             self.last.insert(k, now);
         }
         events
+    }
+
+    /// [`Self::remove`] for a pod this watch reported before; nothing for another.
+    pub(crate) fn remove_known(&mut self, pod: &Pod) -> Vec<DebugWatchEvent> {
+        if self.last.contains_key(&key(pod)) {
+            self.remove(pod)
+        } else {
+            Vec::new()
+        }
     }
 
     /// Events for a pod that was deleted (or no longer matches the selectors): every debug
@@ -280,6 +291,149 @@ async fn initial_list(w: &mut Watch) -> Result<String, StorageError> {
         w.pending.extend(events);
     }
     Ok(pods.metadata.resource_version.unwrap_or_default())
+}
+
+/// How often a watch served from the cache sends a BOOKMARK (when asked for them) with the
+/// cache's newest resourceVersion, so a client resumes past changes it was not shown.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+
+/// A debug watch served from the pod cache.
+struct CachedWatch {
+    selection: PodSelection,
+    rx: tokio::sync::broadcast::Receiver<Change>,
+    /// Changes at or below this resourceVersion were already handled.
+    seen: u64,
+    bookmarks: bool,
+    deadline: Instant,
+    next_bookmark: Instant,
+    cache: PodCache,
+    differ: Differ,
+    pending: VecDeque<DebugWatchEvent>,
+}
+
+impl CachedWatch {
+    /// The events of one change of a pod.
+    fn apply(&mut self, change: &Change) {
+        if change.rv > self.seen {
+            self.seen = change.rv;
+        }
+        let events = if change.deleted || !self.selection.matches(&change.pod) {
+            // A pod that left the selection is a deletion for this watch, as for kube's.
+            self.differ.remove_known(&change.pod)
+        } else {
+            self.differ.observe(&change.pod)
+        };
+        self.pending.extend(events);
+    }
+
+    async fn next(&mut self) -> Option<DebugWatchEvent> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Some(ev);
+            }
+            let now = Instant::now();
+            if now >= self.deadline {
+                return None;
+            }
+            let wake = if self.bookmarks {
+                self.deadline.min(self.next_bookmark)
+            } else {
+                self.deadline
+            };
+            match tokio::time::timeout_at(wake, self.rx.recv()).await {
+                Ok(Ok(change)) => {
+                    // Replayed or snapshot state already covers older changes; diffing makes
+                    // a repeat harmless, so only strictly older ones are skipped.
+                    if change.rv >= self.seen || change.deleted {
+                        self.apply(&change);
+                    }
+                }
+                // Too slow for the broadcast: end; the client re-watches from its last
+                // resourceVersion, which the history serves.
+                Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => return None,
+                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
+                Err(_) => {
+                    if self.bookmarks && Instant::now() >= self.next_bookmark {
+                        self.next_bookmark = Instant::now() + BOOKMARK_EVERY;
+                        let rv = self.cache.resource_version().max(self.seen);
+                        return Some(DebugWatchEvent::Bookmark(rv.to_string()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Start a debug watch served from the pod cache (see the module docs for the semantics; an
+/// explicit resourceVersion older than the cache's history is 410 Expired).
+pub(crate) fn watch_cached(
+    cache: &PodCache,
+    opts: &WatchOptions,
+) -> Result<DebugWatchStream, StorageError> {
+    let selection = PodSelection::new(&opts.list)?;
+    let rx = cache.subscribe();
+    let deadline = Instant::now() + opts.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let mut w = CachedWatch {
+        selection,
+        rx,
+        seen: 0,
+        bookmarks: opts.allow_bookmarks,
+        deadline,
+        next_bookmark: Instant::now() + BOOKMARK_EVERY,
+        cache: cache.clone(),
+        differ: Differ::default(),
+        pending: VecDeque::new(),
+    };
+    let from = match opts.resource_version.as_deref() {
+        _ if opts.send_initial_events => None,
+        None | Some("" | "0") => None,
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resource version {rv:?}")))?,
+        ),
+    };
+    match from {
+        None => {
+            let (pods, rv) = cache.snapshot();
+            let mut pods: Vec<_> = pods
+                .into_iter()
+                .filter(|p| w.selection.matches(p))
+                .collect();
+            pods.sort_by(|a, b| {
+                (&a.metadata.namespace, &a.metadata.name)
+                    .cmp(&(&b.metadata.namespace, &b.metadata.name))
+            });
+            for p in &pods {
+                let events = w.differ.observe(p);
+                w.pending.extend(events);
+            }
+            w.seen = rv;
+            if opts.send_initial_events {
+                w.pending
+                    .push_back(DebugWatchEvent::InitialEventsEnd(rv.to_string()));
+            }
+        }
+        Some(rv) => {
+            let Ok(replay) = cache.since(rv) else {
+                // As from kube-apiserver's watch cache: one ERROR event, then the end.
+                let expired = upstream_error(Status {
+                    code: Some(410),
+                    message: Some(format!("too old resource version: {rv}")),
+                    ..Default::default()
+                });
+                return Ok(
+                    futures::stream::once(async move { DebugWatchEvent::Error(expired) }).boxed(),
+                );
+            };
+            w.seen = rv;
+            for change in &replay {
+                w.apply(change);
+            }
+        }
+    }
+    let stream =
+        futures::stream::unfold(w, |mut w| async move { w.next().await.map(|ev| (ev, w)) });
+    Ok(stream.boxed())
 }
 
 #[cfg(test)]
