@@ -45,19 +45,30 @@ pub async fn respond(
         list.items.iter_mut().for_each(qualify);
     }
     list.items.retain(|o| names.matches(o));
+    let limit = super::paging::parse_limit(q.get("limit").map(String::as_str))?;
+    super::paging::page(
+        &mut list,
+        limit,
+        q.get("continue").map(String::as_str),
+        jiff::Timestamp::now().as_second(),
+    )?;
     if table {
         let include = q
             .get("includeObject")
             .map(String::as_str)
             .unwrap_or("Metadata");
-        return json_response(
-            StatusCode::OK,
-            &super::table::table(
-                &list.items,
-                list.metadata.resource_version.as_deref(),
-                include,
-            ),
+        let mut table = super::table::table(
+            &list.items,
+            list.metadata.resource_version.as_deref(),
+            include,
         );
+        // kubectl get pages Tables too (--chunk-size): the token rides in their metadata.
+        if let Some(token) = &list.metadata.continue_ {
+            table["metadata"]["continue"] = serde_json::json!(token);
+            table["metadata"]["remainingItemCount"] =
+                serde_json::json!(list.metadata.remaining_item_count);
+        }
+        return json_response(StatusCode::OK, &table);
     }
     json_response(StatusCode::OK, &list)
 }

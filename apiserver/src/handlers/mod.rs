@@ -6,6 +6,7 @@ pub mod debug;
 pub mod discovery;
 pub mod health;
 pub mod list;
+pub mod paging;
 pub mod profiles;
 pub mod selection;
 pub mod streams;
