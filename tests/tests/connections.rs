@@ -61,7 +61,7 @@ async fn healthz(c: &TestClient) -> Option<StatusCode> {
 
 #[tokio::test]
 async fn a_connection_that_never_finishes_its_headers_is_closed() {
-    let (_fake, server, client) = setup(&["--read-header-timeout=1s"]).await;
+    let (_fake, _server, client) = setup(&["--read-header-timeout=1s"]).await;
     let mut slow = client.connect_tls().await.expect("TLS");
     slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
         .await
@@ -80,7 +80,7 @@ async fn a_connection_that_never_finishes_its_headers_is_closed() {
 
 #[tokio::test]
 async fn idle_http1_and_http2_connections_are_closed() {
-    let (_fake, server, client) =
+    let (fake, server, client) =
         setup(&["--idle-connection-timeout=1s", "--read-header-timeout=60s"]).await;
 
     // HTTP/1.1: one request, then nothing; the connection closes well before the header-read
@@ -98,12 +98,7 @@ async fn idle_http1_and_http2_connections_are_closed() {
     // HTTP/2: the server sends GOAWAY and the client's connection task ends.
     let h2_client = server
         .client_builder()
-        .front_proxy(
-            &_fake.pki().clone(),
-            "alice",
-            &["system:authenticated"],
-            &[],
-        )
+        .front_proxy(&fake.pki().clone(), "alice", &["system:authenticated"], &[])
         .http2()
         .build();
     let tls = h2_client.connect_tls().await.expect("TLS");
