@@ -303,3 +303,89 @@ fn logs_of_a_debug_container_are_readable() {
     let out = kubectl(&["get", "--raw", &sb.path("log?container=app")], None);
     assert!(!out.status.success());
 }
+
+#[test]
+#[ignore = "needs a live cluster (KUBECONFIG) with poddebug deployed"]
+fn lists_page_and_watches_follow_the_pod_cache() {
+    if !live() {
+        return;
+    }
+    let sb = Sandbox::new("paging");
+    let body = json!({
+        "container": {"image": "busybox:1.36", "command": ["sh", "-c", "sleep 3600"]},
+        "targetContainerName": "app",
+    });
+    for name in ["one", "two"] {
+        ok(
+            &[
+                "create",
+                "--raw",
+                &sb.path(&format!("debug/{name}")),
+                "-f",
+                "-",
+            ],
+            Some(&body.to_string()),
+        );
+    }
+    let list_path = format!("{GV}/namespaces/{}/poddebugcontainers", sb.ns);
+    // The server's pod cache follows the creates within moments; poll a bounded number of times.
+    let mut all = Value::Null;
+    for _ in 0..50 {
+        all = serde_json::from_str(&ok(&["get", "--raw", &list_path], None)).expect("JSON");
+        if all["items"].as_array().map(Vec::len) == Some(2) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(all["items"].as_array().map(Vec::len), Some(2), "{all}");
+
+    let first: Value = serde_json::from_str(&ok(
+        &["get", "--raw", &format!("{list_path}?limit=1")],
+        None,
+    ))
+    .expect("JSON");
+    assert_eq!(first["items"][0]["metadata"]["name"], "web.one", "{first}");
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token")
+        .to_owned();
+    let second: Value = serde_json::from_str(&ok(
+        &[
+            "get",
+            "--raw",
+            &format!("{list_path}?limit=1&continue={token}"),
+        ],
+        None,
+    ))
+    .expect("JSON");
+    assert_eq!(
+        second["items"][0]["metadata"]["name"], "web.two",
+        "{second}"
+    );
+    assert!(second["metadata"].get("continue").is_none(), "{second}");
+    assert_eq!(
+        second["metadata"]["resourceVersion"], first["metadata"]["resourceVersion"],
+        "every page carries the first page's resourceVersion"
+    );
+    // kubectl's chunked get walks the same pages.
+    let names = ok(
+        &["get", "pdc", "-n", &sb.ns, "--chunk-size=1", "-o", "name"],
+        None,
+    );
+    assert_eq!(names.lines().count(), 2, "{names}");
+    let bad = kubectl(
+        &[
+            "get",
+            "--raw",
+            &format!("{list_path}?limit=1&continue=not-a-token"),
+        ],
+        None,
+    );
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("BadRequest")
+            || String::from_utf8_lossy(&bad.stderr).contains("invalid continue token"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
