@@ -1,6 +1,11 @@
-//! The accept loop. Each TLS connection is served by hyper-util's auto builder (HTTP/2 when
-//! ALPN picked `h2`, HTTP/1.1 with upgrades otherwise); the client certificate chain the
+//! The accept loop. Each TLS connection is served by hyper's HTTP/2 server when ALPN picked
+//! `h2`, by its HTTP/1.1 server (with upgrades) otherwise; the client certificate chain the
 //! connection presented travels with each request for the authenticators.
+//!
+//! Limits ([`ConnectionLimits`]): at most `--max-connections` sockets (over it a new one is
+//! closed at once), 10s for the TLS handshake, `--read-header-timeout` for an HTTP/1.1
+//! request head, `--idle-connection-timeout` with no request in flight (see
+//! [`super::connection`]).
 //!
 //! On shutdown the listener closes at once, connections are asked to finish (HTTP/2 GOAWAY,
 //! HTTP/1.1 close after the current response), and whatever still runs after the grace period
@@ -85,6 +90,7 @@ pub async fn serve(
     let builders = Arc::new(Builders::new(&limits));
     let slots =
         (limits.max_connections > 0).then(|| Arc::new(Semaphore::new(limits.max_connections)));
+    let mut refusing = false;
     tokio::pin!(shutdown);
     loop {
         let (tcp, remote) = tokio::select! {
@@ -98,14 +104,26 @@ pub async fn serve(
                 }
             },
         };
-        // Over the cap the connection is closed at once (see docs/flags.md for why refusing
-        // beats queueing): the client learns immediately and can retry another replica.
+        // Over the cap the connection is closed at once (docs/operator-guide.md says why
+        // refusing beats queueing): the client learns immediately and can retry another
+        // replica. One warning per episode, not per connection.
         let slot = match &slots {
             None => None,
             Some(s) => match s.clone().try_acquire_owned() {
-                Ok(p) => Some(p),
+                Ok(p) => {
+                    if refusing {
+                        refusing = false;
+                        tracing::info!("accepting connections again");
+                    }
+                    Some(p)
+                }
                 Err(_) => {
-                    tracing::warn!(%remote, max = limits.max_connections, "connection refused: --max-connections reached");
+                    if !refusing {
+                        refusing = true;
+                        tracing::warn!(%remote, max = limits.max_connections, "refusing connections: --max-connections reached");
+                    } else {
+                        tracing::debug!(%remote, "connection refused: --max-connections reached");
+                    }
                     drop(tcp);
                     continue;
                 }
