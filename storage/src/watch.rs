@@ -17,6 +17,7 @@
 //! kube-apiserver's own watch does; the client then lists again.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -46,17 +47,23 @@ fn key(pod: &Pod) -> (String, String) {
     )
 }
 
-/// An object with its resourceVersion cleared, for comparisons.
-fn without_rv(obj: &PodDebugContainer) -> PodDebugContainer {
+/// A fingerprint of an object without its resourceVersion: two objects that differ only there
+/// are the same state. Watches keep fingerprints, not objects, so an open watch of thousands of
+/// debug containers costs kilobytes, not megabytes.
+fn fingerprint(obj: &PodDebugContainer) -> u64 {
+    use std::hash::{Hash, Hasher};
     let mut o = obj.clone();
     o.metadata.resource_version = None;
-    o
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(&o).unwrap_or_default().hash(&mut h);
+    h.finish()
 }
 
-/// The debug containers last emitted, per pod, and the diff of new pod states against them.
+/// The debug containers last emitted (their names and fingerprints), per pod, and the diff of
+/// new pod states against them.
 #[derive(Default, Debug)]
 pub(crate) struct Differ {
-    last: HashMap<(String, String), Vec<(String, PodDebugContainer)>>,
+    last: HashMap<(String, String), Vec<(String, u64)>>,
 }
 
 impl Differ {
@@ -66,17 +73,18 @@ impl Differ {
         let now = objects_of(pod);
         let before = self.last.remove(&k).unwrap_or_default();
         let mut events = Vec::new();
-        for (name, obj) in &now {
-            match before.iter().find(|(n, _)| n == name) {
-                None => events.push(DebugWatchEvent::Added(obj.clone())),
-                Some((_, old)) if without_rv(old) != without_rv(obj) => {
-                    events.push(DebugWatchEvent::Modified(obj.clone()))
-                }
+        let mut seen = Vec::with_capacity(now.len());
+        for (name, obj) in now {
+            let fp = fingerprint(&obj);
+            match before.iter().find(|(n, _)| *n == name) {
+                None => events.push(DebugWatchEvent::Added(obj)),
+                Some((_, old)) if *old != fp => events.push(DebugWatchEvent::Modified(obj)),
                 Some(_) => {}
             }
+            seen.push((name, fp));
         }
-        if !now.is_empty() {
-            self.last.insert(k, now);
+        if !seen.is_empty() {
+            self.last.insert(k, seen);
         }
         events
     }
@@ -94,20 +102,37 @@ impl Differ {
     /// container it had, in its final state.
     pub(crate) fn remove(&mut self, pod: &Pod) -> Vec<DebugWatchEvent> {
         let before = self.last.remove(&key(pod)).unwrap_or_default();
-        let mut now = objects_of(pod);
+        let mut now: Vec<PodDebugContainer> = objects_of(pod).into_iter().map(|(_, o)| o).collect();
         // Debug containers known from earlier events but absent from the final object (cannot
-        // happen with an append-only list, but a client must never keep a ghost).
-        for (name, obj) in before {
-            if !now.iter().any(|(n, _)| *n == name) {
-                let mut obj = obj;
-                obj.metadata.resource_version = pod.metadata.resource_version.clone();
-                now.push((name, obj));
+        // happen with an append-only list, but a client must never keep a ghost): their
+        // deletion names them.
+        for (name, _) in before {
+            if !now
+                .iter()
+                .any(|o| o.metadata.name.as_deref() == Some(name.as_str()))
+            {
+                now.push(ghost(pod, name));
             }
         }
-        now.into_iter()
-            .map(|(_, obj)| DebugWatchEvent::Deleted(obj))
-            .collect()
+        now.into_iter().map(DebugWatchEvent::Deleted).collect()
     }
+}
+
+/// The object of a debug container known only by name, in `pod`.
+fn ghost(pod: &Pod, name: String) -> PodDebugContainer {
+    let mut obj = PodDebugContainer {
+        api_version: poddebug_types::API_VERSION.to_owned(),
+        kind: "PodDebugContainer".to_owned(),
+        ..Default::default()
+    };
+    obj.metadata.name = Some(name);
+    obj.metadata.namespace = pod.metadata.namespace.clone();
+    obj.metadata.resource_version = pod.metadata.resource_version.clone();
+    obj.status = Some(poddebug_types::PodDebugContainerStatus {
+        pod_name: pod.metadata.name.clone().unwrap_or_default(),
+        ..Default::default()
+    });
+    obj
 }
 
 /// The Status of an upstream watch error as the client must see it; a 410 always says Expired.
@@ -308,6 +333,11 @@ struct CachedWatch {
     next_bookmark: Instant,
     cache: PodCache,
     differ: Differ,
+    /// Pods of the initial state not yet turned into events: they are turned one at a time,
+    /// so a watch never holds thousands of encoded-to-be objects at once.
+    initial: VecDeque<Arc<Pod>>,
+    /// Sent once `initial` is empty (streaming lists).
+    initial_end: Option<DebugWatchEvent>,
     pending: VecDeque<DebugWatchEvent>,
 }
 
@@ -330,6 +360,14 @@ impl CachedWatch {
         loop {
             if let Some(ev) = self.pending.pop_front() {
                 return Some(ev);
+            }
+            if let Some(pod) = self.initial.pop_front() {
+                let events = self.differ.observe(&pod);
+                self.pending.extend(events);
+                continue;
+            }
+            if let Some(end) = self.initial_end.take() {
+                return Some(end);
             }
             let now = Instant::now();
             if now >= self.deadline {
@@ -382,6 +420,8 @@ pub(crate) fn watch_cached(
         next_bookmark: Instant::now() + BOOKMARK_EVERY,
         cache: cache.clone(),
         differ: Differ::default(),
+        initial: VecDeque::new(),
+        initial_end: None,
         pending: VecDeque::new(),
     };
     let from = match opts.resource_version.as_deref() {
@@ -403,14 +443,10 @@ pub(crate) fn watch_cached(
                 (&a.metadata.namespace, &a.metadata.name)
                     .cmp(&(&b.metadata.namespace, &b.metadata.name))
             });
-            for p in &pods {
-                let events = w.differ.observe(p);
-                w.pending.extend(events);
-            }
+            w.initial = pods.into();
             w.seen = rv;
             if opts.send_initial_events {
-                w.pending
-                    .push_back(DebugWatchEvent::InitialEventsEnd(rv.to_string()));
+                w.initial_end = Some(DebugWatchEvent::InitialEventsEnd(rv.to_string()));
             }
         }
         Some(rv) => {
