@@ -1,5 +1,6 @@
 //! HTTP handlers: they parse, authorize what the chain cannot know yet (profiles), call the
-//! storage, and encode. No Kubernetes calls happen here.
+//! storage (or, for attach and log, the stream dialer in [`crate::stream`]), and encode. No
+//! Kubernetes call is made here directly.
 
 pub mod body;
 pub mod debug;
