@@ -21,7 +21,8 @@ use crate::{
 /// update, the stop exec) is made as the caller, so kube-apiserver's RBAC, Pod Security admission
 /// and webhooks judge the real user; Events and the stop-request annotation are always written
 /// with the server's own identity. RBAC of the server's service account:
-/// - always: `create` on `events`, `get` and `patch` on `pods` (stop record);
+/// - always: `create` on `events`, `get` and `patch` on `pods` (stop record), and with a
+///   [`PodCache`] `list` and `watch` on `pods` cluster-wide (the cache is the server's own);
 /// - without impersonation: `get`, `list`, `watch` on `pods`, `update` on
 ///   `pods/ephemeralcontainers`, `create` and `get` on `pods/exec`;
 /// - with impersonation: `impersonate` on `users`, `groups`, `serviceaccounts`, `uids` and

@@ -8,7 +8,9 @@
 //! How each verb maps onto the pod:
 //! - create: `GET pods/POD`, then `PUT pods/POD/ephemeralcontainers` with the resourceVersion read
 //!   (retried on 409 Conflict), then a core/v1 Event `DebugContainerCreated` (see [`KubeBackend`]).
-//! - get / list / watch: pods read (or watched) and turned into one object per debug name.
+//! - get: the pod read and turned into one object per debug name.
+//! - list / watch: served from [`PodCache`], one shared reflector of the cluster's pods, when
+//!   the backend has one ([`KubeBackend::with_pod_cache`]); else a pod LIST or WATCH each.
 //! - stop: `pods/exec` of a fixed script inside the debug container itself ([`STOP_SCRIPT`]),
 //!   recorded in the pod annotation [`STOP_REQUESTS_ANNOTATION`] and an Event `DebugContainerStopped`.
 #![warn(missing_docs)]
