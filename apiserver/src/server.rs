@@ -282,7 +282,7 @@ async fn serve_until_shutdown(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: axum::Router,
-    metrics: &Metrics,
+    metrics: &Arc<Metrics>,
     readiness: Arc<Readiness>,
     (drain_tx, watch_drain_tx): (watch::Sender<bool>, watch::Sender<bool>),
 ) {
@@ -304,6 +304,7 @@ async fn serve_until_shutdown(
         tls,
         app,
         config.connections,
+        metrics.clone(),
         shutdown,
         grace.saturating_sub(STREAM_GOODBYE),
     )

@@ -123,7 +123,7 @@ async fn idle_http1_and_http2_connections_are_closed() {
 
 #[tokio::test]
 async fn connections_over_the_cap_are_refused_and_slots_come_back() {
-    let (_fake, _server, client) = setup(&["--max-connections=2"]).await;
+    let (_fake, server, client) = setup(&["--max-connections=2"]).await;
     // The readiness probes' connections may still be closing: wait until a request passes.
     let mut ok = false;
     for _ in 0..100 {
@@ -161,6 +161,32 @@ async fn connections_over_the_cap_are_refused_and_slots_come_back() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(served, "a freed slot is usable again");
+    // The refusal is counted for operators (the slot of the request above may still be
+    // closing: retry a bounded number of times).
+    let reader = server.front_proxy_client("metrics-reader", &["system:masters"]);
+    let mut body = Bytes::new();
+    for _ in 0..100 {
+        if let Ok((StatusCode::OK, _, b)) = reader
+            .request(Method::GET, "/metrics", &[], Bytes::new())
+            .await
+        {
+            body = b;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = String::from_utf8_lossy(&body);
+    let refused = text
+        .lines()
+        .find(|l| l.starts_with("poddebug_apiserver_refused_connections_total "))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok());
+    assert!(refused.is_some_and(|n| n >= 1.0), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("poddebug_apiserver_open_connections ")),
+        "{text}"
+    );
 }
 
 #[tokio::test]

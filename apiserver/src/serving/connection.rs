@@ -17,20 +17,34 @@ use std::time::Duration;
 
 use axum::body::Body;
 use http_body::Frame;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-/// A socket and its connection slot: the slot is given back when the socket is dropped.
+/// A socket and its connection slot: the slot is given back, and the open-connections gauge
+/// lowered, when the socket is dropped.
 pub struct Counted<IO> {
     io: IO,
     _slot: Option<OwnedSemaphorePermit>,
+    open: Gauge,
 }
 
 impl<IO> Counted<IO> {
-    /// Wrap `io`, holding `slot` (none when connections are not capped).
-    pub fn new(io: IO, slot: Option<OwnedSemaphorePermit>) -> Self {
-        Counted { io, _slot: slot }
+    /// Wrap `io`, holding `slot` (none when connections are not capped), counted in `open`.
+    pub fn new(io: IO, slot: Option<OwnedSemaphorePermit>, open: Gauge) -> Self {
+        open.inc();
+        Counted {
+            io,
+            _slot: slot,
+            open,
+        }
+    }
+}
+
+impl<IO> Drop for Counted<IO> {
+    fn drop(&mut self) {
+        self.open.dec();
     }
 }
 

@@ -26,6 +26,7 @@ use tower::ServiceExt;
 
 use super::connection::{Activity, Counted, TrackedBody};
 use crate::authn::PeerCertificates;
+use crate::metrics::Metrics;
 
 /// Largest header block hyper buffers for HTTP/1.1; larger requests are refused by hyper with 431.
 fn http1_max_buf(limit: usize) -> usize {
@@ -81,6 +82,7 @@ pub async fn serve(
     tls: Arc<rustls::ServerConfig>,
     app: Router,
     limits: ConnectionLimits,
+    metrics: Arc<Metrics>,
     shutdown: impl std::future::Future<Output = ()> + Send,
     grace: Duration,
 ) {
@@ -118,6 +120,7 @@ pub async fn serve(
                     Some(p)
                 }
                 Err(_) => {
+                    metrics.refused_connections.inc();
                     if !refusing {
                         refusing = true;
                         tracing::warn!(%remote, max = limits.max_connections, "refusing connections: --max-connections reached");
@@ -144,7 +147,7 @@ pub async fn serve(
             limits,
             remote,
         };
-        tokio::spawn(conn.serve(Counted::new(tcp, slot)));
+        tokio::spawn(conn.serve(Counted::new(tcp, slot, metrics.open_connections.clone())));
     }
     drop(listener);
     drop(stop_rx);
