@@ -101,6 +101,10 @@ pub struct Metrics {
     pub stream_duration: Histogram,
     /// kube-apiserver call latency.
     pub upstream_duration: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
+    /// Sockets open (attach streams included).
+    pub open_connections: Gauge,
+    /// Connections closed at once because `--max-connections` was reached.
+    pub refused_connections: Counter,
 }
 
 impl Metrics {
@@ -155,6 +159,18 @@ impl Metrics {
             "Latency of calls to the kube-apiserver",
             upstream_duration.clone(),
         );
+        let open_connections = Gauge::default();
+        let refused_connections = Counter::default();
+        registry.register(
+            "open_connections",
+            "Client connections open, attach streams included",
+            open_connections.clone(),
+        );
+        registry.register(
+            "refused_connections",
+            "Connections closed at once because --max-connections was reached",
+            refused_connections.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             requests,
@@ -164,6 +180,8 @@ impl Metrics {
             stream_bytes,
             stream_duration,
             upstream_duration,
+            open_connections,
+            refused_connections,
         }
     }
 

@@ -27,6 +27,7 @@ mod discovery;
 mod events;
 mod hardening;
 mod impersonation;
+mod lists;
 mod naming;
 mod stop;
 mod streams;
