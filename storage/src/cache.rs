@@ -14,7 +14,7 @@
 //! running watches get the difference (pods gone are deleted, the others applied again).
 //! ResourceVersions are compared as integers, as kube-apiserver's watch cache does with etcd's.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -42,6 +42,10 @@ pub(crate) struct Change {
     pub(crate) pod: Arc<Pod>,
     /// Whether the pod was deleted.
     pub(crate) deleted: bool,
+    /// The same pod as the cache held it just before this change (none when it is new to the
+    /// cache): a watch resumed from a resourceVersion knows from it what its client already
+    /// has, so a change of a known debug container is MODIFIED, not ADDED.
+    pub(crate) before: Option<Arc<Pod>>,
 }
 
 /// What the cache has seen: the newest resourceVersion and the recent changes.
@@ -120,6 +124,9 @@ struct Inner {
     store: Store<Pod>,
     synced: AtomicBool,
     log: Mutex<Log>,
+    /// The newest version of every cached pod, as its changes carried it (the same `Arc`s as
+    /// the history, so this costs a map entry per pod, not a copy).
+    last: Mutex<HashMap<(String, String), Arc<Pod>>>,
     tx: broadcast::Sender<Change>,
 }
 
@@ -153,6 +160,7 @@ impl PodCache {
                 store,
                 synced: AtomicBool::new(false),
                 log: Mutex::new(Log::default()),
+                last: Mutex::new(HashMap::new()),
                 tx,
             }),
         };
@@ -220,10 +228,37 @@ impl PodCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn last(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Pod>>> {
+        self.inner
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Remember `pod` as the newest version (or forget it, deleted); the version it replaces.
+    fn replace_last(&self, pod: &Arc<Pod>, deleted: bool) -> Option<Arc<Pod>> {
+        let key = (
+            pod.metadata.namespace.clone().unwrap_or_default(),
+            pod.metadata.name.clone().unwrap_or_default(),
+        );
+        let mut last = self.last();
+        if deleted {
+            last.remove(&key)
+        } else {
+            last.insert(key, pod.clone())
+        }
+    }
+
     /// Number a change, keep it in the history, and tell running watches.
     fn record(&self, pod: Arc<Pod>, deleted: bool) {
         let rv = rv_of(&pod);
-        let change = Change { rv, pod, deleted };
+        let before = self.replace_last(&pod, deleted);
+        let change = Change {
+            rv,
+            pod,
+            deleted,
+            before,
+        };
         {
             let mut log = self.log();
             log.rv = log.rv.max(rv);
@@ -249,7 +284,11 @@ impl PodCache {
             log.oldest = log.rv;
             log.changes.clear();
         }
-        if !first {
+        if first {
+            for p in listed {
+                self.replace_last(p, false);
+            }
+        } else {
             let present: HashSet<(Option<&str>, Option<&str>)> = listed
                 .iter()
                 .map(|p| (p.metadata.namespace.as_deref(), p.metadata.name.as_deref()))
@@ -257,17 +296,21 @@ impl PodCache {
             for gone in before.iter().filter(|p| {
                 !present.contains(&(p.metadata.namespace.as_deref(), p.metadata.name.as_deref()))
             }) {
+                let before = self.replace_last(gone, true);
                 let _ = self.inner.tx.send(Change {
                     rv,
                     pod: gone.clone(),
                     deleted: true,
+                    before,
                 });
             }
             for p in listed {
+                let before = self.replace_last(p, false);
                 let _ = self.inner.tx.send(Change {
                     rv,
                     pod: p.clone(),
                     deleted: false,
+                    before,
                 });
             }
         }

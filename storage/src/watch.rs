@@ -89,6 +89,11 @@ impl Differ {
         events
     }
 
+    /// Whether this watch has reported debug containers of `pod` before.
+    pub(crate) fn knows(&self, pod: &Pod) -> bool {
+        self.last.contains_key(&key(pod))
+    }
+
     /// [`Self::remove`] for a pod this watch reported before; nothing for another.
     pub(crate) fn remove_known(&mut self, pod: &Pod) -> Vec<DebugWatchEvent> {
         if self.last.contains_key(&key(pod)) {
@@ -339,6 +344,9 @@ struct CachedWatch {
     /// Sent once `initial` is empty (streaming lists).
     initial_end: Option<DebugWatchEvent>,
     pending: VecDeque<DebugWatchEvent>,
+    /// Resumed from a resourceVersion: the client already has the state at that version, so a
+    /// pod first seen here is known as it was before its change (see [`Change::before`]).
+    resumed: bool,
 }
 
 impl CachedWatch {
@@ -346,6 +354,14 @@ impl CachedWatch {
     fn apply(&mut self, change: &Change) {
         if change.rv > self.seen {
             self.seen = change.rv;
+        }
+        if self.resumed
+            && let Some(before) = &change.before
+            && !self.differ.knows(before)
+            && self.selection.matches(before)
+        {
+            // What the client had at its resourceVersion; the events below are the difference.
+            let _ = self.differ.observe(before);
         }
         let events = if change.deleted || !self.selection.matches(&change.pod) {
             // A pod that left the selection is a deletion for this watch, as for kube's.
@@ -423,6 +439,7 @@ pub(crate) fn watch_cached(
         initial: VecDeque::new(),
         initial_end: None,
         pending: VecDeque::new(),
+        resumed: false,
     };
     let from = match opts.resource_version.as_deref() {
         _ if opts.send_initial_events => None,
@@ -462,6 +479,7 @@ pub(crate) fn watch_cached(
                 );
             };
             w.seen = rv;
+            w.resumed = true;
             for change in &replay {
                 w.apply(change);
             }
