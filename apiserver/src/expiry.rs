@@ -123,31 +123,28 @@ impl ExpiryTasks {
 /// Start the expiry loop from the flags: behind leader election on a Lease with `client` (the
 /// server's identity) when `--leader-elect`, else on this replica alone.
 pub fn spawn(
-    opts: &crate::options::Options,
+    config: &crate::config::Expiry,
     backend: KubeBackend,
     client: kube::Client,
     instance: &str,
     metrics: Arc<Metrics>,
 ) -> ExpiryTasks {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (leading_tx, leading_rx) = watch::channel(!opts.leader_elect);
+    let (leading_tx, leading_rx) = watch::channel(config.leader_election.is_none());
     tokio::spawn(run(
         backend,
         leading_rx,
-        opts.debug_ttl_check_interval,
+        config.check_interval,
         metrics,
     ));
-    let (election, always_leading) = if opts.leader_elect {
-        let namespace = Some(opts.leader_elect_resource_namespace.trim().to_owned())
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| crate::leader::own_namespace(&opts.service_namespace));
+    let (election, always_leading) = if let Some(le) = &config.leader_election {
         let config = crate::leader::LeaseConfig {
-            name: opts.leader_elect_resource_name.clone(),
-            namespace,
+            name: le.name.clone(),
+            namespace: le.namespace.clone(),
             identity: crate::leader::identity(instance),
-            lease_duration: opts.leader_elect_lease_duration,
-            renew_deadline: opts.leader_elect_renew_deadline,
-            retry_period: opts.leader_elect_retry_period,
+            lease_duration: le.lease_duration,
+            renew_deadline: le.renew_deadline,
+            retry_period: le.retry_period,
         };
         let election = tokio::spawn(crate::leader::run(client, config, leading_tx, stop_rx));
         (Some(election), None)

@@ -108,6 +108,10 @@ pub struct Metrics {
     pub stream_duration: Histogram,
     /// kube-apiserver call latency.
     pub upstream_duration: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
+    /// Sockets open (attach streams included).
+    pub open_connections: Gauge,
+    /// Connections closed at once because `--max-connections` was reached.
+    pub refused_connections: Counter,
 }
 
 impl Metrics {
@@ -162,6 +166,18 @@ impl Metrics {
             "Latency of calls to the kube-apiserver",
             upstream_duration.clone(),
         );
+        let open_connections = Gauge::default();
+        let refused_connections = Counter::default();
+        registry.register(
+            "open_connections",
+            "Client connections open, attach streams included",
+            open_connections.clone(),
+        );
+        registry.register(
+            "refused_connections",
+            "Connections closed at once because --max-connections was reached",
+            refused_connections.clone(),
+        );
         let mut product = Registry::with_prefix("poddebug");
         let debug_containers_expired = Counter::default();
         let leader = Gauge::default();
@@ -187,6 +203,8 @@ impl Metrics {
             stream_bytes,
             stream_duration,
             upstream_duration,
+            open_connections,
+            refused_connections,
         }
     }
 

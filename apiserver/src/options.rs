@@ -77,6 +77,19 @@ pub struct Options {
     /// The largest total size of request headers accepted.
     #[arg(long, default_value_t = 1024 * 1024, help_heading = "Secure serving")]
     pub max_request_header_bytes: usize,
+    /// How long a client has to send a complete HTTP/1.1 request head, counted from when the
+    /// connection starts waiting for one (so it also bounds the pause between keep-alive
+    /// requests). A connection that is too slow is closed.
+    #[arg(long, default_value = "32s", value_parser = parse_duration, help_heading = "Secure serving")]
+    pub read_header_timeout: Duration,
+    /// How long a connection (HTTP/1.1 or HTTP/2) may stay open with no request in flight
+    /// before it is closed (HTTP/2 with GOAWAY). Upgraded attach streams are not affected.
+    #[arg(long, default_value = "90s", value_parser = parse_duration, help_heading = "Secure serving")]
+    pub idle_connection_timeout: Duration,
+    /// The most connections open at once, attach streams included; beyond it new connections
+    /// are closed as soon as they are accepted. Zero for no limit.
+    #[arg(long, default_value_t = 4096, help_heading = "Secure serving")]
+    pub max_connections: usize,
     /// On SIGTERM, how long to keep serving (with /readyz failing) before the listener closes,
     /// so load balancers and the aggregator stop sending new requests first.
     #[arg(long, default_value = "0s", value_parser = parse_duration, help_heading = "Secure serving")]
@@ -289,6 +302,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// Does `image` match one of `patterns` (`*` matches any run of characters)? An empty list
+/// allows everything.
+pub fn image_allowed(patterns: &[String], image: &str) -> bool {
+    patterns.is_empty()
+        || patterns
+            .iter()
+            .any(|p| poddebug_storage::glob_match(p.trim(), image))
+}
+
 /// The profiles that reach the network or the node (`netadmin`, `sysadmin`).
 fn gated_by_default() -> Vec<Profile> {
     Profile::ALL
@@ -363,7 +385,7 @@ impl Options {
             );
         }
         if !self.allowed_images.is_empty()
-            && !crate::config::image_allowed(&self.allowed_images, &self.default_image)
+            && !image_allowed(&self.allowed_images, &self.default_image)
         {
             errs.push(format!(
                 "--default-image {:?} is not allowed by --allowed-images",
@@ -378,6 +400,12 @@ impl Options {
         }
         if self.request_timeout.is_zero() {
             errs.push("--request-timeout must be positive".to_owned());
+        }
+        if self.read_header_timeout.is_zero() {
+            errs.push("--read-header-timeout must be positive".to_owned());
+        }
+        if self.idle_connection_timeout.is_zero() {
+            errs.push("--idle-connection-timeout must be positive".to_owned());
         }
         if self.cert_reload_interval < Duration::from_millis(100) {
             errs.push("--cert-reload-interval must be at least 100ms".to_owned());
@@ -520,5 +548,27 @@ mod tests {
         assert_eq!(o.leader_elect_renew_deadline, Duration::from_secs(10));
         assert_eq!(o.leader_elect_retry_period, Duration::from_secs(2));
         assert!(o.validate().is_empty(), "{:?}", o.validate());
+    }
+
+    #[test]
+    fn image_patterns_glob() {
+        let pats = vec![
+            "docker.io/library/busybox:*".to_owned(),
+            "registry.example/*/debug@*".to_owned(),
+        ];
+        assert!(image_allowed(&pats, "docker.io/library/busybox:1.36"));
+        assert!(!image_allowed(&pats, "docker.io/library/alpine:3"));
+        assert!(image_allowed(
+            &pats,
+            "registry.example/team/debug@sha256:abc"
+        ));
+        assert!(!image_allowed(
+            &pats,
+            "registry.example/team/app@sha256:abc"
+        ));
+        assert!(image_allowed(&[], "anything"));
+        assert!(image_allowed(&["exact:1".to_owned()], "exact:1"));
+        assert!(!image_allowed(&["exact:1".to_owned()], "exact:12"));
+        assert!(image_allowed(&["*".to_owned()], "x"));
     }
 }
