@@ -131,12 +131,7 @@ pub fn spawn(
 ) -> ExpiryTasks {
     let (stop_tx, stop_rx) = watch::channel(false);
     let (leading_tx, leading_rx) = watch::channel(config.leader_election.is_none());
-    tokio::spawn(run(
-        backend,
-        leading_rx,
-        config.check_interval,
-        metrics,
-    ));
+    tokio::spawn(run(backend, leading_rx, config.check_interval, metrics));
     let (election, always_leading) = if let Some(le) = &config.leader_election {
         let config = crate::leader::LeaseConfig {
             name: le.name.clone(),

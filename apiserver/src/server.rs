@@ -157,11 +157,7 @@ fn authentication(
 
 /// The storage: one shared pod reflector serves every list and watch (server identity); the
 /// cluster's version is tracked for the validator, and its disagreements counted in `metrics`.
-fn storage(
-    config: &Config,
-    clients: &Clients,
-    metrics: &Metrics,
-) -> poddebug_storage::KubeBackend {
+fn storage(config: &Config, clients: &Clients, metrics: &Metrics) -> poddebug_storage::KubeBackend {
     let mut backend_cfg = poddebug_storage::BackendConfig::new(config.policy.clone());
     backend_cfg.impersonate = config.impersonate;
     backend_cfg.ttl = config.ttl;

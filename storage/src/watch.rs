@@ -8,9 +8,11 @@
 //!
 //! Start: without a resourceVersion or with "0", the pods are listed first and every debug
 //! container is sent as ADDED, then the watch starts from the list's resourceVersion (as
-//! kube-apiserver does). From any other resourceVersion the server cannot know what the client
-//! already has, so the first event of each pod reports its debug containers as ADDED (client-go
-//! informers treat an ADDED of a known object as an update).
+//! kube-apiserver does). From any other resourceVersion, a watch served from the pod cache
+//! ([`watch_cached`]) knows each pod as it was before each change (`Change::before`), so what
+//! the client already had is MODIFIED; the uncached fallback cannot know, and reports a pod's
+//! debug containers as ADDED on its first event (client-go informers treat an ADDED of a known
+//! object as an update).
 //!
 //! The upstream watch is reopened from the last resourceVersion when it ends, until the
 //! requested timeout. A 410 from upstream ends the stream with an `Expired` error event, as

@@ -31,6 +31,7 @@ mod lists;
 mod naming;
 mod stop;
 mod streams;
+mod ttl;
 mod validation;
 mod wait;
 mod watch;

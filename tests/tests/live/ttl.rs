@@ -21,13 +21,18 @@ async fn a_short_ttl_expires_and_the_debug_container_is_stopped() {
     assert!(obj["status"]["expiresAt"].is_string(), "{obj}");
 
     // The leader checks every 10s (default) and may first have to win the Lease (15s).
-    let done = sb.wait_phase("dbg", "Terminated", Duration::from_secs(90)).await;
+    let done = sb
+        .wait_phase("dbg", "Terminated", Duration::from_secs(90))
+        .await;
     assert_eq!(
         done["status"]["stopRequested"]["requestedBy"], "system:poddebug:expiry",
         "{done}"
     );
     let app = sb.container_status("app").await;
-    assert!(app["state"]["running"].is_object(), "the target runs on: {app}");
+    assert!(
+        app["state"]["running"].is_object(),
+        "the target runs on: {app}"
+    );
 
     let event = poll(
         "DebugContainerExpired on pod web",
@@ -86,6 +91,9 @@ async fn a_negative_ttl_is_invalid_on_ttl_seconds() {
     body["ttlSeconds"] = serde_json::json!(-1);
     let (code, status) = sb.create("dbg", "", &body).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{status}");
-    assert_eq!(status["details"]["causes"][0]["field"], "ttlSeconds", "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["field"], "ttlSeconds",
+        "{status}"
+    );
     assert!(message(&status).contains("ttlSeconds"), "{status}");
 }
