@@ -6,6 +6,7 @@ pub mod debug;
 pub mod discovery;
 pub mod health;
 pub mod list;
+pub mod portal;
 pub mod profiles;
 pub mod table;
 pub mod watch;
