@@ -171,7 +171,14 @@ async function podView(ns, pod) {
     recordings,
   );
 
+  // The server's default profile, for containers created without one.
+  let defaultProfile = '';
   const refresh = async () => {
+    if (!defaultProfile) {
+      const profiles = await get(paths.profiles()).catch(() => null);
+      const d = ((profiles && profiles.items) || []).find((p) => p.default);
+      defaultProfile = d ? d.metadata.name : '-';
+    }
     const list = await get(paths.debugList(ns, pod));
     const items = (list.items || []).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
     table.replaceChildren(...items.map((dc) => row(dc)));
@@ -188,11 +195,12 @@ async function podView(ns, pod) {
     session.replaceChildren(h('h3', {}, `Terminal: ${name}`), screen, endLine);
     session.hidden = false;
     const t = createTerminal(screen);
+    screen.scrollIntoView({ block: 'nearest' });
     const conn = attach(paths.attach(ns, pod, name), t, (line) => {
       endLine.textContent = line;
       refresh().catch(showError);
     });
-    cleanups.push(() => conn.close(), () => t.term.dispose());
+    cleanups.push(() => conn.close(), () => t.dispose());
   };
 
   const showLogs = async (name) => {
@@ -233,7 +241,7 @@ async function podView(ns, pod) {
       { 'data-name': name },
       h('td', {}, name),
       h('td', { class: 'phase' }, dcPhase(dc)),
-      h('td', {}, dc.profile || '-'),
+      h('td', {}, dc.profile || (defaultProfile === '-' ? '-' : `${defaultProfile} (default)`)),
       h('td', {}, s.image || c.image || '-'),
       h('td', {}, dc.targetContainerName || '-'),
       h('td', {}, age(dcStarted(dc))),
@@ -341,7 +349,7 @@ async function renderRecordings(ns, pod, box, session) {
     session.replaceChildren(h('h3', {}, `Recording: ${name}`), screen);
     session.hidden = false;
     const t = createTerminal(screen);
-    cleanups.push(() => t.term.dispose());
+    cleanups.push(() => t.dispose());
     try {
       const text = await get(paths.recording(ns, pod, name));
       const stopReplay = replay(typeof text === 'string' ? text : JSON.stringify(text), t.term);

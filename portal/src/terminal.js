@@ -5,6 +5,7 @@
 import { Terminal } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
 import { wsUrl } from './api.js';
+import { mirrorInlineStyles } from './styles.js';
 
 const STDIN = 0;
 const STDOUT = 1;
@@ -45,13 +46,19 @@ export function createTerminal(container) {
   });
   const fit = new FitAddon();
   term.loadAddon(fit);
+  const unmirror = mirrorInlineStyles(container);
   term.open(container);
+
   try {
     fit.fit();
   } catch (_) {
     // not laid out yet; the next resize fits it
   }
-  return { term, fit };
+  const dispose = () => {
+    term.dispose();
+    unmirror();
+  };
+  return { term, fit, dispose };
 }
 
 // Attaches `term` to `path`; `onEnd(line)` is called once with the end-of-session line.
@@ -67,21 +74,26 @@ export function attach(path, { term, fit }, onEnd) {
     if (ws.readyState === WebSocket.OPEN) ws.send(frame(channel, bytes));
   };
   const sendSize = () => {
+    if (term.element && term.element.parentElement) {
+      term.element.parentElement.dataset.size = `${term.cols}x${term.rows}`;
+    }
     send(RESIZE, encoder.encode(JSON.stringify({ Width: term.cols, Height: term.rows })));
   };
-  const onWindowResize = () => {
+  // Refit whenever the terminal's box changes size (window resize, layout); xterm reports
+  // the new cols/rows through onResize.
+  const observer = new ResizeObserver(() => {
     try {
       fit.fit();
     } catch (_) {
       // detached
     }
-  };
+  });
 
   const end = (line) => {
     if (ended) return;
     ended = true;
     disposables.forEach((d) => d.dispose());
-    window.removeEventListener('resize', onWindowResize);
+    observer.disconnect();
     term.write(`\r\n\x1b[1m${line}\x1b[0m\r\n`);
     term.options.disableStdin = true;
     onEnd(line);
@@ -134,7 +146,7 @@ export function attach(path, { term, fit }, onEnd) {
   disposables.push(term.onData((d) => send(STDIN, encoder.encode(d))));
   disposables.push(term.onBinary((d) => send(STDIN, Uint8Array.from(d, (c) => c.charCodeAt(0) & 0xff))));
   disposables.push(term.onResize(() => sendSize()));
-  window.addEventListener('resize', onWindowResize);
+  if (term.element && term.element.parentElement) observer.observe(term.element.parentElement);
 
   return {
     // Ends input (v5 CLOSE of stdin), as Ctrl-D at an empty prompt would.

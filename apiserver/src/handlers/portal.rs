@@ -96,7 +96,11 @@ pub async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Result<Respo
 
 fn serve(file: &str, headers: &HeaderMap) -> Result<Response, Error> {
     let Some(i) = ASSETS.iter().position(|a| a.name == file) else {
-        return Err(Error::Api(ApiError::not_found("portal", "poddebug.dev", file)));
+        return Err(Error::Api(ApiError::not_found(
+            "portal",
+            "poddebug.dev",
+            file,
+        )));
     };
     let asset = &ASSETS[i];
     let etag = &ETAGS[i];
@@ -124,7 +128,10 @@ fn serve(file: &str, headers: &HeaderMap) -> Result<Response, Error> {
     if let Ok(v) = HeaderValue::from_str(etag) {
         h.insert(header::ETAG, v);
     }
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(CACHE_CONTROL),
+    );
     security_headers(h);
     Ok(resp)
 }
@@ -198,7 +205,10 @@ mod tests {
         // No inline script or style, nothing from another origin.
         assert!(!index.contains("<style"), "{index}");
         assert_eq!(index.matches("<script").count(), 1, "{index}");
-        assert!(!index.contains("//"), "no absolute or protocol-relative URLs: {index}");
+        assert!(
+            !index.contains("//"),
+            "no absolute or protocol-relative URLs: {index}"
+        );
     }
 
     #[tokio::test]
