@@ -66,11 +66,10 @@ function age(timestamp) {
 }
 
 function setCrumbs(ns, pod) {
-  crumbs.replaceChildren(
-    h('a', { href: '#/' }, 'namespaces'),
-    ns ? [' / ', h('a', { href: nsLink(ns) }, ns)] : null,
-    pod ? [' / ', h('a', { href: podLink(ns, pod) }, pod)] : null,
-  );
+  const parts = [h('a', { href: '#/' }, 'namespaces')];
+  if (ns) parts.push(' / ', h('a', { href: nsLink(ns) }, ns));
+  if (pod) parts.push(' / ', h('a', { href: podLink(ns, pod) }, pod));
+  crumbs.replaceChildren(...parts);
 }
 
 // #/ : the namespaces the user may list, or a field to type one.
