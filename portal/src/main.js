@@ -49,6 +49,7 @@ function clearError() {
 }
 
 const enc = encodeURIComponent;
+const sleep = (ms) => new Promise((resolve) => window.setTimeout(resolve, ms));
 const nsLink = (ns) => `#/namespaces/${enc(ns)}`;
 const podLink = (ns, pod) => `#/namespaces/${enc(ns)}/pods/${enc(pod)}`;
 
@@ -195,11 +196,28 @@ async function podView(ns, pod) {
     session.hidden = false;
     const t = createTerminal(screen);
     screen.scrollIntoView({ block: 'nearest' });
-    const conn = attach(paths.attach(ns, pod, name), t, (line) => {
-      endLine.textContent = line;
+    const conn = attach(paths.attach(ns, pod, name), t, async (line, code) => {
+      endLine.textContent = `${line}…`;
+      const final = code !== null && code !== 0 ? line : await exitLine(name, line);
+      endLine.textContent = final;
       refresh().catch(showError);
+      return final;
     });
     cleanups.push(() => conn.close(), () => t.dispose());
+  };
+
+  // The end-of-session line from the container's own status: runtimes such as containerd
+  // report Success on the attach stream whatever the exit code. Bounded: 5 reads, 1 s apart.
+  const exitLine = async (name, fallback) => {
+    for (let i = 0; i < 5; i += 1) {
+      const dc = await get(paths.debug(ns, pod, name)).catch(() => null);
+      const term = dc && dc.status && dc.status.state && dc.status.state.terminated;
+      if (term) return `Session ended: exit code ${term.exitCode}`;
+      await sleep(1000);
+    }
+    return fallback === 'Session ended: exit code 0' || fallback === 'Session ended'
+      ? `Session ended; ${name} is still running`
+      : fallback;
   };
 
   const showLogs = async (name) => {
@@ -225,6 +243,15 @@ async function podView(ns, pod) {
       await del(`${paths.debug(ns, pod, name)}?gracePeriodSeconds=5`);
     } catch (e) {
       showError(e);
+      await refresh().catch(showError);
+      return;
+    }
+    // A 202 means the signals went out but the kubelet has not reported it yet: read again,
+    // bounded (15 reads, 2 s apart).
+    for (let i = 0; i < 15; i += 1) {
+      const dc = await get(paths.debug(ns, pod, name)).catch(() => null);
+      if (!dc || !dc.status || dc.status.phase !== 'Running') break;
+      await sleep(2000);
     }
     await refresh().catch(showError);
   };

@@ -61,7 +61,8 @@ export function createTerminal(container) {
   return { term, fit, dispose };
 }
 
-// Attaches `term` to `path`; `onEnd(line)` is called once with the end-of-session line.
+// Attaches `term` to `path`. `onEnd(line, exitCode)` is called once when the session ends and
+// answers (or resolves to) the end-of-session line to print.
 export function attach(path, { term, fit }, onEnd) {
   const ws = new WebSocket(wsUrl(path), ['v5.channel.k8s.io']);
   ws.binaryType = 'arraybuffer';
@@ -89,14 +90,15 @@ export function attach(path, { term, fit }, onEnd) {
     }
   });
 
-  const end = (line) => {
+  const end = (line, code) => {
     if (ended) return;
     ended = true;
     disposables.forEach((d) => d.dispose());
     observer.disconnect();
-    term.write(`\r\n\x1b[1m${line}\x1b[0m\r\n`);
     term.options.disableStdin = true;
-    onEnd(line);
+    Promise.resolve(onEnd(line, code)).then((final) => {
+      term.write(`\r\n\x1b[1m${final || line}\x1b[0m\r\n`);
+    });
   };
 
   ws.onopen = () => {
@@ -126,17 +128,16 @@ export function attach(path, { term, fit }, onEnd) {
     } catch (_) {
       status = null;
     }
+    // The Status carries the exit code when the runtime reports it; containerd reports
+    // Success whatever the code, so the caller also reads the container's own status.
     if (status) {
       const code = exitCodeOf(status);
-      end(
-        code === null
-          ? `Session ended: ${status.message || status.reason || 'failure'}`
-          : `Session ended: exit code ${code}`,
-      );
+      if (code === null) end(`Session ended: ${status.message || status.reason || 'failure'}`, null);
+      else end(`Session ended: exit code ${code}`, code);
     } else if (ev.code === 1000 || ev.code === 1005) {
-      end('Session ended (no exit code was reported)');
+      end('Session ended', null);
     } else {
-      end(`Session ended: the connection closed (${ev.code}${ev.reason ? ` ${ev.reason}` : ''})`);
+      end(`Session ended: the connection closed (${ev.code}${ev.reason ? ` ${ev.reason}` : ''})`, null);
     }
   };
   ws.onerror = () => {

@@ -168,12 +168,20 @@ impl Browser {
         }
     }
 
-    /// Clicks the element matching `css` (waiting for it).
+    /// Clicks the element matching `css`, waiting for it and finding it again if the page
+    /// replaced it in between (bounded).
     pub async fn click(&self, css: &str) {
-        let el = self.wait_for(css).await;
-        el.click()
-            .await
-            .unwrap_or_else(|e| panic!("click {css:?}: {e}"));
+        let deadline = tokio::time::Instant::now() + PAGE_TIMEOUT;
+        loop {
+            let el = self.wait_for(css).await;
+            match el.click().await {
+                Ok(()) => return,
+                Err(e) if tokio::time::Instant::now() >= deadline => {
+                    panic!("click {css:?}: {e}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
     }
 
     /// Types `text` into the element matching `css` (waiting for it).

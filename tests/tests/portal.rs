@@ -10,7 +10,7 @@ mod common;
 
 use common::{NS, POD, env_with};
 use poddebug_tests::browser::{self, Browser};
-use poddebug_tests::fake::ATTACH_EXIT_CODE_ANNOTATION;
+use poddebug_tests::fake::{ATTACH_EXIT_CODE_ANNOTATION, ATTACH_EXIT_TERMINATES_ANNOTATION};
 use poddebug_tests::{FakeKube, UserProxy};
 use serde_json::json;
 
@@ -209,5 +209,43 @@ async fn users_without_rights_see_the_refusal() {
     .await;
     let msg = b.wait_text("#error", "forbidden").await;
     assert!(msg.contains("bob"), "{msg}");
+    b.close().await;
+}
+
+#[tokio::test]
+async fn the_end_of_session_line_reads_the_exit_code_from_the_container() {
+    if !browser::available() {
+        return;
+    }
+    let e = env_with(&[], policy).await;
+    // As containerd: the attach stream says Success, the container's status has the code.
+    e.fake.update_pod(NS, POD, |p| {
+        p["metadata"]["annotations"] = json!({
+            ATTACH_EXIT_CODE_ANNOTATION: "7",
+            ATTACH_EXIT_TERMINATES_ANNOTATION: "true",
+        });
+    });
+    e.create_running(
+        "shell",
+        &json!({"container": {"image": "busybox:1.36", "command": ["sh"], "stdin": true, "tty": true}}),
+    )
+    .await;
+    let proxy = UserProxy::start(&e.fake, &e.server, "alice", &["system:authenticated"]).await;
+    let b = Browser::start(1100, 800).await;
+    b.goto(&format!(
+        "{}{PORTAL}#/namespaces/{NS}/pods/{POD}",
+        proxy.url()
+    ))
+    .await;
+    b.click("button.attach[data-name=shell]").await;
+    wait_terminal(&b, "resize ").await;
+    b.fill("#terminal textarea", "\u{E009}d\u{E000}").await;
+    let end = b.wait_text("#session-end", "exit code 7").await;
+    assert_eq!(end, "Session ended: exit code 7");
+    b.wait_text(
+        "#debug-containers tr[data-name=shell]",
+        "Terminated (exit 7",
+    )
+    .await;
     b.close().await;
 }
