@@ -192,6 +192,17 @@ impl Browser {
             .unwrap_or_else(|e| panic!("type into {css:?}: {e}"));
     }
 
+    /// Clears the field matching `css` (waiting for it), then types `text` into it.
+    pub async fn set(&self, css: &str, text: &str) {
+        let el = self.wait_for(css).await;
+        el.clear()
+            .await
+            .unwrap_or_else(|e| panic!("clear {css:?}: {e}"));
+        el.send_keys(text)
+            .await
+            .unwrap_or_else(|e| panic!("type into {css:?}: {e}"));
+    }
+
     /// The whole page's visible text (for failure messages).
     pub async fn body_text(&self) -> String {
         match self.client.find(Locator::Css("body")).await {

@@ -6,6 +6,7 @@
 //! Needs the binary: `cargo build -p poddebug-apiserver` first. With `PODDEBUG_SCREENSHOT_DIR`
 //! set, the main test saves `portal.png` there (the user guide's screenshot).
 
+#[allow(dead_code)] // the helpers of every suite; not all are used here
 mod common;
 
 use common::{NS, POD, env_with};
@@ -76,10 +77,10 @@ async fn a_user_lists_creates_types_resizes_and_stops_from_the_browser() {
     assert!(!profiles.contains("netadmin"), "{profiles}");
 
     // Create: name, image, target, command, TTY.
-    b.fill("#create-form input[name=name]", "dbg").await;
-    b.fill("#create-form input[name=image]", "busybox:1.36")
+    b.set("#create-form input[name=name]", "dbg").await;
+    b.set("#create-form input[name=image]", "busybox:1.36")
         .await;
-    b.fill("#create-form input[name=command]", "sh").await;
+    b.set("#create-form input[name=command]", "sh").await;
     b.click("#create-form select[name=target] option[value=app]")
         .await;
     b.click("#create-button").await;
