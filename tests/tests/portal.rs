@@ -250,3 +250,92 @@ async fn the_end_of_session_line_reads_the_exit_code_from_the_container() {
     .await;
     b.close().await;
 }
+
+/// Without a browser: what the server answers on the portal's paths, and what it authorizes.
+#[tokio::test]
+async fn the_portal_is_served_to_whoever_may_list_it_with_a_strict_policy() {
+    use http::{Method, StatusCode};
+    let e = env_with(&[], policy).await;
+    let get = |c: &poddebug_tests::TestClient, path: &str, headers: Vec<(&'static str, String)>| {
+        let c = c.clone();
+        let path = format!("/apis/poddebug.dev/v1alpha1/{path}");
+        async move {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            c.request(Method::GET, &path, &h, bytes::Bytes::new())
+                .await
+                .expect("request")
+        }
+    };
+
+    // The page: `list` on portal, as kube-apiserver's RequestInfo derives it.
+    e.fake.clear_sars();
+    let (code, h, body) = get(&e.alice, "portal/", vec![]).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(h["content-type"], "text/html; charset=utf-8");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    let csp = h["content-security-policy"].to_str().expect("CSP");
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(directive), "{csp}");
+    }
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert!(String::from_utf8_lossy(&body).contains("portal.js"));
+    let asked: Vec<(String, String, String)> = e
+        .fake
+        .sars()
+        .into_iter()
+        .map(|s| {
+            (
+                s.attributes.verb,
+                s.attributes.resource,
+                s.attributes.api_group,
+            )
+        })
+        .collect();
+    assert!(
+        asked.contains(&("list".into(), "portal".into(), "poddebug.dev".into())),
+        "{asked:?}"
+    );
+
+    // A file: `get` on portal with the file as name; revalidation answers 304.
+    e.fake.clear_sars();
+    let (code, h, _) = get(&e.alice, "portal/portal.js", vec![]).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(h["content-type"], "text/javascript; charset=utf-8");
+    let sar = e.fake.sars().pop().expect("a SubjectAccessReview");
+    assert_eq!(
+        (sar.attributes.verb.as_str(), sar.attributes.name.as_str()),
+        ("get", "portal.js")
+    );
+    let etag = h["etag"].to_str().expect("ETag").to_owned();
+    let (code, _, body) = get(&e.alice, "portal/portal.js", vec![("if-none-match", etag)]).await;
+    assert_eq!(code, StatusCode::NOT_MODIFIED);
+    assert!(body.is_empty());
+
+    // Without the slash: a relative redirect. An unknown file: a 404 Status.
+    let (code, h, _) = get(&e.alice, "portal", vec![]).await;
+    assert_eq!(code, StatusCode::MOVED_PERMANENTLY);
+    assert_eq!(h["location"], "portal/");
+    let (code, _, body) = get(&e.alice, "portal/nothing.js", vec![]).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let status: serde_json::Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "NotFound");
+
+    // carol may not: a 403 Status naming the resource and verb.
+    let carol = e
+        .server
+        .front_proxy_client("carol", &["system:authenticated"]);
+    let (code, _, body) = get(&carol, "portal/", vec![]).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    let status: serde_json::Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(
+        status["message"],
+        "portal.poddebug.dev is forbidden: User \"carol\" cannot list resource \"portal\" in API group \"poddebug.dev\" at the cluster scope"
+    );
+}
