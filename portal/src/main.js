@@ -1,7 +1,7 @@
 // The poddebug portal: namespace → pod → debug containers, create, terminal, logs, stop,
 // recordings. Deep links: #/namespaces/NS and #/namespaces/NS/pods/POD.
 
-import { ApiError, GROUP, del, get, getOptional, mayI, paths, post, usableProfiles } from './api.js';
+import { ApiError, del, get, getOptional, paths, post, usableProfiles } from './api.js';
 import { attach, createTerminal, replay } from './terminal.js';
 
 const app = document.getElementById('app');
@@ -440,9 +440,6 @@ async function whoami() {
     // older clusters, or a proxy that does not allow it
   }
 }
-
-// Exposed for nothing but debugging from the console; the page never reads it.
-window.poddebugPortal = { GROUP, mayI };
 
 window.addEventListener('hashchange', route);
 route();
