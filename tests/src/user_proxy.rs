@@ -54,6 +54,9 @@ impl std::fmt::Debug for UserProxy {
 struct Upstreams {
     poddebug: TestClient,
     kube: TestClient,
+    /// The path prefix the API is served under (`kubectl proxy --api-prefix`), without the
+    /// trailing slash; empty for `/`.
+    prefix: String,
 }
 
 impl UserProxy {
@@ -64,11 +67,24 @@ impl UserProxy {
         user: &str,
         groups: &[&str],
     ) -> UserProxy {
+        Self::start_with_prefix(fake, server, user, groups, "/").await
+    }
+
+    /// [`UserProxy::start`] serving the API under `prefix` (as `kubectl proxy
+    /// --api-prefix=/k8s/`); other paths are a 404.
+    pub async fn start_with_prefix(
+        fake: &FakeKube,
+        server: &PodDebugServer,
+        user: &str,
+        groups: &[&str],
+        prefix: &str,
+    ) -> UserProxy {
         let token = format!("user-proxy-{user}-{}", std::process::id());
         fake.add_token(&token, UserInfo::new(user, groups));
         let upstreams = Upstreams {
             poddebug: server.front_proxy_client(user, groups),
             kube: fake.client(&token),
+            prefix: prefix.trim_end_matches('/').to_owned(),
         };
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
@@ -142,11 +158,21 @@ async fn forward(
     mut req: Request<Incoming>,
     rx: watch::Receiver<bool>,
 ) -> Response<Full<Bytes>> {
-    let path = req
+    let full = req
         .uri()
         .path_and_query()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "/".to_owned());
+    let Some(path) = full
+        .strip_prefix(upstreams.prefix.as_str())
+        .filter(|p| p.starts_with('/'))
+        .map(str::to_owned)
+    else {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("proxy: {full} is not under {}/", upstreams.prefix),
+        );
+    };
     let client = if path.starts_with("/apis/poddebug.dev/") {
         &upstreams.poddebug
     } else {

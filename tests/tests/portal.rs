@@ -339,3 +339,37 @@ async fn the_portal_is_served_to_whoever_may_list_it_with_a_strict_policy() {
         "portal.poddebug.dev is forbidden: User \"carol\" cannot list resource \"portal\" in API group \"poddebug.dev\" at the cluster scope"
     );
 }
+
+#[tokio::test]
+async fn the_portal_works_under_a_proxy_prefix() {
+    if !browser::available() {
+        return;
+    }
+    let e = env_with(&[], policy).await;
+    e.create_running(
+        "shell",
+        &json!({"container": {"image": "busybox:1.36", "command": ["sh"], "stdin": true, "tty": true}}),
+    )
+    .await;
+    // As `kubectl proxy --api-prefix=/k8s/`: the page computes every path from its own URL.
+    let proxy = UserProxy::start_with_prefix(
+        &e.fake,
+        &e.server,
+        "alice",
+        &["system:authenticated"],
+        "/k8s/",
+    )
+    .await;
+    let b = Browser::start(1100, 800).await;
+    b.goto(&format!(
+        "{}/k8s{PORTAL}#/namespaces/{NS}/pods/{POD}",
+        proxy.url()
+    ))
+    .await;
+    b.click("button.attach[data-name=shell]").await;
+    b.fill("#terminal textarea", "under-a-prefix").await;
+    wait_terminal(&b, "under-a-prefix").await;
+    b.click("#crumbs a:nth-of-type(2)").await;
+    b.wait_text("#pods", POD).await;
+    b.close().await;
+}
