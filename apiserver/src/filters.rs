@@ -1,8 +1,7 @@
 //! The handler chain every request goes through, in the order of the generic apiserver's:
-//! authentication, authorization, in-flight limit and timeout (skipped for long-running
+//! authentication (which also strips every credential from the request), then authorization, in-flight limit and timeout (skipped for long-running
 //! requests), then the handler; one log line and the metrics at the end.
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use axum::extract::{Request, State};
@@ -14,69 +13,6 @@ use crate::authn::PeerCertificates;
 use crate::authz::{self, Attributes, Decision};
 use crate::error::status_response;
 use crate::state::AppState;
-
-/// Query parameters as a map (first value wins).
-pub fn query_map(query: Option<&str>) -> BTreeMap<String, String> {
-    let mut m = BTreeMap::new();
-    if let Some(q) = query {
-        for (k, v) in form_urlencoded_pairs(q) {
-            m.entry(k).or_insert(v);
-        }
-    }
-    m
-}
-
-fn form_urlencoded_pairs(q: &str) -> Vec<(String, String)> {
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            let dec = |s: &str| {
-                percent_encoding::percent_decode_str(&s.replace('+', " "))
-                    .decode_utf8_lossy()
-                    .into_owned()
-            };
-            (dec(k), dec(v))
-        })
-        .collect()
-}
-
-/// Drop every repeated query parameter but its first occurrence, before anything reads the
-/// query. kube-apiserver (Go's `url.Values.Get`) and our authorizer take the first value, while
-/// axum's `Query` would take the last: `?watch=false&watch=true` must not be authorized as a
-/// list and served as a watch.
-pub fn keep_first_query_values(req: &mut Request) {
-    let Some(q) = req.uri().query() else { return };
-    let mut seen = std::collections::HashSet::new();
-    let kept: Vec<&str> = q
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .filter(|pair| {
-            let key = pair.split_once('=').map_or(*pair, |(k, _)| k);
-            let key = percent_encoding::percent_decode_str(&key.replace('+', " "))
-                .decode_utf8_lossy()
-                .into_owned();
-            seen.insert(key)
-        })
-        .collect();
-    let new_query = kept.join("&");
-    if new_query == q {
-        return;
-    }
-    let path = req.uri().path();
-    let pq = if new_query.is_empty() {
-        path.to_owned()
-    } else {
-        format!("{path}?{new_query}")
-    };
-    let mut parts = req.uri().clone().into_parts();
-    if let Ok(pq) = http::uri::PathAndQuery::try_from(pq) {
-        parts.path_and_query = Some(pq);
-        if let Ok(uri) = http::Uri::from_parts(parts) {
-            *req.uri_mut() = uri;
-        }
-    }
-}
 
 /// Long-running requests (watches, attach, log) are exempt from the in-flight limit and the
 /// request timeout, as kube-apiserver's `BasicLongRunningRequestCheck` exempts them.
@@ -114,10 +50,10 @@ pub fn go_duration(d: std::time::Duration) -> String {
 /// The chain.
 pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let start = Instant::now();
-    keep_first_query_values(&mut req);
+    crate::query::keep_first_query_values(&mut req);
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
-    let query = query_map(req.uri().query());
+    let query = crate::query::query_map(req.uri().query());
     let attrs = authz::request_attributes(&method, &path, &query);
     st.metrics.inflight.inc();
     // kube-apiserver's audit ID, so a log line can be matched with the cluster's audit log.
@@ -132,15 +68,20 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
         .cloned()
         .unwrap_or_default();
 
-    let (resp, user) = match authorize(&st, &mut req, &peer, &attrs).await {
+    let (resp, user) = match st.authn.authenticate(req.headers_mut(), &peer).await {
         Err(e) => (status_response(&e), None),
         Ok(auth) => {
             let user = auth.user.user.clone();
-            req.extensions_mut().insert(auth);
-            req.extensions_mut().insert(attrs.clone());
-            let resp = match check_names(&attrs) {
+            let resp = match authorize(&st, &path, &auth.user, &attrs).await {
                 Err(e) => status_response(&e),
-                Ok(()) => run(&st, req, next, &attrs).await,
+                Ok(()) => {
+                    req.extensions_mut().insert(auth);
+                    req.extensions_mut().insert(attrs.clone());
+                    match check_names(&attrs) {
+                        Err(e) => status_response(&e),
+                        Ok(()) => run(&st, req, next, &attrs).await,
+                    }
+                }
             };
             (as_status(resp, &attrs, &path).await, Some(user))
         }
@@ -244,17 +185,19 @@ async fn as_status(resp: Response, attrs: &Attributes, path: &str) -> Response {
     ))
 }
 
+/// Authorize an authenticated request: the request's attributes, the extra `create` of a
+/// WebSocket attach, and with `--require-core-permissions` the core equivalents. Paths of
+/// `--authorization-always-allow-paths` need nothing.
 async fn authorize(
     st: &AppState,
-    req: &mut Request,
-    peer: &PeerCertificates,
+    path: &str,
+    user: &poddebug_storage::Caller,
     attrs: &Attributes,
-) -> Result<crate::authn::Authenticated, ApiError> {
-    let auth = st.authn.authenticate(req.headers_mut(), peer).await?;
-    if authz::always_allowed_path(&st.config.always_allow_paths, req.uri().path()) {
-        return Ok(auth);
+) -> Result<(), ApiError> {
+    if authz::always_allowed_path(&st.config.always_allow_paths, path) {
+        return Ok(());
     }
-    check(st, &auth.user, attrs).await?;
+    check(st, user, attrs).await?;
     // A WebSocket attach arrives as GET; like kube-apiserver (1.35+), it also needs `create`.
     if let Attributes::Resource {
         subresource, verb, ..
@@ -262,14 +205,14 @@ async fn authorize(
         && subresource == "attach"
         && verb == "get"
     {
-        check(st, &auth.user, &attrs.with_verb("create")).await?;
+        check(st, user, &attrs.with_verb("create")).await?;
     }
     if st.config.require_core_permissions {
         for core in authz::core_equivalent::core_equivalents(attrs) {
-            check(st, &auth.user, &core).await?;
+            check(st, user, &core).await?;
         }
     }
-    Ok(auth)
+    Ok(())
 }
 
 /// Authorize one set of attributes: Ok, 403 worded as kube-apiserver words it, or 503 when the
@@ -342,29 +285,5 @@ mod tests {
         assert_eq!(go_duration(Duration::from_secs(3725)), "1h2m5s");
         assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
         assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
-    }
-
-    #[test]
-    fn repeated_query_parameters_keep_their_first_value() {
-        let mut req = Request::builder()
-            .uri("/apis/x?watch=false&labelSelector=a%3Db&watch=true&w%61tch=1")
-            .body(axum::body::Body::empty())
-            .unwrap();
-        keep_first_query_values(&mut req);
-        assert_eq!(req.uri().query(), Some("watch=false&labelSelector=a%3Db"));
-        let mut plain = Request::builder()
-            .uri("/healthz")
-            .body(axum::body::Body::empty())
-            .unwrap();
-        keep_first_query_values(&mut plain);
-        assert_eq!(plain.uri(), "/healthz");
-    }
-
-    #[test]
-    fn query_parsing_decodes() {
-        let q = query_map(Some("labelSelector=app%3Dweb&watch=true&x=a+b&watch=false"));
-        assert_eq!(q["labelSelector"], "app=web");
-        assert_eq!(q["watch"], "true");
-        assert_eq!(q["x"], "a b");
     }
 }

@@ -87,6 +87,13 @@ fn latency_histogram() -> Histogram {
 /// Every metric of the server.
 pub struct Metrics {
     registry: Mutex<Registry>,
+    /// The metrics named after the product rather than the binary (`poddebug_…`), as the
+    /// governance features document them.
+    product: Registry,
+    /// Debug containers the expiry loop stopped because their time limit passed.
+    pub debug_containers_expired: Counter,
+    /// 1 while this replica holds the leader Lease (runs the expiry loop), else 0.
+    pub leader: Gauge,
     /// Requests by verb, resource and code.
     pub requests: Family<RequestLabels, Counter>,
     /// Request latency by verb and resource.
@@ -101,6 +108,10 @@ pub struct Metrics {
     pub stream_duration: Histogram,
     /// kube-apiserver call latency.
     pub upstream_duration: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
+    /// Sockets open (attach streams included).
+    pub open_connections: Gauge,
+    /// Connections closed at once because `--max-connections` was reached.
+    pub refused_connections: Counter,
 }
 
 impl Metrics {
@@ -155,8 +166,36 @@ impl Metrics {
             "Latency of calls to the kube-apiserver",
             upstream_duration.clone(),
         );
+        let open_connections = Gauge::default();
+        let refused_connections = Counter::default();
+        registry.register(
+            "open_connections",
+            "Client connections open, attach streams included",
+            open_connections.clone(),
+        );
+        registry.register(
+            "refused_connections",
+            "Connections closed at once because --max-connections was reached",
+            refused_connections.clone(),
+        );
+        let mut product = Registry::with_prefix("poddebug");
+        let debug_containers_expired = Counter::default();
+        let leader = Gauge::default();
+        product.register(
+            "debug_containers_expired",
+            "Debug containers stopped because their time limit (ttlSeconds) passed",
+            debug_containers_expired.clone(),
+        );
+        product.register(
+            "leader",
+            "1 while this replica holds the leader Lease and runs the expiry loop",
+            leader.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
+            product,
+            debug_containers_expired,
+            leader,
             requests,
             request_duration,
             inflight,
@@ -164,6 +203,8 @@ impl Metrics {
             stream_bytes,
             stream_duration,
             upstream_duration,
+            open_connections,
+            refused_connections,
         }
     }
 
@@ -216,8 +257,11 @@ impl Metrics {
     /// The text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         if let Ok(reg) = self.registry.lock()
-            && prometheus_client::encoding::text::encode(&mut out, &reg).is_err()
+            && (encode_registry(&mut out, &reg).is_err()
+                || encode_registry(&mut out, &self.product).is_err()
+                || encode_eof(&mut out).is_err())
         {
             out.clear();
         }
@@ -252,6 +296,15 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("poddebug_apiserver_upstream_request_duration_seconds_count{method=\"PUT\",code=\"200\"} 1"), "{text}");
+        m.debug_containers_expired.inc();
+        let text = m.encode();
+        assert!(
+            text.contains("\npoddebug_debug_containers_expired_total 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("\npoddebug_leader 0\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
     #[test]

@@ -77,6 +77,19 @@ pub struct Options {
     /// The largest total size of request headers accepted.
     #[arg(long, default_value_t = 1024 * 1024, help_heading = "Secure serving")]
     pub max_request_header_bytes: usize,
+    /// How long a client has to send a complete HTTP/1.1 request head, counted from when the
+    /// connection starts waiting for one (so it also bounds the pause between keep-alive
+    /// requests). A connection that is too slow is closed.
+    #[arg(long, default_value = "32s", value_parser = parse_duration, help_heading = "Secure serving")]
+    pub read_header_timeout: Duration,
+    /// How long a connection (HTTP/1.1 or HTTP/2) may stay open with no request in flight
+    /// before it is closed (HTTP/2 with GOAWAY). Upgraded attach streams are not affected.
+    #[arg(long, default_value = "90s", value_parser = parse_duration, help_heading = "Secure serving")]
+    pub idle_connection_timeout: Duration,
+    /// The most connections open at once, attach streams included; beyond it new connections
+    /// are closed as soon as they are accepted. Zero for no limit.
+    #[arg(long, default_value_t = 4096, help_heading = "Secure serving")]
+    pub max_connections: usize,
     /// On SIGTERM, how long to keep serving (with /readyz failing) before the listener closes,
     /// so load balancers and the aggregator stop sending new requests first.
     #[arg(long, default_value = "0s", value_parser = parse_duration, help_heading = "Secure serving")]
@@ -202,6 +215,42 @@ pub struct Options {
     /// How long an attach waits for a debug container to start running before it fails.
     #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Policy")]
     pub attach_wait_timeout: Duration,
+    /// Time limit of a debug container whose request has no ttlSeconds; 0 = none.
+    #[arg(long, default_value = "8h", value_parser = parse_duration, help_heading = "Policy")]
+    pub default_debug_ttl: Duration,
+    /// Largest ttlSeconds a request may ask for (a larger one is refused); 0 = no maximum.
+    /// With a maximum every debug container gets a time limit.
+    #[arg(long, default_value = "0", value_parser = parse_duration, help_heading = "Policy")]
+    pub max_debug_ttl: Duration,
+    /// How often the server looks for debug containers whose time limit passed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Policy")]
+    pub debug_ttl_check_interval: Duration,
+
+    // ----- Leader election (the expiry loop runs on one replica) -----
+    /// Elect a leader among the replicas to run the expiry loop, with a coordination.k8s.io/v1
+    /// Lease; without it every replica runs the loop.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, help_heading = "Leader election")]
+    pub leader_elect: bool,
+    /// How long a non-leader waits after the leader's last renewal before taking the Lease.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, help_heading = "Leader election")]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up leading.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Leader election")]
+    pub leader_elect_renew_deadline: Duration,
+    /// How long to wait between tries to acquire or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = parse_duration, help_heading = "Leader election")]
+    pub leader_elect_retry_period: Duration,
+    /// Name of the Lease.
+    #[arg(
+        long,
+        default_value = "poddebug-apiserver",
+        help_heading = "Leader election"
+    )]
+    pub leader_elect_resource_name: String,
+    /// Namespace of the Lease; empty = the server's own namespace (the service account's,
+    /// else --service-namespace).
+    #[arg(long, default_value = "", help_heading = "Leader election")]
+    pub leader_elect_resource_namespace: String,
 
     // ----- Logging -----
     /// Log format: text or json.
@@ -251,6 +300,15 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         total += Duration::from_secs_f64(value * factor);
     }
     Ok(total)
+}
+
+/// Does `image` match one of `patterns` (`*` matches any run of characters)? An empty list
+/// allows everything.
+pub fn image_allowed(patterns: &[String], image: &str) -> bool {
+    patterns.is_empty()
+        || patterns
+            .iter()
+            .any(|p| poddebug_storage::glob_match(p.trim(), image))
 }
 
 /// The profiles that reach the network or the node (`netadmin`, `sysadmin`).
@@ -327,7 +385,7 @@ impl Options {
             );
         }
         if !self.allowed_images.is_empty()
-            && !crate::config::image_allowed(&self.allowed_images, &self.default_image)
+            && !image_allowed(&self.allowed_images, &self.default_image)
         {
             errs.push(format!(
                 "--default-image {:?} is not allowed by --allowed-images",
@@ -343,8 +401,58 @@ impl Options {
         if self.request_timeout.is_zero() {
             errs.push("--request-timeout must be positive".to_owned());
         }
+        if self.read_header_timeout.is_zero() {
+            errs.push("--read-header-timeout must be positive".to_owned());
+        }
+        if self.idle_connection_timeout.is_zero() {
+            errs.push("--idle-connection-timeout must be positive".to_owned());
+        }
         if self.cert_reload_interval < Duration::from_millis(100) {
             errs.push("--cert-reload-interval must be at least 100ms".to_owned());
+        }
+        errs.extend(self.validate_ttl_and_leader_election());
+        errs
+    }
+}
+
+impl Options {
+    /// The problems of the time-limit and leader-election flags.
+    fn validate_ttl_and_leader_election(&self) -> Vec<String> {
+        let mut errs = Vec::new();
+        let whole = |d: Duration| d.subsec_nanos() == 0;
+        for (flag, d) in [
+            ("--default-debug-ttl", self.default_debug_ttl),
+            ("--max-debug-ttl", self.max_debug_ttl),
+        ] {
+            if !whole(d) {
+                errs.push(format!("{flag} must be a whole number of seconds"));
+            }
+        }
+        if self.debug_ttl_check_interval < Duration::from_secs(1) {
+            errs.push("--debug-ttl-check-interval must be at least 1s".to_owned());
+        }
+        if self.leader_elect {
+            let (lease, renew, retry) = (
+                self.leader_elect_lease_duration,
+                self.leader_elect_renew_deadline,
+                self.leader_elect_retry_period,
+            );
+            // The rules of client-go's leaderelection.NewLeaderElector.
+            if lease <= renew {
+                errs.push(
+                    "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"
+                        .to_owned(),
+                );
+            }
+            if retry.is_zero() || renew.as_secs_f64() <= 1.2 * retry.as_secs_f64() {
+                errs.push(
+                    "--leader-elect-renew-deadline must be greater than 1.2 times --leader-elect-retry-period (which must be positive)"
+                        .to_owned(),
+                );
+            }
+            if self.leader_elect_resource_name.trim().is_empty() {
+                errs.push("--leader-elect-resource-name must not be empty".to_owned());
+            }
         }
         errs
     }
@@ -396,6 +504,34 @@ mod tests {
     }
 
     #[test]
+    fn leader_election_timings_follow_client_gos_rules() {
+        let o = Options::parse_from([
+            "poddebug-apiserver",
+            "--leader-elect-lease-duration=10s",
+            "--leader-elect-renew-deadline=10s",
+            "--leader-elect-retry-period=9s",
+            "--default-debug-ttl=1.5s",
+        ]);
+        let errs = o.validate();
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("greater than --leader-elect-renew-deadline")),
+            "{errs:?}"
+        );
+        assert!(errs.iter().any(|e| e.contains("1.2 times")), "{errs:?}");
+        assert!(
+            errs.iter().any(|e| e.contains("--default-debug-ttl")),
+            "{errs:?}"
+        );
+        let off = Options::parse_from([
+            "poddebug-apiserver",
+            "--leader-elect=false",
+            "--leader-elect-renew-deadline=20s",
+        ]);
+        assert!(off.validate().is_empty(), "{:?}", off.validate());
+    }
+
+    #[test]
     fn defaults_follow_the_generic_apiserver() {
         let o = Options::parse_from(["poddebug-apiserver"]);
         assert_eq!(o.secure_port, 8443);
@@ -405,6 +541,34 @@ mod tests {
         );
         assert_eq!(o.requestheader_username_headers, vec!["x-remote-user"]);
         assert_eq!(o.default_profile, Profile::General);
+        assert_eq!(o.default_debug_ttl, Duration::from_secs(8 * 3600));
+        assert_eq!(o.max_debug_ttl, Duration::ZERO);
+        assert!(o.leader_elect);
+        assert_eq!(o.leader_elect_lease_duration, Duration::from_secs(15));
+        assert_eq!(o.leader_elect_renew_deadline, Duration::from_secs(10));
+        assert_eq!(o.leader_elect_retry_period, Duration::from_secs(2));
         assert!(o.validate().is_empty(), "{:?}", o.validate());
+    }
+
+    #[test]
+    fn image_patterns_glob() {
+        let pats = vec![
+            "docker.io/library/busybox:*".to_owned(),
+            "registry.example/*/debug@*".to_owned(),
+        ];
+        assert!(image_allowed(&pats, "docker.io/library/busybox:1.36"));
+        assert!(!image_allowed(&pats, "docker.io/library/alpine:3"));
+        assert!(image_allowed(
+            &pats,
+            "registry.example/team/debug@sha256:abc"
+        ));
+        assert!(!image_allowed(
+            &pats,
+            "registry.example/team/app@sha256:abc"
+        ));
+        assert!(image_allowed(&[], "anything"));
+        assert!(image_allowed(&["exact:1".to_owned()], "exact:1"));
+        assert!(!image_allowed(&["exact:1".to_owned()], "exact:12"));
+        assert!(image_allowed(&["*".to_owned()], "x"));
     }
 }

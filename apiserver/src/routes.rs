@@ -5,9 +5,10 @@ use axum::middleware;
 use axum::routing::get;
 
 use crate::filters::handler_chain;
-use crate::handlers::{debug, discovery, health, list, not_found, portal, profiles};
+use crate::handlers::{
+    debug, discovery, health, list, not_found, portal, profiles, streams,
+};
 use crate::state::AppState;
-use crate::stream;
 
 /// Prefix of every resource path.
 const GV: &str = "/apis/poddebug.dev/v1alpha1";
@@ -41,9 +42,9 @@ pub fn app(state: AppState) -> Router {
         )
         .route(
             &format!("{ns_pods}/attach"),
-            get(stream::attach).post(stream::attach),
+            get(streams::attach).post(streams::attach),
         )
-        .route(&format!("{ns_pods}/log"), get(stream::log))
+        .route(&format!("{ns_pods}/log"), get(streams::log))
         .route(
             &format!("{GV}/poddebugcontainers"),
             get(list::all_namespaces),

@@ -163,6 +163,10 @@ pub struct RunArgs {
     /// legacy, general, baseline, restricted, netadmin or sysadmin.
     #[arg(long)]
     pub profile: Option<String>,
+    /// How long the debug container may run before the server stops it (30m, 2h, 0 = no
+    /// limit); the server's --default-debug-ttl when absent.
+    #[arg(long, value_parser = parse_duration)]
+    pub ttl: Option<Duration>,
     /// Keep stdin open on the container and attach to it.
     #[arg(short = 'i', long)]
     pub stdin: bool,

@@ -17,6 +17,8 @@ pub struct RunSpec {
     pub target: Option<String>,
     /// Profile; the server's default when absent.
     pub profile: Option<String>,
+    /// Time limit (`ttlSeconds`); the server's default when absent.
+    pub ttl: Option<Duration>,
     /// Keep stdin open.
     pub stdin: bool,
     /// Allocate a TTY.
@@ -51,6 +53,9 @@ pub fn debug_container(spec: &RunSpec) -> PodDebugContainer {
     o.container.tty = spec.tty.then_some(true);
     o.target_container_name.clone_from(&spec.target);
     o.profile.clone_from(&spec.profile);
+    o.ttl_seconds = spec
+        .ttl
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
     o
 }
 
@@ -109,6 +114,7 @@ mod tests {
             image: Some("busybox:1.36".into()),
             target: Some("app".into()),
             profile: Some("baseline".into()),
+            ttl: Some(Duration::from_secs(1800)),
             stdin: true,
             tty: true,
             command: vec!["sh".into()],
@@ -123,6 +129,7 @@ mod tests {
         );
         assert_eq!(v["targetContainerName"], "app");
         assert_eq!(v["profile"], "baseline");
+        assert_eq!(v["ttlSeconds"], 1800);
     }
 
     #[test]

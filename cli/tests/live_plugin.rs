@@ -48,6 +48,11 @@ struct Sandbox {
 impl Sandbox {
     fn new(tag: &str) -> Option<Sandbox> {
         if std::env::var_os("KUBECONFIG").is_none() {
+            // CI asked for the live suites: a missing cluster is a failure, not a skip.
+            assert!(
+                std::env::var_os("PODDEBUG_LIVE").is_none(),
+                "PODDEBUG_LIVE is set but KUBECONFIG is not"
+            );
             eprintln!("KUBECONFIG is not set: skipping the live plugin suite");
             return None;
         }

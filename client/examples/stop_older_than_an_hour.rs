@@ -38,6 +38,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|r| r.started_at.as_ref())
             .map(|t| t.0);
         let Some(started) = started else { continue };
+        if !status.stoppable {
+            // Its own PID 1: only its own exit ends it (the server would answer 409).
+            eprintln!(
+                "skipping {}: {}",
+                o.metadata.name.as_deref().unwrap_or_default(),
+                status
+                    .stoppable_message
+                    .as_deref()
+                    .unwrap_or("DELETE cannot stop it")
+            );
+            continue;
+        }
         let age = now.duration_since(started).as_secs();
         if age < i64::try_from(older_than)? {
             continue;

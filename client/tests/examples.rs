@@ -108,6 +108,8 @@ async fn stop_older_than_an_hour_stops_only_old_ones() {
     let mut spec = PodDebugContainer::default();
     spec.metadata.name = Some("old".into());
     spec.container.command = Some(vec!["sleep".into(), "1000".into()]);
+    // Sharing the target's PID namespace is what makes it stoppable with DELETE.
+    spec.target_container_name = Some("app".into());
     let wait = CreateParams {
         wait: true,
         timeout: Some(Duration::from_secs(20)),

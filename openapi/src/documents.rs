@@ -6,29 +6,16 @@
 
 use bytes::Bytes;
 use serde::Serialize;
-use sha2::{Digest, Sha512};
 
 use crate::aggregated::{AggregatedVersion, aggregated_discovery};
 use crate::discovery::{api_group, api_group_list, api_resource_list};
 use crate::error::Error;
+use crate::hash::content_hash;
 use crate::negotiate::{
     CONTENT_TYPE_AGGREGATED_V2, CONTENT_TYPE_AGGREGATED_V2BETA1, CONTENT_TYPE_JSON, DiscoveryFormat,
 };
 use crate::openapi_v2::openapi_v2;
 use crate::openapi_v3::{group_version_key, openapi_v3_group_version, openapi_v3_index_for};
-
-/// Upper-case hex SHA-512 of `bytes`, as kube-openapi computes `ETag`s and `?hash=`.
-pub fn content_hash(bytes: &[u8]) -> String {
-    Sha512::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02X}"))
-        .collect()
-}
-
-/// The `ETag` header value of `bytes`: their [`content_hash`], quoted.
-pub fn etag(bytes: &[u8]) -> String {
-    format!("\"{}\"", content_hash(bytes))
-}
 
 /// One serialized document.
 #[derive(Clone, Debug)]
@@ -171,6 +158,7 @@ impl Documents {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::etag;
     use crate::openapi_v3::openapi_v3_index;
     use serde_json::Value;
 

@@ -22,6 +22,7 @@ mod dialect;
 pub mod discovery;
 pub mod documents;
 pub mod error;
+pub mod hash;
 pub mod negotiate;
 pub mod openapi_v2;
 pub mod openapi_v3;
@@ -34,8 +35,9 @@ mod testing;
 
 pub use aggregated::{APIGroupDiscoveryList, AggregatedVersion, aggregated_discovery};
 pub use discovery::{api_group, api_group_list, api_resource_list};
-pub use documents::{Document, Documents, content_hash, etag};
+pub use documents::{Document, Documents};
 pub use error::Error;
+pub use hash::{content_hash, etag};
 pub use negotiate::{DiscoveryFormat, negotiate_discovery, negotiate_legacy};
 pub use openapi_v2::openapi_v2;
 pub use openapi_v3::{openapi_v3_group_version, openapi_v3_index};

@@ -14,7 +14,7 @@ use poddebug_types::{API_VERSION, GROUP, VERSION};
 use serde_json::{Map, Value, json};
 
 use crate::dialect::Dialect;
-use crate::documents::content_hash;
+use crate::hash::content_hash;
 use crate::operations::{Operation, Payload, paths_object, tag};
 use crate::params::Param;
 use crate::schemas::{definitions, gvk_extension};

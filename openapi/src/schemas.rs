@@ -225,4 +225,15 @@ mod tests {
         let required = pdc.get("required").and_then(Value::as_array);
         assert!(required.is_none_or(|r| !r.iter().any(|f| f == "status")));
     }
+
+    #[test]
+    fn the_time_limit_and_its_deadline_are_documented() {
+        let defs = definitions(Dialect::OpenApi3);
+        let ttl = &defs["dev.poddebug.v1alpha1.PodDebugContainer"]["properties"]["ttlSeconds"];
+        assert_eq!(ttl["type"], "integer", "{ttl}");
+        assert_eq!(ttl["format"], "int64", "{ttl}");
+        let expires =
+            &defs["dev.poddebug.v1alpha1.PodDebugContainerStatus"]["properties"]["expiresAt"];
+        assert!(expires.to_string().contains("Time"), "{expires}");
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::Policy;
+use crate::{Policy, TtlPolicy};
 
 /// How [`KubeBackend`](crate::KubeBackend) behaves; built once from the server's flags.
 #[derive(Clone, Debug)]
@@ -33,6 +33,8 @@ pub struct BackendConfig {
     /// Bound on each Event write (a stop keeps at most this much of its deadline for its Event);
     /// Event failures are logged, never returned.
     pub event_timeout: Duration,
+    /// Time limits of debug containers (none by default).
+    pub ttl: TtlPolicy,
 }
 
 impl BackendConfig {
@@ -49,6 +51,7 @@ impl BackendConfig {
             max_grace_period: Duration::from_secs(25),
             conflict_retries: 30,
             event_timeout: Duration::from_secs(3),
+            ttl: TtlPolicy::default(),
         }
     }
 }

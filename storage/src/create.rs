@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::Status;
-use poddebug_types::convert::to_ephemeral_container;
+use poddebug_types::convert::{set_expires_at, to_ephemeral_container};
 use poddebug_types::decode::PassThroughFields;
 use poddebug_types::validation::{
     KubeVersion, debug_container_invalid, validate_ephemeral_container_add_on,
@@ -263,6 +263,14 @@ pub(crate) async fn create(
     );
     let policy = &b.config().policy;
     let disagreements = b.validation_disagreements();
+    // The deadline counts from the create, however many conflicts it takes (422 on
+    // `ttlSeconds` before anything else is looked at).
+    let expires_at = crate::ttl::deadline(
+        &b.config().ttl,
+        req.body.ttl_seconds,
+        req.name.as_deref().unwrap_or_default(),
+        jiff::Timestamp::now(),
+    )?;
     let mut conflicts = 0;
     let mut admitted = false;
     let (updated, plan) = 'attempt: loop {
@@ -272,7 +280,10 @@ pub(crate) async fn create(
         let pod: Pod = serde_json::from_value(raw.clone()).map_err(|_| {
             ApiError::Internal("the pod read from the cluster cannot be decoded".to_owned())
         })?;
-        let plan = plan(policy, &pod, &req, &mut rand::rng())?;
+        let mut plan = plan(policy, &pod, &req, &mut rand::rng())?;
+        if let Some(at) = expires_at {
+            set_expires_at(&mut plan.ec, at);
+        }
         let body = put_body(raw, &plan.ec, &req.options.pass_through)?;
         let version = b.cluster_version().rules();
         let local = validate_locally(&pod, &plan, version);

@@ -21,6 +21,9 @@ use crate::Caller;
 pub const REASON_CREATED: &str = "DebugContainerCreated";
 /// Reason of the Event recorded when a debug container is stopped.
 pub const REASON_STOPPED: &str = "DebugContainerStopped";
+/// Reason of the Event recorded when the server stops a debug container whose time limit
+/// (`ttlSeconds`) passed.
+pub const REASON_EXPIRED: &str = "DebugContainerExpired";
 
 /// Who records the Events.
 #[derive(Clone, Debug)]
@@ -66,7 +69,7 @@ pub(crate) fn build_event(
         last_timestamp: Some(Time(now)),
         event_time: Some(MicroTime(now)),
         action: Some(
-            if reason == REASON_STOPPED {
+            if reason == REASON_STOPPED || reason == REASON_EXPIRED {
                 "Stop"
             } else {
                 "Create"
@@ -150,6 +153,33 @@ pub(crate) fn stopped_message(
     )
 }
 
+/// Message of [`REASON_EXPIRED`]: which container, its deadline and the grace period;
+/// `terminated` as for [`stopped_message`].
+pub(crate) fn expired_message(
+    debug_name: &str,
+    ec_name: &str,
+    at: jiff::Timestamp,
+    record: &StopRecord,
+    terminated: bool,
+) -> String {
+    let grace = record
+        .grace_period_seconds
+        .map(|g| format!(" with a grace period of {g}s"))
+        .unwrap_or_default();
+    let (verb, tail) = if terminated {
+        ("stopped", "")
+    } else {
+        (
+            "asked to stop",
+            "; it had not terminated yet when the stop ended",
+        )
+    };
+    format!(
+        "Time limit of debug container {debug_name:?}{} passed at {at}: poddebug {verb} it{grace}{tail}",
+        ec_note(debug_name, ec_name)
+    )
+}
+
 /// Create `event` with `client` (the server's identity), waiting at most `timeout`. Failures are
 /// logged only.
 pub(crate) async fn record(client: kube::Client, event: Event, timeout: Duration) {
@@ -220,6 +250,23 @@ mod tests {
         assert_eq!(
             v["message"],
             "User \"alice\" created debug container \"dbg\" with image \"busybox:1.36\" and profile \"general\""
+        );
+    }
+
+    #[test]
+    fn expired_message_names_the_deadline() {
+        let record = StopRecord {
+            grace_period_seconds: Some(10),
+            ..Default::default()
+        };
+        let at: jiff::Timestamp = "2026-01-02T03:04:05Z".parse().expect("timestamp");
+        assert_eq!(
+            expired_message("dbg", "dbg", at, &record, true),
+            "Time limit of debug container \"dbg\" passed at 2026-01-02T03:04:05Z: poddebug stopped it with a grace period of 10s"
+        );
+        assert_eq!(
+            expired_message("dbg", "dbg-x", at, &record, false),
+            "Time limit of debug container \"dbg\" (ephemeral container \"dbg-x\") passed at 2026-01-02T03:04:05Z: poddebug asked to stop it with a grace period of 10s; it had not terminated yet when the stop ended"
         );
     }
 

@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
-use kube::Client;
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, Client};
 use poddebug_types::{PodDebugContainer, PodDebugContainerList};
 
+use crate::cache::PodCache;
 use crate::cluster::Cluster;
 use crate::cluster_version::ClusterVersion;
 use crate::disagreements::Disagreements;
@@ -22,6 +24,7 @@ use crate::{
 /// Nothing writes the pod object itself: a stop is recorded in the debug container's termination
 /// message and in an Event. RBAC of the server's service account:
 /// - always: `create` on `events`;
+/// - with a [`PodCache`]: `list` and `watch` on `pods` cluster-wide (the cache is the server's own);
 /// - without impersonation: `get`, `list`, `watch` on `pods`, `update` on
 ///   `pods/ephemeralcontainers` (its server-side dry runs too), `create` and `get` on
 ///   `pods/exec`;
@@ -31,6 +34,7 @@ use crate::{
 #[derive(Clone)]
 pub struct KubeBackend {
     cluster: Cluster,
+    cache: Option<PodCache>,
 }
 
 impl std::fmt::Debug for KubeBackend {
@@ -47,6 +51,7 @@ impl KubeBackend {
     pub fn new(client: Client, config: BackendConfig) -> Self {
         KubeBackend {
             cluster: Cluster::new(client, config),
+            cache: None,
         }
     }
 
@@ -69,9 +74,47 @@ impl KubeBackend {
         self.cluster.validation_disagreements()
     }
 
+    /// Serve lists and watches from `cache` (the server's shared pod reflector) instead of a
+    /// LIST or WATCH of the cluster per request; readiness ([`DebugBackend::ping`]) then also
+    /// waits for its first sync. One debug container (`get`) is still read from the pod, so
+    /// it is fresh right after a create.
+    pub fn with_pod_cache(mut self, cache: PodCache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
     /// The configuration.
     pub fn config(&self) -> &BackendConfig {
         self.cluster.config()
+    }
+
+    /// One expiry round at `now`: stop every running debug container whose time limit passed,
+    /// with the server's own identity (see `expiry`), except those in `skip` (pod UID and
+    /// ephemeral container name of earlier refusals). The pod listing's failure is the only
+    /// error; each container's own outcome is in the list.
+    pub async fn expire_due(
+        &self,
+        now: jiff::Timestamp,
+        skip: &std::collections::BTreeSet<(String, String)>,
+    ) -> Result<Vec<crate::Expired>, StorageError> {
+        crate::expiry::expire_due(&self.cluster, now, skip).await
+    }
+
+    /// With impersonation, reads served from the cache (made with the server's identity) are
+    /// first tried as the caller, for kube-apiserver's RBAC to judge: a LIST of one pod, or a
+    /// WATCH that is closed at once. Its refusal (403) is the answer; without impersonation the
+    /// server's own authorization of the request is the only one, as for every other read.
+    async fn caller_may_read(&self, api: &Api<Pod>, watch: bool) -> Result<(), StorageError> {
+        if !self.cluster.config().impersonate {
+            return Ok(());
+        }
+        if watch {
+            let probe = kube::api::WatchParams::default().timeout(1);
+            drop(api.watch(&probe, "0").await?);
+        } else {
+            api.list(&kube::api::ListParams::default().limit(1)).await?;
+        }
+        Ok(())
     }
 }
 
@@ -96,11 +139,14 @@ impl DebugBackend for KubeBackend {
         opts: &ListOptions,
         caller: &Caller,
     ) -> Result<PodDebugContainerList, StorageError> {
-        read::list(
-            &self.cluster.pods_in(opts.namespace.as_deref(), caller)?,
-            opts,
-        )
-        .await
+        let api = self.cluster.pods_in(opts.namespace.as_deref(), caller)?;
+        match &self.cache {
+            Some(cache) => {
+                self.caller_may_read(&api, false).await?;
+                read::list_cached(cache, &api, opts).await
+            }
+            None => read::list(&api, opts).await,
+        }
     }
 
     async fn watch(
@@ -108,12 +154,16 @@ impl DebugBackend for KubeBackend {
         opts: &WatchOptions,
         caller: &Caller,
     ) -> Result<DebugWatchStream, StorageError> {
-        watch::watch(
-            self.cluster
-                .pods_in(opts.list.namespace.as_deref(), caller)?,
-            opts,
-        )
-        .await
+        let api = self
+            .cluster
+            .pods_in(opts.list.namespace.as_deref(), caller)?;
+        match &self.cache {
+            Some(cache) => {
+                self.caller_may_read(&api, true).await?;
+                watch::watch_cached(cache, opts)
+            }
+            None => watch::watch(api, opts).await,
+        }
     }
 
     async fn stop(&self, req: StopRequest) -> Result<StopOutcome, StorageError> {
@@ -144,6 +194,12 @@ impl DebugBackend for KubeBackend {
             .cluster_version()
             .discover(&self.cluster.server_client())
             .await?;
+        if self.cache.as_ref().is_some_and(|c| !c.is_synced()) {
+            return Err(poddebug_types::ApiError::ServiceUnavailable(
+                "the pod cache has not synced yet".to_owned(),
+            )
+            .into());
+        }
         Ok(())
     }
 }

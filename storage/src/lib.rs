@@ -10,7 +10,9 @@
 //!   (retried on 409 Conflict), then a core/v1 Event `DebugContainerCreated` (see [`KubeBackend`]).
 //!   When the local validator refuses, the same update is first sent as a server-side dry run
 //!   and the cluster's answer decides; `?dryRun=All` ends with that dry run.
-//! - get / list / watch: pods read (or watched) and turned into one object per debug name.
+//! - get: the pod read and turned into one object per debug name.
+//! - list / watch: served from [`PodCache`], one shared reflector of the cluster's pods, when
+//!   the backend has one ([`KubeBackend::with_pod_cache`]); else a pod LIST or WATCH each.
 //! - stop: `pods/exec` of a fixed script inside the debug container itself ([`STOP_SCRIPT`]),
 //!   which records the request in the container's termination message before it signals; plus
 //!   an Event `DebugContainerStopped`. The pod object is never written.
@@ -23,6 +25,7 @@
 mod backend;
 #[cfg(test)]
 mod backend_tests;
+mod cache;
 mod cluster;
 mod cluster_version;
 mod config;
@@ -30,11 +33,13 @@ mod create;
 mod disagreements;
 mod error;
 mod events;
+mod expiry;
 mod impersonation;
 mod kube_backend;
 mod naming;
 mod policy;
 mod read;
+mod selector;
 mod state;
 mod stop;
 mod stop_record;
@@ -42,17 +47,21 @@ mod stop_script;
 mod target;
 #[cfg(test)]
 mod testkube;
+mod ttl;
 mod wait;
 mod watch;
 
 pub use backend::*;
+pub use cache::PodCache;
 pub use cluster_version::ClusterVersion;
 pub use config::BackendConfig;
 pub use disagreements::{Disagreement, DisagreementLabels, Disagreements};
 pub use error::StorageError;
-pub use events::{REASON_CREATED, REASON_STOPPED};
+pub use events::{REASON_CREATED, REASON_EXPIRED, REASON_STOPPED};
+pub use expiry::{EXPIRY_USER, Expired, ExpiryResult};
 pub use impersonation::{ImpersonationLayer, impersonation_headers};
 pub use kube_backend::KubeBackend;
 pub use policy::glob_match;
 pub use stop_record::STOP_REQUESTS_ANNOTATION;
 pub use stop_script::{STOP_SCRIPT, StopInvocation};
+pub use ttl::TtlPolicy;

@@ -9,7 +9,9 @@ use kube::api::ListParams;
 use poddebug_types::convert::{debug_containers_of, from_pod, newest_for};
 use poddebug_types::{ApiError, GROUP, PodDebugContainer, PodDebugContainerList};
 
+use crate::cache::PodCache;
 use crate::policy::RESOURCE;
+use crate::selector::PodSelection;
 use crate::stop_record::stop_record;
 use crate::{ListOptions, StorageError};
 
@@ -109,6 +111,39 @@ pub(crate) async fn list(
         .collect();
     let metadata = ListMeta {
         resource_version: pods.metadata.resource_version.clone(),
+        ..Default::default()
+    };
+    Ok(PodDebugContainerList::new(items, metadata))
+}
+
+/// List debug containers from the pod cache, ordered by namespace and pod (spec order within
+/// a pod, which only ever grows at its end);
+/// the list's resourceVersion is the cache's. With `pod_must_exist`, a pod absent from the
+/// cache is looked up (it may exist without debug containers, or not at all: 404).
+pub(crate) async fn list_cached(
+    cache: &PodCache,
+    api: &Api<Pod>,
+    opts: &ListOptions,
+) -> Result<PodDebugContainerList, StorageError> {
+    let selection = PodSelection::new(opts)?;
+    let (pods, rv) = cache.snapshot();
+    let mut pods: Vec<_> = pods.into_iter().filter(|p| selection.matches(p)).collect();
+    if pods.is_empty()
+        && opts.pod_must_exist
+        && let Some(pod) = opts.pod.as_deref()
+    {
+        api.get(pod).await?;
+    }
+    pods.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+    let items = pods
+        .iter()
+        .flat_map(|p| objects_of(p))
+        .map(|(_, obj)| obj)
+        .collect();
+    let metadata = ListMeta {
+        resource_version: Some(rv.to_string()),
         ..Default::default()
     };
     Ok(PodDebugContainerList::new(items, metadata))

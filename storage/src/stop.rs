@@ -29,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 
 use crate::cluster::Cluster;
-use crate::events::{REASON_STOPPED, stopped_message};
+use crate::events::{REASON_EXPIRED, REASON_STOPPED, expired_message, stopped_message};
 use crate::policy::RESOURCE;
 use crate::state::{EcState, ec_state};
 use crate::stop_record::{DEFAULT_TERMINATION_MESSAGE_PATH, record_line};
@@ -178,14 +178,59 @@ fn message_path(ec: &EphemeralContainer) -> String {
         .unwrap_or_else(|| DEFAULT_TERMINATION_MESSAGE_PATH.to_owned())
 }
 
+/// Why a stop is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StopKind {
+    /// `DELETE` by the caller (as the caller with `--impersonate`); Event `DebugContainerStopped`.
+    Requested,
+    /// The debug container's time limit passed (deadline `at`): the server's own identity,
+    /// Event `DebugContainerExpired`.
+    Expired {
+        /// The deadline that passed.
+        at: jiff::Timestamp,
+    },
+}
+
 /// Stop a debug container (the whole flow in the module docs).
 pub(crate) async fn stop(b: &Cluster, req: StopRequest) -> Result<StopOutcome, StorageError> {
+    stop_as(b, req, StopKind::Requested).await
+}
+
+/// The Event of a stop that sent (or may have sent) its signals.
+fn stop_event(
+    kind: StopKind,
+    req: &StopRequest,
+    ec_name: &str,
+    record: &StopRecord,
+    terminated: bool,
+) -> (&'static str, String) {
+    match kind {
+        StopKind::Requested => (
+            REASON_STOPPED,
+            stopped_message(&req.caller, &req.name, ec_name, record, terminated),
+        ),
+        StopKind::Expired { at } => (
+            REASON_EXPIRED,
+            expired_message(&req.name, ec_name, at, record, terminated),
+        ),
+    }
+}
+
+/// [`stop`], for `kind`.
+pub(crate) async fn stop_as(
+    b: &Cluster,
+    req: StopRequest,
+    kind: StopKind,
+) -> Result<StopOutcome, StorageError> {
     let start = Instant::now();
     let budget = budget(req.timeout, req.grace_period, b.config());
     let work_end = start + budget.work;
     let deadline = start + req.timeout;
 
-    let api: Api<Pod> = b.pods(&req.namespace, &req.caller)?;
+    let api: Api<Pod> = match kind {
+        StopKind::Requested => b.pods(&req.namespace, &req.caller)?,
+        StopKind::Expired { .. } => Api::namespaced(b.server_client(), &req.namespace),
+    };
     let pod = tokio::time::timeout_at(work_end, api.get(&req.pod))
         .await
         .map_err(|_| too_late("read the pod"))??;
@@ -275,16 +320,16 @@ pub(crate) async fn stop(b: &Cluster, req: StopRequest) -> Result<StopOutcome, S
         // The signals are out whatever the status read says: keep the record before answering.
         Err(e) => {
             if signalled {
-                let message = stopped_message(&req.caller, &req.name, &ec_name, &record, false);
-                b.record_event_within(&pod, &ec_name, REASON_STOPPED, message, remaining(deadline))
+                let (reason, message) = stop_event(kind, &req, &ec_name, &record, false);
+                b.record_event_within(&pod, &ec_name, reason, message, remaining(deadline))
                     .await;
             }
             return Err(e);
         }
     };
     if signalled {
-        let message = stopped_message(&req.caller, &req.name, &ec_name, &record, terminated);
-        b.record_event_within(&pod, &ec_name, REASON_STOPPED, message, remaining(deadline))
+        let (reason, message) = stop_event(kind, &req, &ec_name, &record, terminated);
+        b.record_event_within(&pod, &ec_name, reason, message, remaining(deadline))
             .await;
     }
     if !terminated {

@@ -17,6 +17,7 @@
 //! kube-apiserver's own watch does; the client then lists again.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -28,7 +29,9 @@ use kube::api::{ListParams, WatchEvent, WatchParams};
 use poddebug_types::{ApiError, PodDebugContainer};
 use tokio::time::Instant;
 
+use crate::cache::{Change, PodCache};
 use crate::read::{objects_of, selectors};
+use crate::selector::PodSelection;
 use crate::{DebugWatchEvent, DebugWatchStream, StorageError, WatchOptions};
 
 /// Longest single upstream watch call.
@@ -44,17 +47,23 @@ fn key(pod: &Pod) -> (String, String) {
     )
 }
 
-/// An object with its resourceVersion cleared, for comparisons.
-fn without_rv(obj: &PodDebugContainer) -> PodDebugContainer {
+/// A fingerprint of an object without its resourceVersion: two objects that differ only there
+/// are the same state. Watches keep fingerprints, not objects, so an open watch of thousands of
+/// debug containers costs kilobytes, not megabytes.
+fn fingerprint(obj: &PodDebugContainer) -> u64 {
+    use std::hash::{Hash, Hasher};
     let mut o = obj.clone();
     o.metadata.resource_version = None;
-    o
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(&o).unwrap_or_default().hash(&mut h);
+    h.finish()
 }
 
-/// The debug containers last emitted, per pod, and the diff of new pod states against them.
+/// The debug containers last emitted (their names and fingerprints), per pod, and the diff of
+/// new pod states against them.
 #[derive(Default, Debug)]
 pub(crate) struct Differ {
-    last: HashMap<(String, String), Vec<(String, PodDebugContainer)>>,
+    last: HashMap<(String, String), Vec<(String, u64)>>,
 }
 
 impl Differ {
@@ -64,39 +73,71 @@ impl Differ {
         let now = objects_of(pod);
         let before = self.last.remove(&k).unwrap_or_default();
         let mut events = Vec::new();
-        for (name, obj) in &now {
-            match before.iter().find(|(n, _)| n == name) {
-                None => events.push(DebugWatchEvent::Added(obj.clone())),
-                Some((_, old)) if without_rv(old) != without_rv(obj) => {
-                    events.push(DebugWatchEvent::Modified(obj.clone()))
-                }
+        let mut seen = Vec::with_capacity(now.len());
+        for (name, obj) in now {
+            let fp = fingerprint(&obj);
+            match before.iter().find(|(n, _)| *n == name) {
+                None => events.push(DebugWatchEvent::Added(obj)),
+                Some((_, old)) if *old != fp => events.push(DebugWatchEvent::Modified(obj)),
                 Some(_) => {}
             }
+            seen.push((name, fp));
         }
-        if !now.is_empty() {
-            self.last.insert(k, now);
+        if !seen.is_empty() {
+            self.last.insert(k, seen);
         }
         events
+    }
+
+    /// Whether this watch has reported debug containers of `pod` before.
+    pub(crate) fn knows(&self, pod: &Pod) -> bool {
+        self.last.contains_key(&key(pod))
+    }
+
+    /// [`Self::remove`] for a pod this watch reported before; nothing for another.
+    pub(crate) fn remove_known(&mut self, pod: &Pod) -> Vec<DebugWatchEvent> {
+        if self.last.contains_key(&key(pod)) {
+            self.remove(pod)
+        } else {
+            Vec::new()
+        }
     }
 
     /// Events for a pod that was deleted (or no longer matches the selectors): every debug
     /// container it had, in its final state.
     pub(crate) fn remove(&mut self, pod: &Pod) -> Vec<DebugWatchEvent> {
         let before = self.last.remove(&key(pod)).unwrap_or_default();
-        let mut now = objects_of(pod);
+        let mut now: Vec<PodDebugContainer> = objects_of(pod).into_iter().map(|(_, o)| o).collect();
         // Debug containers known from earlier events but absent from the final object (cannot
-        // happen with an append-only list, but a client must never keep a ghost).
-        for (name, obj) in before {
-            if !now.iter().any(|(n, _)| *n == name) {
-                let mut obj = obj;
-                obj.metadata.resource_version = pod.metadata.resource_version.clone();
-                now.push((name, obj));
+        // happen with an append-only list, but a client must never keep a ghost): their
+        // deletion names them.
+        for (name, _) in before {
+            if !now
+                .iter()
+                .any(|o| o.metadata.name.as_deref() == Some(name.as_str()))
+            {
+                now.push(ghost(pod, name));
             }
         }
-        now.into_iter()
-            .map(|(_, obj)| DebugWatchEvent::Deleted(obj))
-            .collect()
+        now.into_iter().map(DebugWatchEvent::Deleted).collect()
     }
+}
+
+/// The object of a debug container known only by name, in `pod`.
+fn ghost(pod: &Pod, name: String) -> PodDebugContainer {
+    let mut obj = PodDebugContainer {
+        api_version: poddebug_types::API_VERSION.to_owned(),
+        kind: "PodDebugContainer".to_owned(),
+        ..Default::default()
+    };
+    obj.metadata.name = Some(name);
+    obj.metadata.namespace = pod.metadata.namespace.clone();
+    obj.metadata.resource_version = pod.metadata.resource_version.clone();
+    obj.status = Some(poddebug_types::PodDebugContainerStatus {
+        pod_name: pod.metadata.name.clone().unwrap_or_default(),
+        ..Default::default()
+    });
+    obj
 }
 
 /// The Status of an upstream watch error as the client must see it; a 410 always says Expired.
@@ -280,6 +321,173 @@ async fn initial_list(w: &mut Watch) -> Result<String, StorageError> {
         w.pending.extend(events);
     }
     Ok(pods.metadata.resource_version.unwrap_or_default())
+}
+
+/// How often a watch served from the cache sends a BOOKMARK (when asked for them) with the
+/// cache's newest resourceVersion, so a client resumes past changes it was not shown.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+
+/// A debug watch served from the pod cache.
+struct CachedWatch {
+    selection: PodSelection,
+    rx: tokio::sync::broadcast::Receiver<Change>,
+    /// Changes at or below this resourceVersion were already handled.
+    seen: u64,
+    bookmarks: bool,
+    deadline: Instant,
+    next_bookmark: Instant,
+    cache: PodCache,
+    differ: Differ,
+    /// Pods of the initial state not yet turned into events: they are turned one at a time,
+    /// so a watch never holds thousands of encoded-to-be objects at once.
+    initial: VecDeque<Arc<Pod>>,
+    /// Sent once `initial` is empty (streaming lists).
+    initial_end: Option<DebugWatchEvent>,
+    pending: VecDeque<DebugWatchEvent>,
+    /// Resumed from a resourceVersion: the client already has the state at that version, so a
+    /// pod first seen here is known as it was before its change (see [`Change::before`]).
+    resumed: bool,
+}
+
+impl CachedWatch {
+    /// The events of one change of a pod.
+    fn apply(&mut self, change: &Change) {
+        if change.rv > self.seen {
+            self.seen = change.rv;
+        }
+        if self.resumed
+            && let Some(before) = &change.before
+            && !self.differ.knows(before)
+            && self.selection.matches(before)
+        {
+            // What the client had at its resourceVersion; the events below are the difference.
+            let _ = self.differ.observe(before);
+        }
+        let events = if change.deleted || !self.selection.matches(&change.pod) {
+            // A pod that left the selection is a deletion for this watch, as for kube's.
+            self.differ.remove_known(&change.pod)
+        } else {
+            self.differ.observe(&change.pod)
+        };
+        self.pending.extend(events);
+    }
+
+    async fn next(&mut self) -> Option<DebugWatchEvent> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Some(ev);
+            }
+            if let Some(pod) = self.initial.pop_front() {
+                let events = self.differ.observe(&pod);
+                self.pending.extend(events);
+                continue;
+            }
+            if let Some(end) = self.initial_end.take() {
+                return Some(end);
+            }
+            let now = Instant::now();
+            if now >= self.deadline {
+                return None;
+            }
+            let wake = if self.bookmarks {
+                self.deadline.min(self.next_bookmark)
+            } else {
+                self.deadline
+            };
+            match tokio::time::timeout_at(wake, self.rx.recv()).await {
+                Ok(Ok(change)) => {
+                    // Replayed or snapshot state already covers older changes; diffing makes
+                    // a repeat harmless, so only strictly older ones are skipped.
+                    if change.rv >= self.seen || change.deleted {
+                        self.apply(&change);
+                    }
+                }
+                // Too slow for the broadcast: end; the client re-watches from its last
+                // resourceVersion, which the history serves.
+                Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => return None,
+                Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
+                Err(_) => {
+                    if self.bookmarks && Instant::now() >= self.next_bookmark {
+                        self.next_bookmark = Instant::now() + BOOKMARK_EVERY;
+                        let rv = self.cache.resource_version().max(self.seen);
+                        return Some(DebugWatchEvent::Bookmark(rv.to_string()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Start a debug watch served from the pod cache (see the module docs for the semantics; an
+/// explicit resourceVersion older than the cache's history is 410 Expired).
+pub(crate) fn watch_cached(
+    cache: &PodCache,
+    opts: &WatchOptions,
+) -> Result<DebugWatchStream, StorageError> {
+    let selection = PodSelection::new(&opts.list)?;
+    let rx = cache.subscribe();
+    let deadline = Instant::now() + opts.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let mut w = CachedWatch {
+        selection,
+        rx,
+        seen: 0,
+        bookmarks: opts.allow_bookmarks,
+        deadline,
+        next_bookmark: Instant::now() + BOOKMARK_EVERY,
+        cache: cache.clone(),
+        differ: Differ::default(),
+        initial: VecDeque::new(),
+        initial_end: None,
+        pending: VecDeque::new(),
+        resumed: false,
+    };
+    let from = match opts.resource_version.as_deref() {
+        _ if opts.send_initial_events => None,
+        None | Some("" | "0") => None,
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resource version {rv:?}")))?,
+        ),
+    };
+    match from {
+        None => {
+            let (pods, rv) = cache.snapshot();
+            let mut pods: Vec<_> = pods
+                .into_iter()
+                .filter(|p| w.selection.matches(p))
+                .collect();
+            pods.sort_by(|a, b| {
+                (&a.metadata.namespace, &a.metadata.name)
+                    .cmp(&(&b.metadata.namespace, &b.metadata.name))
+            });
+            w.initial = pods.into();
+            w.seen = rv;
+            if opts.send_initial_events {
+                w.initial_end = Some(DebugWatchEvent::InitialEventsEnd(rv.to_string()));
+            }
+        }
+        Some(rv) => {
+            let Ok(replay) = cache.since(rv) else {
+                // As from kube-apiserver's watch cache: one ERROR event, then the end.
+                let expired = upstream_error(Status {
+                    code: Some(410),
+                    message: Some(format!("too old resource version: {rv}")),
+                    ..Default::default()
+                });
+                return Ok(
+                    futures::stream::once(async move { DebugWatchEvent::Error(expired) }).boxed(),
+                );
+            };
+            w.seen = rv;
+            w.resumed = true;
+            for change in &replay {
+                w.apply(change);
+            }
+        }
+    }
+    let stream =
+        futures::stream::unfold(w, |mut w| async move { w.next().await.map(|ev| (ev, w)) });
+    Ok(stream.boxed())
 }
 
 #[cfg(test)]

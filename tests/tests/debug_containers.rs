@@ -598,12 +598,14 @@ async fn a_terminated_name_can_be_reused_and_reads_follow_the_newest() {
         ec_name.starts_with("dbg-") && ec_name.len() == 9,
         "{ec_name}"
     );
-    // The reserved env var carries the debug name in the pod, and never shows in the object.
+    // The reserved env vars carry the debug name (and the default time limit's deadline) in the
+    // pod, and never show in the object.
     let ec = ec_of(&e.fake, POD, &ec_name);
-    assert_eq!(
-        ec["env"],
-        json!([{"name": "PODDEBUG_NAME", "value": "dbg"}])
-    );
+    let env = ec["env"].as_array().expect("env");
+    assert_eq!(env.len(), 2, "{ec}");
+    assert_eq!(env[0], json!({"name": "PODDEBUG_NAME", "value": "dbg"}));
+    assert_eq!(env[1]["name"], "PODDEBUG_EXPIRES_AT");
+    assert_eq!(env[1]["value"], obj["status"]["expiresAt"]);
     assert!(obj["container"]["env"].is_null(), "{obj}");
     e.wait_state(POD, &ec_name, "running").await;
 
@@ -1218,7 +1220,10 @@ async fn lists_gets_and_tables() {
         .iter()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(columns, ["Name", "Pod", "Image", "Target", "State", "Age"]);
+    assert_eq!(
+        columns,
+        ["Name", "Pod", "Image", "Target", "State", "Age", "Expires"]
+    );
     let rows = table["rows"].as_array().expect("rows");
     let dbg = rows
         .iter()
@@ -1728,7 +1733,8 @@ async fn kubectl_straight_at_the_server() {
             "IMAGE",
             "TARGET",
             "STATE",
-            "AGE"
+            "AGE",
+            "EXPIRES"
         ],
         "{out}"
     );
@@ -1742,6 +1748,8 @@ async fn kubectl_straight_at_the_server() {
         [NS, "target.dbg", POD, "busybox:1.36", "app", "Running"],
         "{out}"
     );
+    // The server's default time limit (8h), counted down.
+    assert!(matches!(row.get(7).copied(), Some("8h" | "7h")), "{out}");
     let (ok, out, err) = k
         .run(&[
             "get",
@@ -1787,19 +1795,22 @@ async fn kubectl_straight_at_the_server() {
     assert_eq!(obj["status"]["phase"], "Terminated");
     assert_eq!(obj["status"]["stopRequested"]["requestedBy"], "alice");
 
-    // get -w of one object: a GET, then a watch by field selector from its resourceVersion.
-    e.fake.clear_requests();
+    // get -w of one object: a GET, then a watch by field selector from its resourceVersion,
+    // served from the server's pod cache (its request line is logged once the stream starts).
     let watching = async {
-        let seen = e
-            .fake
-            .wait_until(T, |f| {
-                f.requests().iter().any(|r| {
-                    r.path.contains("watch=")
-                        && r.path.contains("fieldSelector=metadata.name%3Dtarget")
-                })
-            })
-            .await;
-        assert!(seen, "the server watches the pod");
+        let mut seen = false;
+        for _ in 0..100 {
+            seen = e
+                .server
+                .logs()
+                .iter()
+                .any(|l| l.contains("\"verb\":\"watch\"") && l.contains("poddebugcontainers"));
+            if seen {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(seen, "kubectl watches the object\n{}", e.logs());
         let labelled = e
             .fake
             .update_pod(NS, POD, |p| p["metadata"]["labels"]["seen"] = json!("1"));

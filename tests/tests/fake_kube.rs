@@ -522,3 +522,37 @@ async fn watch_from_a_compacted_version_gets_410() {
     );
     assert!(w.next_line(T).await.is_none() && w.ended());
 }
+
+#[tokio::test]
+async fn pod_lists_page_with_limit_and_continue() {
+    let fake = fake_with_pod().await;
+    fake.add_simple_pod(NS, "second");
+    fake.add_simple_pod(NS, "third");
+    let admin = TestClient::builder(&fake.url())
+        .ca_pem(fake.ca_pem())
+        .bearer_token(ADMIN_TOKEN)
+        .build();
+    let mut names = Vec::new();
+    let mut rvs = Vec::new();
+    let mut path = format!("/api/v1/namespaces/{NS}/pods?limit=2");
+    for _ in 0..5 {
+        let (code, list) = admin.get_json(&path).await;
+        assert_eq!(code, StatusCode::OK, "{list}");
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        assert!(items.len() <= 2, "{list}");
+        names.extend(items.iter().map(|p| p["metadata"]["name"].clone()));
+        rvs.push(list["metadata"]["resourceVersion"].clone());
+        match list["metadata"]["continue"].as_str() {
+            Some(token) => path = format!("/api/v1/namespaces/{NS}/pods?limit=2&continue={token}"),
+            None => break,
+        }
+    }
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(rvs.windows(2).all(|w| w[0] == w[1]), "{rvs:?}");
+    let (code, _) = admin
+        .get_json(&format!(
+            "/api/v1/namespaces/{NS}/pods?limit=1&continue=%25%25"
+        ))
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+}

@@ -49,6 +49,12 @@ pub struct PodDebugContainer {
     /// ephemeral containers. Defaults to the server's `--default-profile`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// How long the debug container may run, in seconds from its creation. Once past, the
+    /// server stops it as `DELETE` would. Defaults to the server's `--default-debug-ttl` (none
+    /// when that is 0); may not exceed `--max-debug-ttl` when one is set. The deadline is fixed
+    /// at creation and shown as `status.expiresAt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<i64>,
     /// Observed state of the debug container, read from the pod. Read-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<PodDebugContainerStatus>,
@@ -152,6 +158,10 @@ pub struct PodDebugContainerStatus {
     /// Why DELETE cannot stop it, when `stoppable` is false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stoppable_message: Option<String>,
+    /// When the server stops the debug container (its `ttlSeconds` after creation); absent
+    /// when it has no time limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Time>,
 }
 
 /// A status without the field (written by an older server) makes no claim: stoppable.

@@ -21,6 +21,17 @@ use crate::stoppable::stop_blocker;
 /// [`validate_pod_debug_container`](crate::validation::validate_pod_debug_container)).
 pub const DEBUG_NAME_ENV: &str = "PODDEBUG_NAME";
 
+/// Environment variable that carries the deadline of a debug container with a time limit, in
+/// RFC 3339 (`ttlSeconds` after its creation). It is part of the ephemeral container's spec,
+/// which is immutable and needs no write on the pod object: the server keeps no state, and the
+/// deadline survives restarts. Reserved like [`DEBUG_NAME_ENV`].
+pub const EXPIRES_AT_ENV: &str = "PODDEBUG_EXPIRES_AT";
+
+/// Whether `name` is an environment variable poddebug reserves for its own bookkeeping.
+pub fn is_reserved_env(name: &str) -> bool {
+    name == DEBUG_NAME_ENV || name == EXPIRES_AT_ENV
+}
+
 fn non_empty(s: Option<&str>) -> Option<&str> {
     s.filter(|s| !s.is_empty())
 }
@@ -71,7 +82,7 @@ pub fn to_ephemeral_container(
 
     // The env var name is reserved; a request that sets it is refused by validation, and it
     // must never be able to claim another debug container's identity.
-    let mut env = without_debug_name_env(env);
+    let mut env = without_reserved_env(env);
     if ec_name != debug_name {
         env.get_or_insert_with(Vec::new).push(EnvVar {
             name: DEBUG_NAME_ENV.to_owned(),
@@ -117,11 +128,35 @@ pub fn to_ephemeral_container(
     ec
 }
 
-/// `env` without `PODDEBUG_NAME`; a list that held nothing else becomes absent.
-fn without_debug_name_env(env: Option<Vec<EnvVar>>) -> Option<Vec<EnvVar>> {
+/// Give `ec` the deadline `at` ([`EXPIRES_AT_ENV`]), replacing any it had.
+pub fn set_expires_at(ec: &mut EphemeralContainer, at: jiff::Timestamp) {
+    let env = ec.env.get_or_insert_with(Vec::new);
+    env.retain(|e| e.name != EXPIRES_AT_ENV);
+    env.push(EnvVar {
+        name: EXPIRES_AT_ENV.to_owned(),
+        value: Some(at.to_string()),
+        value_from: None,
+    });
+}
+
+/// The deadline of an ephemeral container ([`EXPIRES_AT_ENV`]), if it has a valid one.
+pub fn expires_at_of(ec: &EphemeralContainer) -> Option<jiff::Timestamp> {
+    ec.env
+        .iter()
+        .flatten()
+        .find(|e| e.name == EXPIRES_AT_ENV && e.value_from.is_none())
+        .and_then(|e| e.value.as_deref())
+        .and_then(|v| v.parse().ok())
+}
+
+/// `env` without the reserved variables; a list that held nothing else becomes absent.
+fn without_reserved_env(env: Option<Vec<EnvVar>>) -> Option<Vec<EnvVar>> {
     env.and_then(|v| {
         let had_any = !v.is_empty();
-        let kept: Vec<EnvVar> = v.into_iter().filter(|e| e.name != DEBUG_NAME_ENV).collect();
+        let kept: Vec<EnvVar> = v
+            .into_iter()
+            .filter(|e| !is_reserved_env(&e.name))
+            .collect();
         if kept.is_empty() && had_any {
             None
         } else {
@@ -141,7 +176,7 @@ pub fn debug_name_of(ec: &EphemeralContainer) -> String {
         .to_owned()
 }
 
-/// The ephemeral container's fields as a `Container`, without the `PODDEBUG_NAME` bookkeeping.
+/// The ephemeral container's fields as a `Container`, without the reserved variables.
 fn container_of(ec: &EphemeralContainer) -> Container {
     let EphemeralContainer {
         args,
@@ -171,7 +206,7 @@ fn container_of(ec: &EphemeralContainer) -> Container {
         volume_mounts,
         working_dir,
     } = ec.clone();
-    let env = without_debug_name_env(env);
+    let env = without_reserved_env(env);
     Container {
         args,
         command,
@@ -253,6 +288,7 @@ pub fn from_pod(
         container: container_of(ec),
         target_container_name: ec.target_container_name.clone(),
         profile: None,
+        ttl_seconds: None,
         status: Some(PodDebugContainerStatus {
             pod_name: pod.metadata.name.clone().unwrap_or_default(),
             ephemeral_container_name: ec.name.clone(),
@@ -266,6 +302,7 @@ pub fn from_pod(
             stop_requested: stop,
             stoppable: blocker.is_none(),
             stoppable_message: blocker.map(str::to_owned),
+            expires_at: expires_at_of(ec).map(Time),
         }),
     }
 }
@@ -504,6 +541,63 @@ mod tests {
         assert!(newest_for(&p, "a-2").is_none());
         assert!(newest_for(&p, "zzz").is_none());
         assert!(debug_containers_of(&Pod::default()).is_empty());
+    }
+
+    #[test]
+    fn the_deadline_lives_in_the_container_and_shows_as_expires_at() {
+        let mut p = pod();
+        let at: jiff::Timestamp = "2026-01-01T08:00:00Z".parse().unwrap();
+        let ecs = p
+            .spec
+            .as_mut()
+            .and_then(|s| s.ephemeral_containers.as_mut())
+            .unwrap();
+        set_expires_at(&mut ecs[1], at);
+        set_expires_at(&mut ecs[1], at); // replaced, not repeated
+        assert_eq!(
+            ecs[1]
+                .env
+                .iter()
+                .flatten()
+                .filter(|e| e.name == EXPIRES_AT_ENV)
+                .count(),
+            1
+        );
+        assert_eq!(expires_at_of(&ecs[1]), Some(at));
+        let got = from_pod(
+            &p,
+            &p.spec
+                .as_ref()
+                .unwrap()
+                .ephemeral_containers
+                .as_ref()
+                .unwrap()[1],
+            None,
+        );
+        assert_eq!(got.status.as_ref().unwrap().expires_at, Some(Time(at)));
+        assert!(got.container.env.is_none(), "{:?}", got.container.env);
+        // None without the variable, and a request cannot smuggle one in.
+        let plain = from_pod(
+            &p,
+            &p.spec
+                .as_ref()
+                .unwrap()
+                .ephemeral_containers
+                .as_ref()
+                .unwrap()[0],
+            None,
+        );
+        assert_eq!(plain.status.unwrap().expires_at, None);
+        let smuggled = to_ephemeral_container(
+            &pdc(
+                json!({"container": {"env": [{"name": "PODDEBUG_EXPIRES_AT", "value": "2099-01-01T00:00:00Z"}]}}),
+            ),
+            "dbg",
+            "dbg",
+            Profile::Legacy,
+            "img",
+        );
+        assert_eq!(expires_at_of(&smuggled), None);
     }
 
     #[test]

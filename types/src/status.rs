@@ -403,6 +403,17 @@ impl ApiError {
         status_json(&self.to_status())
     }
 
+    /// kube-apiserver's 410 `Expired` (a resourceVersion or continue token too old to serve).
+    pub fn expired(message: impl Into<String>) -> Self {
+        ApiError::from_upstream(Status {
+            code: Some(410),
+            message: Some(message.into()),
+            reason: Some("Expired".to_owned()),
+            status: Some("Failure".to_owned()),
+            ..Default::default()
+        })
+    }
+
     /// Rebuild an error from a Status answered by kube-apiserver, keeping its reason,
     /// message and details.
     pub fn from_upstream(status: Status) -> Self {

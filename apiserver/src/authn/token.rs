@@ -111,26 +111,33 @@ impl TokenAuthenticator {
 }
 
 /// Take the bearer token out of the request: the `Authorization: Bearer` header, or else the
-/// WebSocket bearer subprotocol (which is removed from `Sec-WebSocket-Protocol`, keeping the
-/// other offered protocols). An offered subprotocol token that does not decode comes back as
-/// an empty token, which no authenticator accepts.
+/// WebSocket bearer subprotocol. Both credentials are removed whichever is used (the
+/// subprotocol from `Sec-WebSocket-Protocol`, keeping the other offered protocols), so neither
+/// can travel further. An offered subprotocol token that does not decode comes back as an
+/// empty token, which no authenticator accepts.
 pub fn take_bearer(headers: &mut HeaderMap) -> Option<String> {
-    if let Some(v) = headers.get(header::AUTHORIZATION) {
-        let token = v
-            .to_str()
-            .ok()
-            .and_then(|s| {
-                let (scheme, rest) = s.trim().split_once(' ')?;
-                scheme
-                    .eq_ignore_ascii_case("bearer")
-                    .then(|| rest.trim().to_owned())
-            })
-            .filter(|t| !t.is_empty());
-        headers.remove(header::AUTHORIZATION);
-        if token.is_some() {
-            return token;
-        }
-    }
+    let from_header = take_authorization(headers);
+    let from_subprotocol = take_subprotocol_bearer(headers);
+    from_header.or(from_subprotocol)
+}
+
+/// Remove `Authorization`; its token when it is a non-empty Bearer one.
+fn take_authorization(headers: &mut HeaderMap) -> Option<String> {
+    let v = headers.remove(header::AUTHORIZATION)?;
+    v.to_str()
+        .ok()
+        .and_then(|s| {
+            let (scheme, rest) = s.trim().split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| rest.trim().to_owned())
+        })
+        .filter(|t| !t.is_empty())
+}
+
+/// Remove every `base64url.bearer.authorization.k8s.io.*` subprotocol; the first one's token
+/// (empty when it does not decode) if any was offered.
+fn take_subprotocol_bearer(headers: &mut HeaderMap) -> Option<String> {
     let protos: Vec<String> = headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .iter()
@@ -157,18 +164,18 @@ pub fn take_bearer(headers: &mut HeaderMap) -> Option<String> {
             None => kept.push(p),
         }
     }
-    if offered {
-        // The credential subprotocol never goes further, even when it is unusable.
-        headers.remove(header::SEC_WEBSOCKET_PROTOCOL);
-        if !kept.is_empty()
-            && let Ok(v) = HeaderValue::from_str(&kept.join(", "))
-        {
-            headers.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
-        }
-        // A token that cannot be decoded is a wrong credential (401), not an absent one.
-        return Some(token.unwrap_or_default());
+    if !offered {
+        return None;
     }
-    None
+    // The credential subprotocol never goes further, even when it is unusable.
+    headers.remove(header::SEC_WEBSOCKET_PROTOCOL);
+    if !kept.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&kept.join(", "))
+    {
+        headers.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
+    }
+    // A token that cannot be decoded is a wrong credential (401), not an absent one.
+    Some(token.unwrap_or_default())
 }
 
 /// base64url as Go's `RawURLEncoding` decodes it: padding optional, trailing bits tolerated.
@@ -226,6 +233,30 @@ mod tests {
         assert!(
             h.get(header::AUTHORIZATION).is_none(),
             "other schemes are dropped too"
+        );
+    }
+
+    #[test]
+    fn the_subprotocol_credential_is_removed_when_a_header_token_is_used() {
+        let enc = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("ws-token");
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer header-token"),
+        );
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_str(&format!(
+                "v5.channel.k8s.io, {WS_BEARER_PROTOCOL_PREFIX}{enc}"
+            ))
+            .unwrap(),
+        );
+        assert_eq!(take_bearer(&mut h).as_deref(), Some("header-token"));
+        assert!(h.get(header::AUTHORIZATION).is_none());
+        assert_eq!(
+            h.get(header::SEC_WEBSOCKET_PROTOCOL).unwrap(),
+            "v5.channel.k8s.io",
+            "the unused credential must not stay in the request"
         );
     }
 

@@ -17,6 +17,7 @@ use poddebug_types::field::go_quote;
 use poddebug_types::{ApiError, FieldError, FieldValue, GROUP, Profile, VERSION};
 
 use super::{json_response, list};
+use crate::audit::{Action, AuditRecord};
 use crate::authn::Authenticated;
 use crate::authz::Attributes;
 use crate::error::Error;
@@ -206,6 +207,7 @@ async fn create(
         }))
     };
 
+    let (audit_ns, audit_pod) = (ns.clone(), pod.clone());
     let created = st
         .backend
         .create(CreateRequest {
@@ -224,6 +226,12 @@ async fn create(
             },
         })
         .await?;
+    if !dry_run {
+        let mut record =
+            AuditRecord::for_object(Action::Create, &auth.user, &audit_ns, &audit_pod, &created);
+        record.profile = Some(profile.as_str().to_owned());
+        record.emit();
+    }
     // kube-apiserver answers a dry-run create 201 as well.
     let mut resp = json_response(StatusCode::CREATED, &created)?;
     if let Some(w) = not_stoppable_warning(&created) {
@@ -383,6 +391,7 @@ pub async fn delete(
     }
     // The storage caps it so that a stop fits in the request timeout.
     let grace_period = Duration::from_secs(grace.unwrap_or(10));
+    let (audit_ns, audit_pod) = (ns.clone(), pod.clone());
     let outcome = st
         .backend
         .stop(StopRequest {
@@ -394,10 +403,16 @@ pub async fn delete(
             timeout: stop_timeout(&st, &q),
         })
         .await?;
-    match outcome {
-        StopOutcome::Terminated(obj) => json_response(StatusCode::OK, &obj),
-        StopOutcome::InProgress(obj) => json_response(StatusCode::ACCEPTED, &obj),
+    let (code, obj) = match &outcome {
+        StopOutcome::Terminated(obj) => (StatusCode::OK, obj),
+        StopOutcome::InProgress(obj) => (StatusCode::ACCEPTED, obj),
+    };
+    let mut record = AuditRecord::for_object(Action::Stop, &auth.user, &audit_ns, &audit_pod, obj);
+    if code == StatusCode::ACCEPTED {
+        record.outcome = Some("in progress".to_owned());
     }
+    record.emit();
+    json_response(code, obj)
 }
 
 #[cfg(test)]

@@ -1,13 +1,17 @@
 //! HTTP handlers: they parse, authorize what the chain cannot know yet (profiles), call the
-//! storage, and encode. No Kubernetes calls happen here.
+//! storage (or, for attach and log, the stream dialer in [`crate::stream`]), and encode. No
+//! Kubernetes call is made here directly.
 
 pub mod body;
 pub mod debug;
 pub mod discovery;
 pub mod health;
 pub mod list;
+pub mod paging;
 pub mod portal;
 pub mod profiles;
+pub mod selection;
+pub mod streams;
 pub mod table;
 pub mod watch;
 

@@ -1,5 +1,5 @@
 //! The `meta.k8s.io/v1` Table form that `kubectl get` asks for, so debug containers print as
-//! columns (name, pod, image, target, state, age) like built-in resources.
+//! columns (name, pod, image, target, state, age, expires) like built-in resources.
 
 use http::HeaderMap;
 use jiff::Timestamp;
@@ -61,7 +61,33 @@ pub fn columns() -> Vec<Value> {
             0,
         ),
         column("Age", "string", "", "Time since it was created", 0),
+        column(
+            "Expires",
+            "string",
+            "",
+            "Time left before the server stops it (its ttlSeconds), <none> without a time limit",
+            0,
+        ),
     ]
+}
+
+/// The Expires cell: the time left (`5h`), `expired` once past (until the expiry loop stops it),
+/// `-` once terminated, `<none>` without a time limit.
+fn expires_cell(p: &PodDebugContainer, now: Timestamp) -> String {
+    let Some(st) = &p.status else {
+        return "<none>".to_owned();
+    };
+    let Some(at) = &st.expires_at else {
+        return "<none>".to_owned();
+    };
+    if st.phase == poddebug_types::DebugPhase::Terminated {
+        return "-".to_owned();
+    }
+    if at.0 <= now {
+        return "expired".to_owned();
+    }
+    // The time left reads like an age measured from the other end.
+    human_age(Some(now), at.0)
 }
 
 fn state_cell(p: &PodDebugContainer) -> String {
@@ -100,6 +126,7 @@ pub fn row(p: &PodDebugContainer, include_object: &str, now: Timestamp) -> Value
         p.target_container_name.clone().unwrap_or_default(),
         state_cell(p),
         human_age(p.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
+        expires_cell(p, now),
     ]);
     let object = match include_object {
         "None" => Value::Null,
@@ -176,6 +203,32 @@ mod tests {
         assert_eq!(t["rows"][0]["cells"][4], "Waiting");
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert_eq!(t["metadata"]["resourceVersion"], "42");
-        assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 6);
+        assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 7);
+        assert_eq!(t["rows"][0]["cells"][6], "<none>");
+    }
+
+    #[test]
+    fn expires_shows_the_time_left() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use poddebug_types::{DebugPhase, PodDebugContainerStatus};
+        let now = Timestamp::from_second(1_000_000).unwrap();
+        let with = |at: i64, phase| PodDebugContainer {
+            status: Some(PodDebugContainerStatus {
+                phase,
+                expires_at: Some(Time(Timestamp::from_second(at).unwrap())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let cell = |p: PodDebugContainer| row(&p, "None", now)["cells"][6].clone();
+        assert_eq!(cell(with(1_000_000 + 2 * 3600, DebugPhase::Running)), "2h");
+        assert_eq!(cell(with(1_000_000 + 90, DebugPhase::Waiting)), "90s");
+        assert_eq!(cell(with(1_000_000, DebugPhase::Running)), "expired");
+        assert_eq!(cell(with(1_000_000 - 5, DebugPhase::Terminated)), "-");
+        let none = PodDebugContainer {
+            status: Some(PodDebugContainerStatus::default()),
+            ..Default::default()
+        };
+        assert_eq!(cell(none), "<none>");
     }
 }

@@ -112,7 +112,7 @@ pub async fn respond(
     table: bool,
     q: BTreeMap<String, String>,
     qualify: bool,
-    names: super::list::NameSelector,
+    names: super::selection::NameSelector,
 ) -> Result<Response, Error> {
     // No value, or 0, means the server's default, as in kube-apiserver.
     let timeout = match q.get("timeoutSeconds") {
@@ -143,7 +143,7 @@ pub async fn respond(
         .filter_map(move |ev| {
             let typed = |ty: &str, mut o: poddebug_types::PodDebugContainer| {
                 if qualify {
-                    super::list::qualify(&mut o);
+                    super::selection::qualify(&mut o);
                 }
                 if names.matches(&o) {
                     encode_typed(ty, o, table)

@@ -84,6 +84,24 @@ fn copy_all(from: &HeaderMap, to: &mut HeaderMap, name: &HeaderName) {
     }
 }
 
+/// Copy the offered WebSocket subprotocols, never a bearer-token one: authentication removes
+/// it already, and a credential must not reach kube-apiserver even if that ever changed.
+fn copy_subprotocols(from: &HeaderMap, to: &mut HeaderMap) {
+    let offered: Vec<&str> = from
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && !p.starts_with(crate::authn::WS_BEARER_PROTOCOL_PREFIX))
+        .collect();
+    if !offered.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&offered.join(", "))
+    {
+        to.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
+    }
+}
+
 /// The headers of the upstream upgrade request: `Connection: Upgrade`, the client's `Upgrade`,
 /// and the protocol's negotiation headers unchanged. Nothing else of the client's request.
 pub fn upstream_headers(client: &HeaderMap, kind: UpgradeKind) -> HeaderMap {
@@ -94,7 +112,7 @@ pub fn upstream_headers(client: &HeaderMap, kind: UpgradeKind) -> HeaderMap {
         UpgradeKind::WebSocket => {
             copy_all(client, &mut out, &header::SEC_WEBSOCKET_KEY);
             copy_all(client, &mut out, &header::SEC_WEBSOCKET_VERSION);
-            copy_all(client, &mut out, &header::SEC_WEBSOCKET_PROTOCOL);
+            copy_subprotocols(client, &mut out);
         }
         UpgradeKind::Spdy => copy_all(client, &mut out, &X_STREAM_PROTOCOL_VERSION),
     }
@@ -381,6 +399,20 @@ mod tests {
         );
         assert!(up.get("sec-websocket-extensions").is_none());
         assert!(up.get("x-stream-protocol-version").is_none());
+
+        let client = headers(&[
+            ("upgrade", "websocket"),
+            (
+                "sec-websocket-protocol",
+                "base64url.bearer.authorization.k8s.io.dG9rZW4, v5.channel.k8s.io",
+            ),
+        ]);
+        let up = upstream_headers(&client, UpgradeKind::WebSocket);
+        assert_eq!(
+            up.get("sec-websocket-protocol").map(|v| v.as_bytes()),
+            Some(b"v5.channel.k8s.io".as_slice()),
+            "a bearer subprotocol never goes upstream"
+        );
     }
 
     #[test]

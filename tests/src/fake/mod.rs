@@ -17,6 +17,7 @@ mod exec;
 mod godump;
 mod http;
 mod kubelet;
+mod leases;
 mod logs;
 mod pods;
 mod psa;
@@ -467,6 +468,31 @@ impl FakeKube {
     /// Number of TokenReviews answered.
     pub fn token_reviews_count(&self) -> u64 {
         self.shared.lock().token_reviews
+    }
+
+    /// The Lease `namespace/name`, if any.
+    pub fn lease(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.shared
+            .lock()
+            .leases
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// Make `holder` the holder of Lease `namespace/name`, renewed now, as another replica
+    /// taking it over would (a new resourceVersion, so a stale update conflicts).
+    pub fn set_lease_holder(&self, namespace: &str, name: &str, holder: &str) -> bool {
+        self.shared.mutate(|s| {
+            let rv = s.next_rv();
+            let Some(lease) = s.leases.get_mut(&(namespace.to_owned(), name.to_owned())) else {
+                return false;
+            };
+            lease["spec"]["holderIdentity"] = Value::from(holder);
+            lease["spec"]["renewTime"] = Value::from(jiff::Timestamp::now().to_string());
+            lease["spec"]["leaseDurationSeconds"] = Value::from(3600);
+            lease["metadata"]["resourceVersion"] = Value::from(rv.to_string());
+            true
+        })
     }
 
     /// Every event object posted (both APIs).

@@ -15,7 +15,8 @@ use super::http::{Query, Resp, text_response};
 use super::state::{Kind, Shared};
 use super::status::{self, KubeStatus};
 use super::{
-    RequestRecord, attach, discovery, ephemeral, events, exec, logs, pods, sar, tokenreview, watch,
+    RequestRecord, attach, discovery, ephemeral, events, exec, leases, logs, pods, sar,
+    tokenreview, watch,
 };
 
 /// Largest request body the fake reads.
@@ -262,6 +263,23 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
             "events",
             name,
         ] => events::object(&ctx, "events.k8s.io/v1", ns, name, req).await,
+        [
+            "apis",
+            "coordination.k8s.io",
+            "v1",
+            "namespaces",
+            ns,
+            "leases",
+        ] => leases::collection(&ctx, ns, req).await,
+        [
+            "apis",
+            "coordination.k8s.io",
+            "v1",
+            "namespaces",
+            ns,
+            "leases",
+            name,
+        ] => leases::object(&ctx, ns, name, req).await,
         ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => {
             only(&ctx, &[Method::POST])?;
             tokenreview::handle(&ctx, req).await

@@ -151,6 +151,8 @@ pub struct State {
     /// What each container wrote to its termination message file, by (namespace, pod,
     /// container): reported as `terminated.message` once it terminates, as the kubelet does.
     pub termination_logs: BTreeMap<(String, String, String), String>,
+    /// `coordination.k8s.io/v1` Leases by (namespace, name).
+    pub leases: BTreeMap<(String, String), Value>,
     /// Switches.
     pub settings: Settings,
 }
@@ -172,6 +174,7 @@ impl State {
             execs: Vec::new(),
             logs: BTreeMap::new(),
             termination_logs: BTreeMap::new(),
+            leases: BTreeMap::new(),
             settings: Settings::default(),
         }
     }

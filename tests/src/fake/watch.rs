@@ -69,22 +69,65 @@ pub fn list_or_watch(
     if query.flag("watch") {
         return watch(shared, filter, query);
     }
+    // Paging as kube-apiserver does it: `limit` items per page, an opaque `continue` token
+    // (here the first page's resourceVersion and the offset), every page at the first's rv.
+    let offset_and_rv = match query.get("continue").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(token) => match decode_continue(token) {
+            Some(v) => Some(v),
+            None => {
+                return status::bad_request(format!(
+                    "invalid continue token: continue key is not valid: {token}"
+                ))
+                .into_response();
+            }
+        },
+    };
+    let limit = query
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
     let state = shared.lock();
-    let items: Vec<Value> = state
+    let (offset, rv) = offset_and_rv.unwrap_or((0, state.rv));
+    let mut items: Vec<Value> = state
         .list(kind, namespace)
         .into_iter()
         .filter(|o| filter.matches(o))
+        .skip(offset)
         .map(list_item)
         .collect();
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if let Some(limit) = limit
+        && items.len() > limit
+    {
+        metadata["remainingItemCount"] = json!(items.len() - limit);
+        items.truncate(limit);
+        metadata["continue"] = json!(encode_continue(offset + limit, rv));
+    }
     json_response(
         200,
         &json!({
             "kind": format!("{}List", kind.kind()),
             "apiVersion": "v1",
-            "metadata": {"resourceVersion": state.rv.to_string()},
+            "metadata": metadata,
             "items": items,
         }),
     )
+}
+
+fn encode_continue(offset: usize, rv: u64) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{rv}:{offset}"))
+}
+
+fn decode_continue(token: &str) -> Option<(usize, u64)> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (rv, offset) = text.split_once(':')?;
+    Some((offset.parse().ok()?, rv.parse().ok()?))
 }
 
 fn event_line(event_type: &str, object: &Value) -> Bytes {

@@ -5,7 +5,7 @@
 //! it as kube-apiserver would, on the pod.
 
 use crate::api::PodDebugContainer;
-use crate::convert::DEBUG_NAME_ENV;
+use crate::convert::is_reserved_env;
 use crate::field::{ErrorList, FieldError};
 use crate::profile::Profile;
 
@@ -16,7 +16,9 @@ use crate::profile::Profile;
 /// * `container.name`, if set, must equal the debug name (`metadata.name`, else `url_name`)
 ///   when there is one (`must match metadata.name`);
 /// * `profile`, if set, must be one of the profile names (`Unsupported value`);
-/// * `container.env` may not define `PODDEBUG_NAME`, which poddebug reserves.
+/// * `container.env` may not define `PODDEBUG_NAME` or `PODDEBUG_EXPIRES_AT`, which poddebug
+///   reserves;
+/// * `ttlSeconds`, if set, may not be negative (the server's maximum is checked on create).
 pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&str>) -> ErrorList {
     let mut errs = ErrorList::new();
     let meta_name = pdc.metadata.name.as_deref().filter(|n| !n.is_empty());
@@ -46,13 +48,27 @@ pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&s
         ));
     }
     for (i, env) in pdc.container.env.iter().flatten().enumerate() {
-        if env.name == DEBUG_NAME_ENV {
+        if is_reserved_env(&env.name) {
+            let what = if env.name == crate::convert::DEBUG_NAME_ENV {
+                "the debug container's name"
+            } else {
+                "the debug container's deadline"
+            };
             errs.push(FieldError::invalid(
                 format!("container.env[{i}].name"),
                 env.name.as_str(),
-                "is reserved by poddebug for the debug container's name",
+                format!("is reserved by poddebug for {what}"),
             ));
         }
+    }
+    if let Some(ttl) = pdc.ttl_seconds
+        && ttl < 0
+    {
+        errs.push(FieldError::invalid(
+            "ttlSeconds",
+            ttl,
+            "must be greater than or equal to 0",
+        ));
     }
     if let Some(profile) = pdc.profile.as_deref().filter(|p| !p.is_empty())
         && Profile::parse(profile).is_none()

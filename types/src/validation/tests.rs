@@ -1369,6 +1369,18 @@ fn pod_debug_container_table() {
             vec!["container.env[1].name: Invalid value: \"PODDEBUG_NAME\": is reserved by poddebug for the debug container's name".into()],
         ),
         (
+            "reserved deadline env var",
+            json!({"container": {"env": [{"name": "PODDEBUG_EXPIRES_AT", "value": "2099-01-01T00:00:00Z"}]}}),
+            None,
+            vec!["container.env[0].name: Invalid value: \"PODDEBUG_EXPIRES_AT\": is reserved by poddebug for the debug container's deadline".into()],
+        ),
+        (
+            "negative ttlSeconds",
+            json!({"ttlSeconds": -3}),
+            None,
+            vec!["ttlSeconds: Invalid value: -3: must be greater than or equal to 0".into()],
+        ),
+        (
             "everything wrong",
             json!({"metadata": {"name": "A"}, "container": {"name": "b"}, "profile": "x"}),
             Some("c"),

@@ -1,0 +1,200 @@
+//! Attach and log streams of debug containers, proxied to the pod's core `pods/attach` and
+//! `pods/log` endpoints.
+//!
+//! Attach: the request is checked (an upgrade over HTTP/1.1, valid options), the container must
+//! be a debug container of the pod (storage waits up to `--attach-wait-timeout` for it to run),
+//! then the upstream upgrade is made with the client's protocol headers. Only when the upstream
+//! answered 101 does the client get our 101 and a relay task (counted in the metrics, ended by
+//! either side or by the drain signal) copy bytes between the two connections. An upstream
+//! refusal reaches the client unchanged.
+//!
+//! Log: the same debug-container check (without waiting), then the core log streamed back.
+
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::{Path, Request, State};
+use axum::response::Response;
+use http::{HeaderValue, StatusCode, header};
+use http_body_util::BodyExt;
+use hyper_util::rt::TokioIo;
+use poddebug_types::ApiError;
+
+use crate::authn::Authenticated;
+use crate::error::Error;
+use crate::query::query_map;
+use crate::state::AppState;
+use crate::stream::protocol::{self, AttachOptions, Negotiated};
+use crate::stream::relay::{self, StreamGuard, StreamInfo};
+use crate::stream::upstream::AttachOutcome;
+
+/// How long the client's side of the upgrade may take to complete after our 101.
+const CLIENT_UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn shutting_down() -> Error {
+    ApiError::ServiceUnavailable(relay::SHUTDOWN_MESSAGE.to_owned()).into()
+}
+
+/// `GET|POST .../pods/POD/attach?container=NAME`.
+pub async fn attach(
+    State(st): State<AppState>,
+    Path((ns, pod)): Path<(String, String)>,
+    Extension(auth): Extension<Authenticated>,
+    mut req: Request,
+) -> Result<Response, Error> {
+    let query = query_map(req.uri().query());
+    let kind = protocol::classify(req.method(), req.version(), req.headers())?;
+    let opts = AttachOptions::parse(&query)?;
+    let Some(on_upgrade) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
+        return Err(ApiError::BadRequest("this connection cannot be upgraded".to_owned()).into());
+    };
+    if *st.drain.borrow() {
+        return Err(shutting_down());
+    }
+    let target = st
+        .backend
+        .stream_target(
+            &ns,
+            &pod,
+            &opts.container,
+            Some(st.config.attach_wait_timeout),
+            &auth.user,
+        )
+        .await?;
+    let outcome = st
+        .upstream
+        .attach(
+            &target,
+            req.method().clone(),
+            &opts.upstream_query(&target.container),
+            protocol::upstream_headers(req.headers(), kind),
+            &auth.user,
+            &st.metrics,
+        )
+        .await?;
+    let (upstream_io, headers) = match outcome {
+        AttachOutcome::Refused(resp) => return Ok(resp),
+        AttachOutcome::Switched { io, headers } => (io, headers),
+    };
+    let negotiated = Negotiated::from_switching(kind, &headers);
+    let guard = StreamGuard::new(
+        st.metrics.clone(),
+        StreamInfo {
+            kind: "attach",
+            user: auth.user.user.clone(),
+            namespace: ns,
+            pod,
+            container: opts.container.clone(),
+            protocol: negotiated.label(),
+        },
+    );
+    let drain = st.drain.clone();
+    // The relay task owns both connections and the guard; it ends when either side closes or
+    // when the drain signal flips (bounded by DRAIN_FINISH), so nothing outlives shutdown.
+    tokio::spawn(async move {
+        let client = match tokio::time::timeout(CLIENT_UPGRADE_TIMEOUT, on_upgrade).await {
+            Ok(Ok(io)) => TokioIo::new(io),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "client upgrade failed");
+                guard.set_end("client upgrade failed");
+                return;
+            }
+            Err(_) => {
+                guard.set_end("client upgrade timed out");
+                return;
+            }
+        };
+        relay::relay(client, upstream_io, &negotiated, drain, &guard).await;
+    });
+
+    let mut resp = Response::new(axum::body::Body::empty());
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    *resp.headers_mut() = protocol::switching_headers(&headers);
+    Ok(resp)
+}
+
+/// `GET .../pods/POD/log?container=NAME`.
+pub async fn log(
+    State(st): State<AppState>,
+    Path((ns, pod)): Path<(String, String)>,
+    Extension(auth): Extension<Authenticated>,
+    req: Request,
+) -> Result<Response, Error> {
+    let query = query_map(req.uri().query());
+    let container = protocol::log_container(&query)?;
+    if *st.drain.borrow() {
+        return Err(shutting_down());
+    }
+    let target = st
+        .backend
+        .stream_target(&ns, &pod, &container, None, &auth.user)
+        .await?;
+    let upstream = match st
+        .upstream
+        .log(
+            &target,
+            &protocol::log_query(&query, &target.container),
+            &auth.user,
+            &st.metrics,
+        )
+        .await?
+    {
+        Ok(resp) => resp,
+        Err(refusal) => return Ok(refusal),
+    };
+    let (parts, body) = upstream.into_parts();
+    let guard = StreamGuard::new(
+        st.metrics.clone(),
+        StreamInfo {
+            kind: "log",
+            user: auth.user.user.clone(),
+            namespace: ns,
+            pod,
+            container,
+            protocol: "http".to_owned(),
+        },
+    );
+    // The body ends with the upstream's, when the client goes away (the stream is dropped with
+    // the guard), or when the drain signal flips.
+    let stream = futures::stream::unfold(
+        (body, st.drain.clone(), guard),
+        |(mut body, mut drain, guard)| async move {
+            loop {
+                let frame = tokio::select! {
+                    biased;
+                    _ = relay::drained(&mut drain) => {
+                        guard.set_end("server shutting down");
+                        return None;
+                    }
+                    frame = body.frame() => frame,
+                };
+                match frame {
+                    None => {
+                        guard.set_end("upstream closed");
+                        return None;
+                    }
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "log stream from the kube-apiserver failed");
+                        guard.set_end("upstream error");
+                        return None;
+                    }
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            guard.add_out(data.len());
+                            return Some((Ok::<_, std::io::Error>(data), (body, drain, guard)));
+                        }
+                    }
+                }
+            }
+        },
+    );
+    let mut resp = Response::new(axum::body::Body::from_stream(stream));
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .cloned()
+        .unwrap_or_else(|| HeaderValue::from_static("text/plain"));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, content_type);
+    Ok(resp)
+}

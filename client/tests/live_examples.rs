@@ -1,0 +1,173 @@
+//! The crate's examples against a real cluster with poddebug registered (CI's live stage).
+//! Ignored by default; run with
+//!
+//! ```sh
+//! PODDEBUG_LIVE=1 KUBECONFIG=... cargo test -p poddebug-client --test live_examples -- --ignored
+//! ```
+//!
+//! kubectl only sets the stage (a namespace with a running pod `web`, deleted at the end).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Bound of every wait here (a guard against hanging, never a measured time).
+const GUARD: Duration = Duration::from_secs(120);
+
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    dir.join("examples").join(name)
+}
+
+fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new("kubectl")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl on PATH");
+    let mut pipe = child.stdin.take().expect("stdin");
+    if let Some(input) = stdin {
+        pipe.write_all(input.as_bytes()).expect("write stdin");
+    }
+    drop(pipe);
+    child.wait_with_output().expect("kubectl")
+}
+
+fn ok(args: &[&str], stdin: Option<&str>) {
+    let out = kubectl(args, stdin);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A namespace with a running pod `web` (container `app`), deleted on drop.
+struct Sandbox {
+    ns: String,
+}
+
+impl Sandbox {
+    fn new(tag: &str) -> Option<Sandbox> {
+        if std::env::var_os("KUBECONFIG").is_none() {
+            assert!(
+                std::env::var_os("PODDEBUG_LIVE").is_none(),
+                "PODDEBUG_LIVE is set but KUBECONFIG is not"
+            );
+            eprintln!("KUBECONFIG is not set: skipping the live examples");
+            return None;
+        }
+        let ns = format!("poddebug-examples-{tag}-{}", std::process::id());
+        ok(&["create", "namespace", &ns], None);
+        let sandbox = Sandbox { ns };
+        let pod = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": sandbox.ns},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "app", "image": "busybox:1.36", "command": ["sleep", "3600"]}]
+            }
+        });
+        ok(&["apply", "-f", "-"], Some(&pod.to_string()));
+        ok(
+            &[
+                "wait",
+                "-n",
+                &sandbox.ns,
+                "--for=condition=Ready",
+                "pod/web",
+                "--timeout=120s",
+            ],
+            None,
+        );
+        Some(sandbox)
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.ns, "--wait=false"], None);
+    }
+}
+
+#[test]
+#[ignore = "needs a live cluster with poddebug registered"]
+fn the_examples_create_attach_watch_and_stop() {
+    let Some(s) = Sandbox::new("all") else {
+        return;
+    };
+    // create_and_attach: a shell in the target's PID namespace; its exit code is the example's.
+    let mut child = Command::new(example("create_and_attach"))
+        .args([s.ns.as_str(), "web", "busybox:1.36", "app"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the example (built by cargo test)");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"echo from-the-example; exit 7\n")
+        .expect("input");
+    let out = child.wait_with_output().expect("example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stdout}\n{stderr}");
+    assert!(stdout.contains("from-the-example"), "{stdout}\n{stderr}");
+    let name = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("created debug container "))
+        .expect("the created name")
+        .trim()
+        .to_owned();
+
+    // watch_all: the existing (terminated) debug container comes first.
+    let mut watch = Command::new(example("watch_all"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("watch_all");
+    let stdout = watch.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let want = format!("{}/web.{name}", s.ns);
+    let mut seen = Vec::new();
+    let found = loop {
+        match rx.recv_timeout(GUARD) {
+            Ok(l) if l.starts_with("EXISTING") && l.contains(&want) => break Some(l),
+            Ok(l) => seen.push(l),
+            Err(_) => break None,
+        }
+    };
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let line = found.unwrap_or_else(|| panic!("{want} not listed: {seen:?}"));
+    assert!(line.ends_with("Terminated"), "{line}");
+
+    // stop_older_than_an_hour: nothing that young is touched.
+    let out = Command::new(example("stop_older_than_an_hour"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("stop_older_than_an_hour");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(&want),
+        "{out:?}"
+    );
+}

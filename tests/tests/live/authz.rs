@@ -1,0 +1,185 @@
+//! Who may do what: RBAC through poddebug's SubjectAccessReviews with the persona roles of
+//! `manifests/personas.yaml`, the image policy, and the server's port refusing spoofed identity
+//! headers.
+
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::json;
+
+use crate::support::{
+    ALICE, BUSYBOX, Sandbox, as_user, enabled, impersonating, message, poll_async, server_direct,
+    targeted,
+};
+
+/// Authorization answers are cached for up to 10s (`--authorization-webhook-cache-*-ttl`):
+/// after a RoleBinding, retry until it shows.
+const RBAC_SETTLE: Duration = Duration::from_secs(40);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn profiles_are_gated_for_alice_until_role_bindings_allow_them() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("gated");
+    let alice = as_user(&sb.api, ALICE);
+    let general = json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]},
+        "targetContainerName": "app", "profile": "general"});
+    let sysadmin = json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]},
+        "targetContainerName": "app", "profile": "sysadmin"});
+
+    // No grants at all.
+    let (code, status) = sb.create_as(&alice, "gen", "", &general).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    assert!(message(&status).contains("alice"), "{status}");
+
+    sb.bind("poddebug-debugger", ALICE);
+    if impersonating() {
+        sb.bind("poddebug-debugger-core", ALICE);
+    }
+    poll_async(
+        "alice may create with general",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match sb.create_as(&alice, "gen", "", &general).await {
+                (StatusCode::CREATED, _) => Ok(()),
+                (code, body) => Err(format!("{code} {body}")),
+            }
+        },
+    )
+    .await;
+    // sysadmin needs `use` on debugprofiles/sysadmin, which the debugger role does not grant.
+    let (code, status) = sb.create_as(&alice, "sys", "", &sysadmin).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    assert!(message(&status).contains("sysadmin"), "{status}");
+
+    // Profiles are cluster-scoped: `use` is granted by a ClusterRoleBinding.
+    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
+    let created = poll_async(
+        "alice may create with sysadmin",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match sb.create_as(&alice, "sys", "", &sysadmin).await {
+                (StatusCode::CREATED, obj) => Ok(obj),
+                (code, body) => Err(format!("{code} {body}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(created["metadata"]["name"], "sys");
+    let pod = sb.pod().await;
+    let sys = pod["spec"]["ephemeralContainers"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["name"] == "sys").cloned())
+        .unwrap_or_default();
+    assert_eq!(sys["securityContext"]["privileged"], true, "{sys}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn the_view_role_shows_debug_containers_but_does_not_create_them() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("viewer");
+    sb.create_running("dbg", &targeted(BUSYBOX, &["sleep", "3600"]))
+        .await;
+    let alice = as_user(&sb.api, ALICE);
+    let list = format!(
+        "{}/namespaces/{}/poddebugcontainers",
+        crate::support::GV,
+        sb.ns
+    );
+    let (code, status) = alice.get_json(&list).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    // poddebug-viewer is aggregated into the built-in view role.
+    sb.bind("view", ALICE);
+    let seen = poll_async(
+        "alice may list",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match alice.get_json(&list).await {
+                (StatusCode::OK, l) => Ok(l),
+                (code, body) => Err(format!("{code} {body}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(seen["items"][0]["metadata"]["name"], "web.dbg", "{seen}");
+    let (code, status) = sb
+        .create_as(&alice, "mine", "", &targeted(BUSYBOX, &["sleep", "1"]))
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    let (code, status) = alice.delete(&sb.path("debug/dbg")).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn images_outside_the_allowed_patterns_are_refused() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("images");
+    let (code, status) = sb
+        .create("dbg", "", &targeted("alpine:3.20", &["sleep", "1"]))
+        .await;
+    assert_eq!(
+        code,
+        StatusCode::FORBIDDEN,
+        "run the server with --allowed-images=busybox:*,docker.io/library/busybox:*,registry.k8s.io/pause:*: {status}"
+    );
+    assert!(message(&status).contains("alpine:3.20"), "{status}");
+    let pod = sb.pod().await;
+    assert!(pod["spec"]["ephemeralContainers"].is_null(), "{pod}");
+    // An allowed image passes the same policy.
+    sb.create_running("ok", &targeted(BUSYBOX, &["sleep", "3600"]))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn spoofed_identity_headers_sent_to_the_server_port_are_refused() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("spoof");
+    let direct = server_direct();
+    let spoof = [
+        ("x-remote-user", "admin"),
+        ("x-remote-group", "system:masters"),
+        ("content-type", "application/json"),
+        ("accept", "application/json"),
+    ];
+    // Without the aggregator's front-proxy certificate the headers carry no identity.
+    let (code, _, body) = direct
+        .request(
+            Method::POST,
+            &sb.path("debug/dbg"),
+            &spoof,
+            serde_json::to_vec(&targeted(BUSYBOX, &["sleep", "1"])).unwrap_or_default(),
+        )
+        .await
+        .expect("the server answers");
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        code == StatusCode::FORBIDDEN || code == StatusCode::UNAUTHORIZED,
+        "{code} {text}"
+    );
+    assert!(!text.contains("\"admin\""), "{text}");
+    let (code, _, body) = direct
+        .request(Method::GET, &sb.path("debug"), &spoof, "")
+        .await
+        .expect("the server answers");
+    assert!(
+        code == StatusCode::FORBIDDEN || code == StatusCode::UNAUTHORIZED,
+        "{code} {}",
+        String::from_utf8_lossy(&body)
+    );
+    let pod = sb.pod().await;
+    assert!(pod["spec"]["ephemeralContainers"].is_null(), "{pod}");
+}

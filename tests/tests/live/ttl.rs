@@ -1,0 +1,91 @@
+//! Time limits on a real cluster: a short `ttlSeconds` expires, the leader's expiry loop stops
+//! the debug container as DELETE would and records `DebugContainerExpired`; a negative
+//! `ttlSeconds` is a 422 on that field.
+
+use super::support::*;
+
+use std::time::Duration;
+
+use http::StatusCode;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_short_ttl_expires_and_the_debug_container_is_stopped() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("ttl");
+    let mut body = targeted(BUSYBOX, &["sleep", "3600"]);
+    body["ttlSeconds"] = serde_json::json!(5);
+    let obj = sb.create_running("dbg", &body).await;
+    assert!(obj["status"]["expiresAt"].is_string(), "{obj}");
+
+    // The leader checks every 10s (default) and may first have to win the Lease (15s).
+    let done = sb.wait_phase("dbg", "Terminated", Duration::from_secs(90)).await;
+    assert_eq!(
+        done["status"]["stopRequested"]["requestedBy"], "system:poddebug:expiry",
+        "{done}"
+    );
+    let app = sb.container_status("app").await;
+    assert!(app["state"]["running"].is_object(), "the target runs on: {app}");
+
+    let event = poll(
+        "DebugContainerExpired on pod web",
+        Duration::from_secs(30),
+        Duration::from_secs(1),
+        || {
+            let list = ok_json(&[
+                "get",
+                "events",
+                "-n",
+                &sb.ns,
+                "--field-selector=involvedObject.name=web,reason=DebugContainerExpired",
+                "-o",
+                "json",
+            ]);
+            list["items"]
+                .as_array()
+                .and_then(|a| a.first().cloned())
+                .ok_or_else(|| list.to_string())
+        },
+    );
+    assert_eq!(event["type"], "Normal", "{event}");
+    assert!(
+        event["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"dbg\"")),
+        "{event}"
+    );
+
+    // One replica holds the leader Lease.
+    let lease = ok_json(&[
+        "get",
+        "lease",
+        "-n",
+        "poddebug-system",
+        "poddebug-apiserver",
+        "-o",
+        "json",
+    ]);
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()),
+        "{lease}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_negative_ttl_is_invalid_on_ttl_seconds() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("ttlneg");
+    let mut body = targeted(BUSYBOX, &["sleep", "3600"]);
+    body["ttlSeconds"] = serde_json::json!(-1);
+    let (code, status) = sb.create("dbg", "", &body).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{status}");
+    assert_eq!(status["details"]["causes"][0]["field"], "ttlSeconds", "{status}");
+    assert!(message(&status).contains("ttlSeconds"), "{status}");
+}
