@@ -5,7 +5,9 @@ use axum::middleware;
 use axum::routing::get;
 
 use crate::filters::handler_chain;
-use crate::handlers::{debug, discovery, health, list, not_found, profiles, streams};
+use crate::handlers::{
+    debug, discovery, health, list, not_found, portal, profiles, streams,
+};
 use crate::state::AppState;
 
 /// Prefix of every resource path.
@@ -57,6 +59,9 @@ pub fn app(state: AppState) -> Router {
         )
         .route(&format!("{GV}/debugprofiles"), get(profiles::list))
         .route(&format!("{GV}/debugprofiles/{{name}}"), get(profiles::get))
+        .route(&format!("{GV}/portal"), get(portal::redirect))
+        .route(&format!("{GV}/portal/"), get(portal::index))
+        .route(&format!("{GV}/portal/{{file}}"), get(portal::asset))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), handler_chain))

@@ -6,6 +6,7 @@
 //! it started.
 #![warn(missing_docs)]
 
+pub mod browser;
 pub mod capability;
 pub mod channel;
 pub mod client;
@@ -13,6 +14,7 @@ pub mod fake;
 pub mod pki;
 pub mod server;
 pub mod spdy;
+pub mod user_proxy;
 
 pub use client::{
     ClientError, HttpVersion, StreamingResponse, TestClient, TestClientBuilder, UpgradeResponse,
@@ -23,3 +25,4 @@ pub use fake::{
 };
 pub use pki::{Ca, CertKey, TempDir, TestPki};
 pub use server::PodDebugServer;
+pub use user_proxy::UserProxy;

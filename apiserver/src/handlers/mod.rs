@@ -8,6 +8,7 @@ pub mod discovery;
 pub mod health;
 pub mod list;
 pub mod paging;
+pub mod portal;
 pub mod profiles;
 pub mod selection;
 pub mod streams;

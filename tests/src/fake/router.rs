@@ -288,6 +288,15 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
             only(&ctx, &[Method::POST])?;
             sar::handle(&ctx, req).await
         }
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+        ] => {
+            only(&ctx, &[Method::POST])?;
+            sar::handle_self(&ctx, req).await
+        }
         _ => Err(status::path_not_found()),
     }
 }

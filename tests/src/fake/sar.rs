@@ -163,3 +163,35 @@ pub async fn handle(ctx: &Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
         }),
     ))
 }
+
+/// `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`: the caller asks about itself;
+/// the policy decides for the caller's own user and groups. Not recorded with the
+/// SubjectAccessReviews (those are poddebug's questions; these are a user's).
+pub async fn handle_self(ctx: &Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatus> {
+    let body = parse_json(&read_body(req).await?)?;
+    let spec = body["spec"].clone();
+    let mut full = spec.clone();
+    full["user"] = json!(ctx.user.name);
+    full["groups"] = json!(ctx.user.groups);
+    let errs: Vec<FieldError> = validate(&full);
+    if !errs.is_empty() {
+        return Err(status::invalid(
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            "",
+            &errs,
+        ));
+    }
+    let policy = ctx.shared.lock().policy.clone();
+    let allowed = policy(&attributes(&full));
+    Ok(json_response(
+        201,
+        &json!({
+            "kind": "SelfSubjectAccessReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": null},
+            "spec": spec,
+            "status": {"allowed": allowed},
+        }),
+    ))
+}

@@ -1,0 +1,118 @@
+// Every request the portal makes: relative to the origin it was served from (kubectl proxy, or
+// an authenticating proxy), so kube-apiserver and poddebug authorize each one as the user.
+
+export const GROUP = 'poddebug.dev';
+export const GV = `/apis/${GROUP}/v1alpha1`;
+
+// The API root: everything before `apis/poddebug.dev/v1alpha1/portal/` in the page's path, so
+// a proxy serving the API under a prefix (kubectl proxy --api-prefix=/k8s/) works too.
+export function apiRoot(pathname = window.location.pathname) {
+  const at = pathname.indexOf(`${GV}/portal`);
+  return at > 0 ? pathname.slice(0, at) : '';
+}
+
+// An error carrying the server's Status (or a description of what else came back).
+export class ApiError extends Error {
+  constructor(code, status, fallback) {
+    super((status && status.message) || fallback || `HTTP ${code}`);
+    this.code = code;
+    this.status = status;
+    this.reason = status && status.reason;
+  }
+}
+
+async function errorOf(resp) {
+  const text = await resp.text();
+  let status = null;
+  try {
+    const parsed = JSON.parse(text);
+    if (parsed && parsed.kind === 'Status') status = parsed;
+  } catch (_) {
+    // not JSON: a proxy's own page, or plain text from the kubelet
+  }
+  const fallback = `${resp.status} ${resp.statusText}${text ? `: ${text.slice(0, 300)}` : ''}`;
+  return new ApiError(resp.status, status, fallback);
+}
+
+export async function request(method, path, body) {
+  const init = { method, headers: { Accept: 'application/json' }, credentials: 'same-origin' };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let resp;
+  try {
+    resp = await fetch(apiRoot() + path, init);
+  } catch (e) {
+    throw new ApiError(0, null, `cannot reach the server: ${e.message}`);
+  }
+  if (!resp.ok) throw await errorOf(resp);
+  const type = resp.headers.get('Content-Type') || '';
+  return type.includes('json') ? resp.json() : resp.text();
+}
+
+export const get = (path) => request('GET', path);
+export const post = (path, body) => request('POST', path, body);
+export const del = (path) => request('DELETE', path);
+
+// GET that answers null on 404 (for optional APIs such as recordings).
+export async function getOptional(path) {
+  try {
+    return await get(path);
+  } catch (e) {
+    if (e.code === 404) return null;
+    throw e;
+  }
+}
+
+const enc = encodeURIComponent;
+
+export const paths = {
+  namespaces: () => '/api/v1/namespaces',
+  pods: (ns) => `/api/v1/namespaces/${enc(ns)}/pods`,
+  pod: (ns, pod) => `/api/v1/namespaces/${enc(ns)}/pods/${enc(pod)}`,
+  debugList: (ns, pod) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/debug`,
+  debug: (ns, pod, name) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/debug/${enc(name)}`,
+  log: (ns, pod, name) =>
+    `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/log?container=${enc(name)}&tailLines=1000`,
+  attach: (ns, pod, name) =>
+    `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/attach?container=${enc(name)}&stdin=true&stdout=true&tty=true`,
+  recordings: (ns, pod) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/recordings`,
+  recording: (ns, pod, name) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/recordings/${enc(name)}`,
+  profiles: () => `${GV}/debugprofiles`,
+  ssar: () => '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
+};
+
+// Whether the user may `verb` the resource, asked with a SelfSubjectAccessReview.
+export async function mayI(attrs) {
+  const review = await post(paths.ssar(), {
+    apiVersion: 'authorization.k8s.io/v1',
+    kind: 'SelfSubjectAccessReview',
+    spec: { resourceAttributes: attrs },
+  });
+  return Boolean(review && review.status && review.status.allowed);
+}
+
+// The profiles the user may use: those that need no permission, and those a
+// SelfSubjectAccessReview for `use` on `debugprofiles/NAME` allows.
+export async function usableProfiles() {
+  const list = await get(paths.profiles());
+  const items = (list && list.items) || [];
+  const checks = items.map(async (p) => {
+    const name = p.metadata && p.metadata.name;
+    if (!name) return null;
+    if (!p.requiresUsePermission) return p;
+    try {
+      return (await mayI({ group: GROUP, resource: 'debugprofiles', verb: 'use', name })) ? p : null;
+    } catch (_) {
+      return null;
+    }
+  });
+  return (await Promise.all(checks)).filter(Boolean);
+}
+
+// The WebSocket URL of a path, on the page's own origin.
+export function wsUrl(path) {
+  const scheme = window.location.protocol === 'https:' ? 'wss:' : 'ws:';
+  return `${scheme}//${window.location.host}${apiRoot()}${path}`;
+}

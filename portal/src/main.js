@@ -1,0 +1,446 @@
+// The poddebug portal: namespace → pod → debug containers, create, terminal, logs, stop,
+// recordings. Deep links: #/namespaces/NS and #/namespaces/NS/pods/POD.
+
+import { ApiError, del, get, getOptional, paths, post, usableProfiles } from './api.js';
+import { attach, createTerminal, replay } from './terminal.js';
+
+const app = document.getElementById('app');
+const errorBox = document.getElementById('error');
+const crumbs = document.getElementById('crumbs');
+
+// Whatever the current view leaves running (a WebSocket, a replay), ended on navigation.
+let cleanups = [];
+function cleanup() {
+  cleanups.forEach((f) => {
+    try {
+      f();
+    } catch (_) {
+      // already ended
+    }
+  });
+  cleanups = [];
+}
+
+// A small element builder: h('tag', {attrs, on*: handlers}, ...children).
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'text') el.textContent = v;
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function showError(e) {
+  const message = e instanceof ApiError || e instanceof Error ? e.message : String(e);
+  errorBox.textContent = message;
+  errorBox.hidden = false;
+}
+function clearError() {
+  errorBox.textContent = '';
+  errorBox.hidden = true;
+}
+
+const enc = encodeURIComponent;
+const sleep = (ms) => new Promise((resolve) => window.setTimeout(resolve, ms));
+const nsLink = (ns) => `#/namespaces/${enc(ns)}`;
+const podLink = (ns, pod) => `#/namespaces/${enc(ns)}/pods/${enc(pod)}`;
+
+function age(timestamp) {
+  if (!timestamp) return '-';
+  const then = Date.parse(timestamp);
+  if (Number.isNaN(then)) return '-';
+  let s = Math.max(0, Math.floor((Date.now() - then) / 1000));
+  if (s < 120) return `${s}s`;
+  s = Math.floor(s / 60);
+  if (s < 120) return `${s}m`;
+  s = Math.floor(s / 60);
+  if (s < 48) return `${s}h`;
+  return `${Math.floor(s / 24)}d`;
+}
+
+function setCrumbs(ns, pod) {
+  const parts = [h('a', { href: '#/' }, 'namespaces')];
+  if (ns) parts.push(' / ', h('a', { href: nsLink(ns) }, ns));
+  if (pod) parts.push(' / ', h('a', { href: podLink(ns, pod) }, pod));
+  crumbs.replaceChildren(...parts);
+}
+
+// #/ : the namespaces the user may list, or a field to type one.
+async function namespacesView() {
+  setCrumbs();
+  const form = h(
+    'form',
+    {
+      class: 'inline',
+      onsubmit: (ev) => {
+        ev.preventDefault();
+        const ns = new FormData(ev.target).get('namespace');
+        if (ns) window.location.hash = nsLink(String(ns).trim());
+      },
+    },
+    h('label', {}, 'Namespace ', h('input', { name: 'namespace', id: 'namespace-input', required: true })),
+    h('button', { type: 'submit' }, 'Open'),
+  );
+  const list = h('ul', { id: 'namespaces', class: 'links' });
+  app.replaceChildren(h('h2', {}, 'Namespaces'), form, list);
+  try {
+    const nss = await get(paths.namespaces());
+    const names = (nss.items || []).map((n) => n.metadata.name).sort();
+    list.replaceChildren(...names.map((n) => h('li', {}, h('a', { href: nsLink(n) }, n))));
+    if (names.length === 0) list.replaceChildren(h('li', { class: 'muted' }, 'No namespaces.'));
+  } catch (e) {
+    list.replaceChildren(
+      h('li', { class: 'muted' }, `Namespaces cannot be listed: ${e.message} Type one above.`),
+    );
+  }
+}
+
+function podPhase(p) {
+  const deleting = p.metadata.deletionTimestamp ? ' (terminating)' : '';
+  return `${(p.status && p.status.phase) || '-'}${deleting}`;
+}
+
+// #/namespaces/NS : its pods.
+async function podsView(ns) {
+  setCrumbs(ns);
+  const body = h('tbody');
+  app.replaceChildren(
+    h('h2', {}, `Pods in ${ns}`),
+    h('table', { id: 'pods' }, h('thead', {}, h('tr', {}, h('th', {}, 'name'), h('th', {}, 'phase'), h('th', {}, 'age'))), body),
+  );
+  const pods = await get(paths.pods(ns));
+  const items = (pods.items || []).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+  body.replaceChildren(
+    ...items.map((p) =>
+      h(
+        'tr',
+        {},
+        h('td', {}, h('a', { href: podLink(ns, p.metadata.name) }, p.metadata.name)),
+        h('td', {}, podPhase(p)),
+        h('td', {}, age(p.metadata.creationTimestamp)),
+      ),
+    ),
+  );
+  if (items.length === 0) body.replaceChildren(h('tr', {}, h('td', { colspan: 3, class: 'muted' }, 'No pods.')));
+}
+
+function dcPhase(dc) {
+  const s = dc.status || {};
+  const phase = s.phase || '-';
+  const term = s.state && s.state.terminated;
+  if (term) return `${phase} (exit ${term.exitCode}${term.reason ? `, ${term.reason}` : ''})`;
+  const wait = s.state && s.state.waiting;
+  if (wait && wait.reason) return `${phase} (${wait.reason})`;
+  return phase;
+}
+
+function dcStarted(dc) {
+  const st = (dc.status && dc.status.state) || {};
+  return (st.running && st.running.startedAt) || (st.terminated && st.terminated.startedAt) || dc.metadata.creationTimestamp;
+}
+
+// #/namespaces/NS/pods/POD : its debug containers, the create form, terminal, logs, recordings.
+async function podView(ns, pod) {
+  setCrumbs(ns, pod);
+  const table = h('tbody');
+  const session = h('section', { id: 'session', hidden: true });
+  const recordings = h('section', { id: 'recordings', hidden: true });
+  const createBox = h('section', { id: 'create' }, h('p', { class: 'muted' }, 'Loading…'));
+  app.replaceChildren(
+    h('h2', {}, `Pod ${pod}`),
+    h(
+      'table',
+      { id: 'debug-containers' },
+      h(
+        'thead',
+        {},
+        h('tr', {}, ...['name', 'status', 'profile', 'image', 'target', 'age', 'expires', ''].map((c) => h('th', {}, c))),
+      ),
+      table,
+    ),
+    createBox,
+    session,
+    recordings,
+  );
+
+  // The server's default profile, for containers created without one.
+  let defaultProfile = '';
+  const refresh = async () => {
+    if (!defaultProfile) {
+      const profiles = await get(paths.profiles()).catch(() => null);
+      const d = ((profiles && profiles.items) || []).find((p) => p.default);
+      defaultProfile = d ? d.metadata.name : '-';
+    }
+    const list = await get(paths.debugList(ns, pod));
+    const items = (list.items || []).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+    table.replaceChildren(...items.map((dc) => row(dc)));
+    if (items.length === 0) {
+      table.replaceChildren(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No debug containers yet.')));
+    }
+  };
+
+  const openTerminal = (name) => {
+    cleanup();
+    clearError();
+    const screen = h('div', { class: 'terminal', id: 'terminal' });
+    const endLine = h('p', { id: 'session-end', class: 'session-end' });
+    session.replaceChildren(h('h3', {}, `Terminal: ${name}`), screen, endLine);
+    session.hidden = false;
+    const t = createTerminal(screen);
+    screen.scrollIntoView({ block: 'nearest' });
+    const conn = attach(paths.attach(ns, pod, name), t, async (line, code) => {
+      endLine.textContent = `${line}…`;
+      const final = code !== null && code !== 0 ? line : await exitLine(name, line);
+      endLine.textContent = final;
+      refresh().catch(showError);
+      return final;
+    });
+    cleanups.push(() => conn.close(), () => t.dispose());
+  };
+
+  // The end-of-session line from the container's own status: runtimes such as containerd
+  // report Success on the attach stream whatever the exit code. Bounded: 5 reads, 1 s apart.
+  const exitLine = async (name, fallback) => {
+    for (let i = 0; i < 5; i += 1) {
+      const dc = await get(paths.debug(ns, pod, name)).catch(() => null);
+      const term = dc && dc.status && dc.status.state && dc.status.state.terminated;
+      if (term) return `Session ended: exit code ${term.exitCode}`;
+      await sleep(1000);
+    }
+    return fallback === 'Session ended: exit code 0' || fallback === 'Session ended'
+      ? `Session ended; ${name} is still running`
+      : fallback;
+  };
+
+  const showLogs = async (name) => {
+    cleanup();
+    clearError();
+    const pre = h('pre', { id: 'logs', class: 'logs' }, 'Loading…');
+    session.replaceChildren(h('h3', {}, `Logs: ${name}`), pre);
+    session.hidden = false;
+    try {
+      const text = await get(paths.log(ns, pod, name));
+      pre.textContent = typeof text === 'string' ? text : JSON.stringify(text, null, 2);
+    } catch (e) {
+      pre.textContent = '';
+      showError(e);
+    }
+  };
+
+  const stop = async (name, button) => {
+    clearError();
+    button.disabled = true;
+    button.textContent = 'Stopping…';
+    try {
+      await del(`${paths.debug(ns, pod, name)}?gracePeriodSeconds=5`);
+    } catch (e) {
+      showError(e);
+      await refresh().catch(showError);
+      return;
+    }
+    // A 202 means the signals went out but the kubelet has not reported it yet: read again,
+    // bounded (15 reads, 2 s apart).
+    for (let i = 0; i < 15; i += 1) {
+      const dc = await get(paths.debug(ns, pod, name)).catch(() => null);
+      if (!dc || !dc.status || dc.status.phase !== 'Running') break;
+      await sleep(2000);
+    }
+    await refresh().catch(showError);
+  };
+
+  function row(dc) {
+    const name = dc.metadata.name;
+    const s = dc.status || {};
+    const running = s.phase === 'Running';
+    const c = dc.container || {};
+    const stopButton = h('button', { class: 'stop', 'data-name': name, onclick: (ev) => stop(name, ev.target) }, 'Stop');
+    return h(
+      'tr',
+      { 'data-name': name },
+      h('td', {}, name),
+      h('td', { class: 'phase' }, dcPhase(dc)),
+      h('td', {}, dc.profile || (defaultProfile === '-' ? '-' : `${defaultProfile} (default)`)),
+      h('td', {}, s.image || c.image || '-'),
+      h('td', {}, dc.targetContainerName || '-'),
+      h('td', {}, age(dcStarted(dc))),
+      h('td', { class: 'expires' }, s.expiresAt || '-'),
+      h(
+        'td',
+        { class: 'actions' },
+        running && c.stdin && c.tty
+          ? h('button', { class: 'attach', 'data-name': name, onclick: () => openTerminal(name) }, 'Terminal')
+          : null,
+        h('button', { class: 'logs', 'data-name': name, onclick: () => showLogs(name) }, 'Logs'),
+        running ? stopButton : null,
+      ),
+    );
+  }
+
+  await refresh();
+  renderCreate(ns, pod, createBox, async (name, tty) => {
+    await refresh();
+    if (tty) openTerminal(name);
+    else showLogs(name);
+  }).catch(showError);
+  renderRecordings(ns, pod, recordings, session).catch(() => {
+    // recordings are optional; their absence says nothing to the user
+  });
+}
+
+async function renderCreate(ns, pod, box, created) {
+  const [podObj, profiles] = await Promise.all([
+    get(paths.pod(ns, pod)).catch(() => null),
+    usableProfiles().catch(() => []),
+  ]);
+  const containers = ((podObj && podObj.spec && podObj.spec.containers) || []).map((c) => c.name);
+  const profileDefault = profiles.find((p) => p.default);
+  const form = h(
+    'form',
+    { id: 'create-form' },
+    h('h3', {}, 'New debug container'),
+    h('label', {}, 'Name ', h('input', { name: 'name', placeholder: 'generated', pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?' })),
+    h('label', {}, 'Image ', h('input', { name: 'image', placeholder: 'server default' })),
+    h(
+      'label',
+      {},
+      'Target container ',
+      h('select', { name: 'target' }, h('option', { value: '' }, '(none)'), ...containers.map((c) => h('option', { value: c }, c))),
+    ),
+    h(
+      'label',
+      {},
+      'Profile ',
+      h(
+        'select',
+        { name: 'profile', id: 'profile' },
+        h('option', { value: '' }, profileDefault ? `(default: ${profileDefault.metadata.name})` : '(server default)'),
+        ...profiles.map((p) => h('option', { value: p.metadata.name, title: p.description || '' }, p.metadata.name)),
+      ),
+    ),
+    h('label', {}, 'Command ', h('input', { name: 'command', placeholder: 'image default, e.g. sh' })),
+    h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'tty', checked: true }), ' Interactive terminal (stdin + TTY)'),
+    h('button', { type: 'submit', id: 'create-button' }, 'Create'),
+  );
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    clearError();
+    const f = new FormData(form);
+    const tty = f.get('tty') === 'on';
+    const container = { stdin: tty, tty };
+    const image = String(f.get('image') || '').trim();
+    if (image) container.image = image;
+    const command = String(f.get('command') || '').trim();
+    if (command) container.command = command.split(/\s+/);
+    const body = { container };
+    const target = String(f.get('target') || '');
+    if (target) body.targetContainerName = target;
+    const profile = String(f.get('profile') || '');
+    if (profile) body.profile = profile;
+    const name = String(f.get('name') || '').trim();
+    const path = `${name ? paths.debug(ns, pod, name) : paths.debugList(ns, pod)}?wait=true&timeoutSeconds=60`;
+    const button = form.querySelector('button[type=submit]');
+    button.disabled = true;
+    button.textContent = 'Creating…';
+    try {
+      const obj = await post(path, body);
+      await created(obj.metadata.name, tty);
+    } catch (e) {
+      showError(e);
+    } finally {
+      button.disabled = false;
+      button.textContent = 'Create';
+    }
+  });
+  box.replaceChildren(form);
+}
+
+// Recordings, when the server has them (`.../recordings` answers 200); a 404 hides the section.
+async function renderRecordings(ns, pod, box, session) {
+  const list = await getOptional(paths.recordings(ns, pod));
+  const items = (list && list.items) || [];
+  if (!list) return;
+  box.hidden = false;
+  const play = async (name) => {
+    cleanup();
+    clearError();
+    const screen = h('div', { class: 'terminal', id: 'replay' });
+    session.replaceChildren(h('h3', {}, `Recording: ${name}`), screen);
+    session.hidden = false;
+    const t = createTerminal(screen);
+    cleanups.push(() => t.dispose());
+    try {
+      const text = await get(paths.recording(ns, pod, name));
+      const stopReplay = replay(typeof text === 'string' ? text : JSON.stringify(text), t.term);
+      cleanups.unshift(stopReplay);
+    } catch (e) {
+      showError(e);
+    }
+  };
+  box.replaceChildren(
+    h('h3', {}, 'Recordings'),
+    items.length === 0
+      ? h('p', { class: 'muted' }, 'No recordings.')
+      : h(
+          'ul',
+          { class: 'links' },
+          ...items.map((r) =>
+            h('li', {}, h('button', { class: 'replay', onclick: () => play(r.metadata.name) }, 'Replay'), ` ${r.metadata.name} `, h('span', { class: 'muted' }, age(r.metadata.creationTimestamp))),
+          ),
+        ),
+  );
+}
+
+function parseRoute(hash) {
+  const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === 'namespaces' && parts[1]) {
+    if (parts[2] === 'pods' && parts[3]) return { ns: parts[1], pod: parts[3] };
+    return { ns: parts[1] };
+  }
+  return {};
+}
+
+async function route() {
+  cleanup();
+  clearError();
+  app.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
+  let r;
+  try {
+    r = parseRoute(window.location.hash);
+  } catch (_) {
+    r = {};
+  }
+  try {
+    if (r.pod) await podView(r.ns, r.pod);
+    else if (r.ns) await podsView(r.ns);
+    else await namespacesView();
+  } catch (e) {
+    showError(e);
+    if (app.querySelector('p.muted')) app.replaceChildren();
+  }
+}
+
+// Who the page acts as: a SelfSubjectReview when the cluster has it; silent otherwise.
+async function whoami() {
+  try {
+    const r = await post('/apis/authentication.k8s.io/v1/selfsubjectreviews', {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'SelfSubjectReview',
+    });
+    const user = r && r.status && r.status.userInfo && r.status.userInfo.username;
+    if (user) document.getElementById('whoami').textContent = user;
+  } catch (_) {
+    // older clusters, or a proxy that does not allow it
+  }
+}
+
+window.addEventListener('hashchange', route);
+route();
+whoami();
