@@ -17,6 +17,7 @@ pub mod handlers;
 pub mod logging;
 pub mod metrics;
 pub mod options;
+pub mod recording;
 pub mod routes;
 pub mod serving;
 pub mod state;
@@ -215,7 +216,11 @@ pub async fn run(opts: Options) -> Result<(), StartupError> {
         drain: drain_rx,
         watch_drain: watch_drain_rx,
         upstream,
+        recorder: recording::Recorder::from_options(&opts.recording),
     };
+    if let Some(r) = &state.recorder {
+        r.spawn_sweeper();
+    }
     let app = routes::app(state);
 
     // Background work: every task loops forever and ends with the process.

@@ -17,10 +17,11 @@ pub fn level(verbosity: u8) -> &'static str {
 /// Install the global subscriber. `RUST_LOG`, when set, overrides `-v`.
 pub fn init(format: LogFormat, verbosity: u8) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        // Dependencies stay quiet below debug; our own crates follow -v.
+        // Dependencies stay quiet below debug; our own crates follow -v; audit records are
+        // always written.
         let lvl = level(verbosity);
         EnvFilter::new(format!(
-            "warn,poddebug_apiserver={lvl},poddebug_storage={lvl},poddebug_types={lvl}"
+            "warn,poddebug_apiserver={lvl},poddebug_storage={lvl},poddebug_types={lvl},poddebug::audit=info"
         ))
     });
     let builder = tracing_subscriber::fmt()

@@ -203,6 +203,11 @@ pub struct Options {
     #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Policy")]
     pub attach_wait_timeout: Duration,
 
+    // ----- Session recording -----
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub recording: crate::recording::RecordingOptions,
+
     // ----- Logging -----
     /// Log format: text or json.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
@@ -346,6 +351,7 @@ impl Options {
         if self.cert_reload_interval < Duration::from_millis(100) {
             errs.push("--cert-reload-interval must be at least 100ms".to_owned());
         }
+        errs.extend(self.recording.validate());
         errs
     }
 }
