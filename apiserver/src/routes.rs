@@ -5,7 +5,7 @@ use axum::middleware;
 use axum::routing::get;
 
 use crate::filters::handler_chain;
-use crate::handlers::{debug, discovery, health, list, not_found, profiles};
+use crate::handlers::{debug, discovery, health, list, not_found, profiles, recordings};
 use crate::state::AppState;
 use crate::stream;
 
@@ -44,6 +44,11 @@ pub fn app(state: AppState) -> Router {
             get(stream::attach).post(stream::attach),
         )
         .route(&format!("{ns_pods}/log"), get(stream::log))
+        .route(&format!("{ns_pods}/recordings"), get(recordings::list))
+        .route(
+            &format!("{ns_pods}/recordings/{{id}}"),
+            get(recordings::get),
+        )
         .route(
             &format!("{GV}/poddebugcontainers"),
             get(list::all_namespaces),

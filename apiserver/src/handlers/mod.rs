@@ -7,6 +7,7 @@ pub mod discovery;
 pub mod health;
 pub mod list;
 pub mod profiles;
+pub mod recordings;
 pub mod table;
 pub mod watch;
 
