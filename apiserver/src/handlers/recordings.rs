@@ -10,29 +10,16 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use http::{HeaderValue, StatusCode, header};
-use poddebug_types::{ApiError, GROUP, VERSION};
-use serde::Serialize;
+use poddebug_types::{ApiError, GROUP, KIND_RECORDING_LIST, RecordingList, VERSION};
 
 use super::json_response;
 use crate::error::Error;
 use crate::recording::Recorder;
-use crate::recording::store::{Metadata, valid_id};
+use crate::recording::store::valid_id;
 use crate::state::AppState;
 
-/// Kind of the list.
-pub const KIND_RECORDING_LIST: &str = "RecordingList";
 /// Media type of one recording.
 pub const ASCIICAST: &str = "application/x-asciicast";
-
-/// The list object.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RecordingList {
-    api_version: String,
-    kind: &'static str,
-    metadata: serde_json::Map<String, serde_json::Value>,
-    items: Vec<Metadata>,
-}
 
 fn recorder(st: &AppState) -> Result<&Recorder, Error> {
     st.recorder
@@ -59,7 +46,7 @@ pub async fn list(
         StatusCode::OK,
         &RecordingList {
             api_version: format!("{GROUP}/{VERSION}"),
-            kind: KIND_RECORDING_LIST,
+            kind: KIND_RECORDING_LIST.to_owned(),
             metadata: Default::default(),
             items,
         },

@@ -6,39 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
-
 /// The metadata of one recording (the `ID.json` sidecar and one item of the list).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Metadata {
-    /// Recording id.
-    pub id: String,
-    /// Namespace.
-    pub namespace: String,
-    /// Pod.
-    pub pod: String,
-    /// Debug container (as the client named it).
-    pub container: String,
-    /// User who attached.
-    pub user: String,
-    /// Negotiated protocol.
-    pub protocol: String,
-    /// Start, RFC 3339.
-    pub start: String,
-    /// End, RFC 3339 (absent while the session runs).
-    #[serde(default)]
-    pub end: Option<String>,
-    /// Size of the recording in bytes.
-    pub bytes: u64,
-    /// The process's exit code when the session ended with it (absent when unknown).
-    #[serde(default)]
-    pub exit_code: Option<i32>,
-    /// Whether the recording stops before the session did (size cap, slow disk, undecodable
-    /// stream).
-    #[serde(default)]
-    pub truncated: bool,
-}
+pub type Metadata = poddebug_types::Recording;
 
 /// A fresh id: the start time (UTC, to the second) and 64 random bits, `20260102T030405Z-0123456789abcdef`.
 pub fn new_id(start: jiff::Timestamp) -> String {
