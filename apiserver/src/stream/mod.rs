@@ -126,6 +126,7 @@ pub async fn attach(
     let drain = st.drain.clone();
     let backend = st.backend.clone();
     let caller = auth.user.clone();
+    let container = opts.container.clone();
     // The relay task owns both connections, the guard and the recording; it ends when either
     // side closes or when the drain signal flips (bounded by DRAIN_FINISH), then finishes the
     // recording and writes the session's audit record (both bounded), so nothing outlives
@@ -152,7 +153,7 @@ pub async fn attach(
             Err(_) => guard.set_end("client upgrade timed out"),
         }
         let end = jiff::Timestamp::now();
-        let fallback = container_exit_code(backend, target, caller.clone());
+        let fallback = container_exit_code(backend, target, container, caller.clone());
         let (recording_id, exit_code) = match recording {
             Some(session) => {
                 let f = session.finish(fallback).await;
@@ -184,12 +185,14 @@ const EXIT_CODE_LOOKUP: Duration = Duration::from_secs(5);
 
 /// The debug container's exit code, read once from its status when the stream did not report
 /// it (best effort: None when it still runs, or the read fails or takes too long).
+/// `container` is the debug container's name as the API knows it (the client's).
 async fn container_exit_code(
     backend: std::sync::Arc<dyn poddebug_storage::DebugBackend>,
     target: poddebug_storage::StreamTarget,
+    container: String,
     caller: poddebug_storage::Caller,
 ) -> Option<i32> {
-    let read = backend.get(&target.namespace, &target.pod, &target.container, &caller);
+    let read = backend.get(&target.namespace, &target.pod, &container, &caller);
     let dc = tokio::time::timeout(EXIT_CODE_LOOKUP, read)
         .await
         .ok()?
