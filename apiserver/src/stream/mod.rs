@@ -126,6 +126,7 @@ pub async fn attach(
     let drain = st.drain.clone();
     let backend = st.backend.clone();
     let caller = auth.user.clone();
+    let caller_for_lookup = auth.user.clone();
     let container = opts.container.clone();
     // The relay task owns both connections, the guard and the recording; it ends when either
     // side closes or when the drain signal flips (bounded by DRAIN_FINISH), then finishes the
@@ -133,27 +134,40 @@ pub async fn attach(
     // shutdown for long.
     tokio::spawn(async move {
         let start = jiff::Timestamp::now();
-        match tokio::time::timeout(CLIENT_UPGRADE_TIMEOUT, on_upgrade).await {
+        let relayed = match tokio::time::timeout(CLIENT_UPGRADE_TIMEOUT, on_upgrade).await {
             Ok(Ok(io)) => {
                 let tap = recording.as_ref().map(Session::tap);
                 relay::relay(
                     TokioIo::new(io),
                     upstream_io,
                     &negotiated,
-                    drain,
+                    drain.clone(),
                     &guard,
                     tap,
                 )
                 .await;
+                true
             }
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "client upgrade failed");
                 guard.set_end("client upgrade failed");
+                false
             }
-            Err(_) => guard.set_end("client upgrade timed out"),
-        }
+            Err(_) => {
+                guard.set_end("client upgrade timed out");
+                false
+            }
+        };
         let end = jiff::Timestamp::now();
-        let fallback = container_exit_code(backend, target, container, caller.clone());
+        // No lookup for a stream that never ran, nor while the server is going down.
+        let look_up = relayed && !*drain.borrow();
+        let fallback = async move {
+            if look_up {
+                container_exit_code(backend, target, container, caller_for_lookup).await
+            } else {
+                None
+            }
+        };
         let (recording_id, exit_code) = match recording {
             Some(session) => {
                 let f = session.finish(fallback).await;
