@@ -93,7 +93,8 @@ impl Store {
                 Err(e) => return Err(e),
             }
         }
-        items.sort_by(|a, b| a.id.cmp(&b.id));
+        // Ids order by the second only: the start time orders sessions begun in the same second.
+        items.sort_by_cached_key(|m| (m.start.parse::<jiff::Timestamp>().ok(), m.id.clone()));
         Ok(items)
     }
 
@@ -162,6 +163,30 @@ mod tests {
         ] {
             assert!(!valid_id(bad), "{bad}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_list_is_in_start_order_within_a_second() {
+        let dir = std::env::temp_dir().join(format!("poddebug-list-{:x}", rand::random::<u64>()));
+        let store = Store::new(dir.clone());
+        std::fs::create_dir_all(store.pod_dir("ns", "pod")).unwrap();
+        let meta = |id: &str, start: &str| Metadata {
+            id: id.to_owned(),
+            namespace: "ns".to_owned(),
+            pod: "pod".to_owned(),
+            start: start.to_owned(),
+            ..Default::default()
+        };
+        // The later session has the smaller id.
+        let later = meta(
+            "20260101T000000Z-0000000000000001",
+            "2026-01-01T00:00:00.9Z",
+        );
+        let earlier = meta("20260101T000000Z-ffffffffffffffff", "2026-01-01T00:00:00Z");
+        store.write_meta(&later).await.unwrap();
+        store.write_meta(&earlier).await.unwrap();
+        assert_eq!(store.list("ns", "pod").await.unwrap(), vec![earlier, later]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]
