@@ -417,3 +417,18 @@ async fn without_a_recording_dir_there_are_no_recordings() {
         (StatusCode::NOT_FOUND, Some("Status"))
     );
 }
+
+#[tokio::test]
+async fn a_detached_session_has_no_exit_code() {
+    let e = env(&[]).await;
+    let mut c = ws(&e.client, TTY).await;
+    c.stdin(b"still here\n").await.expect("send");
+    c.read_until(T, |t| t.stdout.ends_with(b"still here\n"))
+        .await;
+    // The client goes away; the process goes on running.
+    c.close().await.expect("close");
+    let items = ended_recordings(&e.client, 1).await;
+    assert!(items[0].get("exitCode").is_none(), "{}", items[0]);
+    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    assert_eq!(replay(&lines), "still here\n");
+}
