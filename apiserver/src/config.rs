@@ -108,6 +108,8 @@ pub struct Config {
     pub ttl: poddebug_storage::TtlPolicy,
     /// The expiry loop and the leader election that picks the replica running it.
     pub expiry: Expiry,
+    /// Session recording (`--recording-dir` and the flags beside it).
+    pub recording: crate::recording::RecordingOptions,
 }
 
 /// The expiry loop's settings (`--debug-ttl-check-interval`, `--leader-elect*`).
@@ -197,6 +199,7 @@ impl Config {
                 default: Some(o.default_debug_ttl).filter(|d| !d.is_zero()),
                 max: Some(o.max_debug_ttl).filter(|d| !d.is_zero()),
             },
+            recording: o.recording.clone(),
             expiry: Expiry {
                 check_interval: o.debug_ttl_check_interval,
                 leader_election: o.leader_elect.then(|| LeaderElection {

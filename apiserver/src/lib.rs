@@ -22,6 +22,7 @@ pub mod logging;
 pub mod metrics;
 pub mod options;
 pub mod query;
+pub mod recording;
 pub mod routes;
 pub mod server;
 pub mod serving;

@@ -252,6 +252,11 @@ pub struct Options {
     #[arg(long, default_value = "", help_heading = "Leader election")]
     pub leader_elect_resource_namespace: String,
 
+    // ----- Session recording -----
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub recording: crate::recording::RecordingOptions,
+
     // ----- Logging -----
     /// Log format: text or json.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
@@ -411,6 +416,7 @@ impl Options {
             errs.push("--cert-reload-interval must be at least 100ms".to_owned());
         }
         errs.extend(self.validate_ttl_and_leader_election());
+        errs.extend(self.recording.validate());
         errs
     }
 }

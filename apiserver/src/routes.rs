@@ -6,7 +6,7 @@ use axum::routing::get;
 
 use crate::filters::handler_chain;
 use crate::handlers::{
-    debug, discovery, health, list, not_found, portal, profiles, streams,
+    debug, discovery, health, list, not_found, portal, profiles, recordings, streams,
 };
 use crate::state::AppState;
 
@@ -45,6 +45,11 @@ pub fn app(state: AppState) -> Router {
             get(streams::attach).post(streams::attach),
         )
         .route(&format!("{ns_pods}/log"), get(streams::log))
+        .route(&format!("{ns_pods}/recordings"), get(recordings::list))
+        .route(
+            &format!("{ns_pods}/recordings/{{id}}"),
+            get(recordings::get),
+        )
         .route(
             &format!("{GV}/poddebugcontainers"),
             get(list::all_namespaces),

@@ -254,7 +254,11 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         drain: drain_rx,
         watch_drain: watch_drain_rx,
         upstream,
+        recorder: crate::recording::Recorder::from_options(&config.recording),
     };
+    if let Some(r) = &state.recorder {
+        r.spawn_sweeper();
+    }
     let app = routes::app(state);
     spawn_background(
         &config,

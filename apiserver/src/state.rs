@@ -63,4 +63,6 @@ pub struct AppState {
     pub watch_drain: watch::Receiver<bool>,
     /// Upstream attach dialer (streams).
     pub upstream: Arc<crate::stream::Upstream>,
+    /// Session recorder (`--recording-dir`), if recording is on.
+    pub recorder: Option<Arc<crate::recording::Recorder>>,
 }

@@ -121,6 +121,8 @@ mod tests {
                  "kind": "PodDebugContainer", "verbs": ["create", "delete", "get", "list"]},
                 {"name": "pods/log", "singularName": "", "namespaced": true, "group": "",
                  "version": "v1", "kind": "Pod", "verbs": ["get"]},
+                {"name": "pods/recordings", "singularName": "", "namespaced": true,
+                 "kind": "RecordingList", "verbs": ["get"]},
             ])
         );
         let names: Vec<_> = list["resources"]

@@ -137,6 +137,11 @@ pub(crate) fn paths() -> Vec<PathItem> {
             } => nested_collection(r, item, item_description),
             Shape::Connect { options } => connect(r, options),
             Shape::Text { options } => text(r, options),
+            Shape::Files {
+                item,
+                item_description,
+                media_types,
+            } => files(r, item, item_description, media_types),
         };
         for item in generated {
             match items.iter_mut().find(|i| i.path == item.path) {
@@ -554,6 +559,62 @@ fn text(r: &Resource, options: &'static [Param]) -> Vec<PathItem> {
     }]
 }
 
+/// `pods/recordings`: `get` of the list (JSON) and of one file (its own media type).
+fn files(
+    r: &Resource,
+    item: &'static str,
+    item_description: &'static str,
+    media_types: &'static [&'static str],
+) -> Vec<PathItem> {
+    let (path, params, noun) = subresource_base(r);
+    let (_, sub) = r.split().unwrap_or((r.name, ""));
+    if !r.supports(Verb::Get) {
+        return Vec::new();
+    }
+    let list = Operation {
+        method: Method::Get,
+        id: operation_id("read", &noun),
+        description: format!("list {sub} of the specified {}", r.parent_kind),
+        action: "get",
+        gvk: r.kind,
+        query: Vec::new(),
+        body: None,
+        responses: vec![ok(object_payload(r.kind)), unauthorized()],
+        consumes: ANY,
+        produces: JSON,
+    };
+    let one = Operation {
+        method: Method::Get,
+        id: operation_id("read", &format!("{noun}With{}", title(item))),
+        description: format!("read one of the {sub} of the specified {}", r.parent_kind),
+        action: "get",
+        gvk: r.kind,
+        query: Vec::new(),
+        body: None,
+        responses: vec![ok(Payload::Text), unauthorized()],
+        consumes: ANY,
+        produces: media_types,
+    };
+    let mut item_params = params.clone();
+    item_params.push(Param {
+        name: item,
+        ty: ParamType::String,
+        description: item_description,
+    });
+    vec![
+        PathItem {
+            path: path.clone(),
+            params,
+            operations: vec![list],
+        },
+        PathItem {
+            path: format!("{path}/{{{item}}}"),
+            params: item_params,
+            operations: vec![one],
+        },
+    ]
+}
+
 /// The `paths` object of either dialect: every path item with its shared path parameters and
 /// operations, rendered by the dialect's `path_param` and `operation`.
 pub(crate) fn paths_object(
@@ -618,6 +679,14 @@ mod tests {
             ),
             (
                 format!("{p}/namespaces/{{namespace}}/pods/{{name}}/log"),
+                vec!["get"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/pods/{{name}}/recordings"),
+                vec!["get"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/pods/{{name}}/recordings/{{id}}"),
                 vec!["get"],
             ),
             (format!("{p}/poddebugcontainers"), vec!["get"]),
@@ -727,7 +796,11 @@ mod tests {
                     (_, true) => "connect",
                     (Method::Post, _) => "post",
                     (Method::Delete, _) => "delete",
-                    (Method::Get, _) if item.path.ends_with('}') || item.path.ends_with("/log") => {
+                    (Method::Get, _)
+                        if item.path.ends_with('}')
+                            || item.path.ends_with("/log")
+                            || item.path.ends_with("/recordings") =>
+                    {
                         "get"
                     }
                     (Method::Get, _) => "list",

@@ -101,6 +101,16 @@ pub enum Shape {
         /// The query parameters.
         options: &'static [Param],
     },
+    /// A subresource holding files: `…/{parent}/{name}/{sub}` lists them (JSON, the resource's
+    /// kind), `…/{parent}/{name}/{sub}/{item}` returns one in `media_types`. Both are `get`.
+    Files {
+        /// Name of the path parameter that names one file.
+        item: &'static str,
+        /// Its description.
+        item_description: &'static str,
+        /// Media types of one file.
+        media_types: &'static [&'static str],
+    },
     /// A subresource answering `GET` with plain text.
     Text {
         /// The query parameters.
@@ -222,6 +232,22 @@ pub const RESOURCES: &[Resource] = &[
         categories: &[],
         shape: Shape::Text {
             options: LOG_OPTIONS,
+        },
+    },
+    Resource {
+        name: "pods/recordings",
+        singular_name: "",
+        parent_kind: "Pod",
+        scope: Scope::Namespaced,
+        kind: Gvk::poddebug("RecordingList"),
+        list_kind: None,
+        verbs: &[Verb::Get],
+        short_names: &[],
+        categories: &[],
+        shape: Shape::Files {
+            item: "id",
+            item_description: "id of the recording",
+            media_types: &["application/x-asciicast"],
         },
     },
 ];

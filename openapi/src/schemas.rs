@@ -8,7 +8,9 @@
 use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
-use poddebug_types::{DebugProfile, DebugProfileList, PodDebugContainer, PodDebugContainerList};
+use poddebug_types::{
+    DebugProfile, DebugProfileList, PodDebugContainer, PodDebugContainerList, RecordingList,
+};
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
@@ -25,7 +27,7 @@ pub(crate) struct KindSchema {
 }
 
 /// Every kind with a definition and `x-kubernetes-group-version-kind`.
-pub(crate) fn kinds() -> [KindSchema; 5] {
+pub(crate) fn kinds() -> [KindSchema; 6] {
     [
         KindSchema {
             gvk: Gvk::poddebug("PodDebugContainer"),
@@ -42,6 +44,10 @@ pub(crate) fn kinds() -> [KindSchema; 5] {
         KindSchema {
             gvk: Gvk::poddebug("DebugProfileList"),
             name: DebugProfileList::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("RecordingList"),
+            name: RecordingList::schema_name(),
         },
         KindSchema {
             gvk: Gvk::core("Status"),
@@ -74,6 +80,7 @@ pub(crate) fn definitions(dialect: Dialect) -> Map<String, Value> {
     let _ = generator.subschema_for::<PodDebugContainerList>();
     let _ = generator.subschema_for::<DebugProfile>();
     let _ = generator.subschema_for::<DebugProfileList>();
+    let _ = generator.subschema_for::<RecordingList>();
     let _ = generator.subschema_for::<Status>();
     let mut raw = generator.take_definitions(false);
     let ours = PodDebugContainer::schema_name();

@@ -15,6 +15,7 @@ pub mod names;
 pub mod pass_through;
 pub mod privilege;
 pub mod profile;
+pub mod recording;
 pub mod status;
 pub mod stoppable;
 pub mod validation;
@@ -25,6 +26,7 @@ pub use api::{
 };
 pub use field::{ErrorList, FieldError, FieldErrorKind, FieldValue};
 pub use profile::Profile;
+pub use recording::{KIND_RECORDING_LIST, Recording, RecordingList};
 pub use status::ApiError;
 
 /// The API group served by poddebug.

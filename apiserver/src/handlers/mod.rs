@@ -10,6 +10,7 @@ pub mod list;
 pub mod paging;
 pub mod portal;
 pub mod profiles;
+pub mod recordings;
 pub mod selection;
 pub mod streams;
 pub mod table;

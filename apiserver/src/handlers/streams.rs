@@ -23,9 +23,11 @@ use poddebug_types::ApiError;
 use crate::authn::Authenticated;
 use crate::error::Error;
 use crate::query::query_map;
+use crate::recording::{Session, SessionInfo};
 use crate::state::AppState;
 use crate::stream::protocol::{self, AttachOptions, Negotiated};
 use crate::stream::relay::{self, StreamGuard, StreamInfo};
+use crate::stream::session_audit;
 use crate::stream::upstream::AttachOutcome;
 
 /// How long the client's side of the upgrade may take to complete after our 101.
@@ -77,6 +79,32 @@ pub async fn attach(
         AttachOutcome::Switched { io, headers } => (io, headers),
     };
     let negotiated = Negotiated::from_switching(kind, &headers);
+    // With recording on, a session that cannot be recorded is not started.
+    let recording = match &st.recorder {
+        None => None,
+        Some(recorder) => match recorder
+            .start(SessionInfo {
+                namespace: ns.clone(),
+                pod: pod.clone(),
+                container: opts.container.clone(),
+                user: auth.user.user.clone(),
+                protocol: negotiated.label(),
+                spdy: negotiated.kind == protocol::UpgradeKind::Spdy,
+                base64: negotiated.base64(),
+            })
+            .await
+        {
+            Ok(session) => Some(session),
+            Err(e) => {
+                tracing::error!(error = %e, "a session recording cannot be written; attach refused");
+                return Err(ApiError::ServiceUnavailable(
+                    "session recording is unavailable on this server, so the session was not started"
+                        .to_owned(),
+                )
+                .into());
+            }
+        },
+    };
     let guard = StreamGuard::new(
         st.metrics.clone(),
         StreamInfo {
@@ -89,28 +117,94 @@ pub async fn attach(
         },
     );
     let drain = st.drain.clone();
-    // The relay task owns both connections and the guard; it ends when either side closes or
-    // when the drain signal flips (bounded by DRAIN_FINISH), so nothing outlives shutdown.
+    let backend = st.backend.clone();
+    let caller = auth.user.clone();
+    let caller_for_lookup = auth.user.clone();
+    let container = opts.container.clone();
+    // The relay task owns both connections, the guard and the recording; it ends when either
+    // side closes or when the drain signal flips (bounded by DRAIN_FINISH), then finishes the
+    // recording and writes the session's audit record (both bounded), so nothing outlives
+    // shutdown for long.
     tokio::spawn(async move {
-        let client = match tokio::time::timeout(CLIENT_UPGRADE_TIMEOUT, on_upgrade).await {
-            Ok(Ok(io)) => TokioIo::new(io),
+        let start = jiff::Timestamp::now();
+        let relayed = match tokio::time::timeout(CLIENT_UPGRADE_TIMEOUT, on_upgrade).await {
+            Ok(Ok(io)) => {
+                let tap = recording.as_ref().map(Session::tap);
+                relay::relay(
+                    TokioIo::new(io),
+                    upstream_io,
+                    &negotiated,
+                    drain.clone(),
+                    &guard,
+                    tap,
+                )
+                .await;
+                true
+            }
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "client upgrade failed");
                 guard.set_end("client upgrade failed");
-                return;
+                false
             }
             Err(_) => {
                 guard.set_end("client upgrade timed out");
-                return;
+                false
             }
         };
-        relay::relay(client, upstream_io, &negotiated, drain, &guard).await;
+        let end = jiff::Timestamp::now();
+        // No lookup for a stream that never ran, nor while the server is going down.
+        let look_up = relayed && !*drain.borrow();
+        let fallback = async move {
+            if look_up {
+                container_exit_code(backend, target, container, caller_for_lookup).await
+            } else {
+                None
+            }
+        };
+        let (recording_id, exit_code) = match recording {
+            Some(session) => {
+                let f = session.finish(fallback).await;
+                (Some(f.id), f.exit_code)
+            }
+            None => (None, fallback.await),
+        };
+        let (bytes_in, bytes_out) = guard.bytes();
+        session_audit::emit(&session_audit::SessionRecord {
+            caller: &caller,
+            info: guard.info(),
+            start,
+            end,
+            bytes_in,
+            bytes_out,
+            exit_code,
+            recording_id: recording_id.as_deref(),
+        });
     });
 
     let mut resp = Response::new(axum::body::Body::empty());
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     *resp.headers_mut() = protocol::switching_headers(&headers);
     Ok(resp)
+}
+
+/// How long the end of a session may wait for the debug container's exit code.
+const EXIT_CODE_LOOKUP: Duration = Duration::from_secs(5);
+
+/// The debug container's exit code, read once from its status when the stream did not report
+/// it (best effort: None when it still runs, or the read fails or takes too long).
+/// `container` is the debug container's name as the API knows it (the client's).
+async fn container_exit_code(
+    backend: std::sync::Arc<dyn poddebug_storage::DebugBackend>,
+    target: poddebug_storage::StreamTarget,
+    container: String,
+    caller: poddebug_storage::Caller,
+) -> Option<i32> {
+    let read = backend.get(&target.namespace, &target.pod, &container, &caller);
+    let dc = tokio::time::timeout(EXIT_CODE_LOOKUP, read)
+        .await
+        .ok()?
+        .ok()?;
+    dc.status?.state?.terminated.map(|t| t.exit_code)
 }
 
 /// `GET .../pods/POD/log?container=NAME`.

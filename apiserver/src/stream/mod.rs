@@ -4,6 +4,7 @@
 
 pub mod protocol;
 pub mod relay;
+pub mod session_audit;
 pub mod spdy_frames;
 pub mod upstream;
 pub mod websocket_frames;

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 use super::protocol::{Negotiated, UpgradeKind};
 use super::{spdy_frames, websocket_frames};
 use crate::metrics::{DirectionLabels, Metrics};
+use crate::recording::Tap;
 
 /// How long the other direction may go on after one side closed.
 pub const LINGER: Duration = Duration::from_secs(5);
@@ -204,6 +205,7 @@ async fn pump_in<R, W>(
     w: &mut W,
     guard: &StreamGuard,
     spdy: Option<&spdy_frames::Session>,
+    tap: Option<&Tap>,
 ) -> End
 where
     R: AsyncRead + Unpin,
@@ -229,6 +231,9 @@ where
         }
         if let Err(e) = write_chunk(w, &buf.data[..n]).await {
             return End::Error(e);
+        }
+        if let Some(tap) = tap {
+            tap.inbound(&buf.data[..n]);
         }
         guard.add_in(n);
         buf.after_read(n);
@@ -257,6 +262,7 @@ struct Shutdown<'a> {
     spdy: Option<&'a spdy_frames::Session>,
     payload: &'a [u8],
     base64: bool,
+    tap: Option<&'a Tap>,
 }
 
 /// upstream → client, with the shutdown message.
@@ -276,6 +282,7 @@ where
         spdy,
         payload: shutdown_payload,
         base64,
+        tap,
     } = sd;
     let mut buf = AdaptiveBuf::new();
     let mut draining: Option<tokio::time::Instant> = None;
@@ -299,6 +306,9 @@ where
             };
             if let Some(frames) = injection {
                 if !frames.is_empty() && write_chunk(w, &frames).await.is_ok() {
+                    if let Some(tap) = tap {
+                        tap.outbound(&frames);
+                    }
                     guard.add_out(frames.len());
                 }
                 let _ = w.shutdown().await;
@@ -347,6 +357,9 @@ where
         if let Err(e) = write_chunk(w, &buf.data[..n]).await {
             return End::Error(e);
         }
+        if let Some(tap) = tap {
+            tap.outbound(&buf.data[..n]);
+        }
         guard.add_out(n);
         if draining.is_none() {
             buf.after_read(n);
@@ -371,13 +384,15 @@ fn shutdown_payload(negotiated: &Negotiated) -> Vec<u8> {
 }
 
 /// Relay until both sides are done, one side closed and the other finished (or [`LINGER`]
-/// passed), or the drain signal ended the stream.
+/// passed), or the drain signal ended the stream. `tap`, when recording, gets a copy of every
+/// chunk after it was written.
 pub async fn relay<C, U>(
     client: C,
     upstream: U,
     negotiated: &Negotiated,
     mut drain: watch::Receiver<bool>,
     guard: &StreamGuard,
+    tap: Option<&Tap>,
 ) where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
@@ -392,7 +407,7 @@ pub async fn relay<C, U>(
     };
     let payload = shutdown_payload(negotiated);
     let mut in_drain = drain.clone();
-    let inbound = pump_in(&mut cr, &mut uw, guard, spdy);
+    let inbound = pump_in(&mut cr, &mut uw, guard, spdy, tap);
     let outbound = pump_out(
         &mut ur,
         &mut cw,
@@ -402,6 +417,7 @@ pub async fn relay<C, U>(
             spdy,
             payload: &payload,
             base64: negotiated.base64(),
+            tap,
         },
         &mut drain,
     );
@@ -463,7 +479,7 @@ mod tests {
         let (_tx, rx) = watch::channel(false);
         let g = guard();
         let n = negotiated(UpgradeKind::WebSocket, "v5.channel.k8s.io");
-        let relay = relay(client, upstream, &n, rx, &g);
+        let relay = relay(client, upstream, &n, rx, &g, None);
         let peers = async {
             client_peer.write_all(b"to upstream").await.expect("write");
             let mut buf = [0u8; 11];
@@ -493,7 +509,7 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let g = guard();
         let n = negotiated(UpgradeKind::WebSocket, "v5.channel.k8s.io");
-        let relay = relay(client, upstream, &n, rx, &g);
+        let relay = relay(client, upstream, &n, rx, &g, None);
         let peers = async {
             // Half a frame: header says 4 payload bytes, only 2 sent before the drain.
             upstream_peer
@@ -545,7 +561,7 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let g = guard();
         let n = negotiated(UpgradeKind::Spdy, "v4.channel.k8s.io");
-        let relay = relay(client, upstream, &n, rx, &g);
+        let relay = relay(client, upstream, &n, rx, &g, None);
         let peers = async {
             // SYN_STREAM id 1 from the client, SYN_REPLY id 1 from the server.
             let syn = |kind: u8, id: u8| vec![0x80, 3, 0, kind, 0, 0, 0, 4, 0, 0, 0, id];

@@ -7,7 +7,8 @@
 //!
 //! Usage (release build recommended; loopback only, bounded, ends by itself):
 //! `PODDEBUG_APISERVER_BIN=target/release/poddebug-apiserver target/release/stream-bench
-//!  [--bulk-mib 64] [--rtt-iterations 2000] [--idle-streams 1000] [--runs 3]`
+//!  [--bulk-mib 64] [--rtt-iterations 2000] [--idle-streams 1000] [--runs 3]
+//!  [--server-arg --recording-dir=/tmp/rec ...]` (`--server-arg` repeats: extra server flags)
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,7 @@ struct Args {
     rtt_iterations: usize,
     idle_streams: usize,
     runs: usize,
+    server_args: Vec<String>,
 }
 
 fn args() -> Args {
@@ -39,10 +41,15 @@ fn args() -> Args {
         rtt_iterations: 2000,
         idle_streams: 1000,
         runs: 3,
+        server_args: vec!["--v=1".to_owned()],
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
         let v = pair.get(1).and_then(|v| v.parse().ok());
+        if let ("--server-arg", Some(arg)) = (pair[0].as_str(), pair.get(1)) {
+            a.server_args.push(arg.clone());
+            continue;
+        }
         match (pair[0].as_str(), v) {
             ("--bulk-mib", Some(v)) => a.bulk_mib = v,
             ("--rtt-iterations", Some(v)) => a.rtt_iterations = v,
@@ -206,7 +213,8 @@ async fn main() {
     }));
     assert!(fake.set_ec_state(NS, POD, "dbg", ContainerState::Running));
     let pki = fake.pki().clone();
-    let server = PodDebugServer::start(&fake, &pki, &["--v=1"]).await;
+    let server_args: Vec<&str> = a.server_args.iter().map(String::as_str).collect();
+    let server = PodDebugServer::start(&fake, &pki, &server_args).await;
     let direct = Target {
         name: "direct",
         client: fake.client(ADMIN_TOKEN),

@@ -1,0 +1,839 @@
+//! Decoding of the k8s channel protocols from copies of relayed bytes, for the recorder: which
+//! bytes were terminal output, input, a resize, or the final Status of the error channel.
+//!
+//! The decoders run in the recording's writer task on copies of what the relay already wrote;
+//! they never see the relay's buffers and cannot slow or alter the stream. They follow frame
+//! boundaries across any split of the bytes, keep payloads only where a whole message is needed
+//! (a resize, the error Status, an incomplete base64 quantum, a SPDY header block), and give up
+//! (the recording is then truncated) on bytes that are not the protocol they expect.
+
+use std::collections::HashMap;
+
+use base64::Engine;
+use flate2::{Decompress, FlushDecompress};
+
+/// Largest message kept whole (a resize, the error Status, a SPDY header block).
+const MAX_KEPT: usize = 64 * 1024;
+
+/// Which way the bytes went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Client → container.
+    In,
+    /// Container → client.
+    Out,
+}
+
+/// What a stream carried, in terms a terminal recording needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// stdout or stderr bytes.
+    Output(Vec<u8>),
+    /// stdin bytes.
+    Input(Vec<u8>),
+    /// The terminal was resized.
+    Resize {
+        /// Columns.
+        width: u16,
+        /// Rows.
+        height: u16,
+    },
+    /// The whole message of the error channel (a Status on v4+).
+    Error(Vec<u8>),
+}
+
+/// Why decoding stopped.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+/// The k8s channel numbers.
+mod channel {
+    pub const STDIN: u8 = 0;
+    pub const STDOUT: u8 = 1;
+    pub const STDERR: u8 = 2;
+    pub const ERROR: u8 = 3;
+    pub const RESIZE: u8 = 4;
+}
+
+/// The `{"Width":W,"Height":H}` of a resize message.
+fn parse_resize(data: &[u8]) -> Option<Event> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Size {
+        width: u16,
+        height: u16,
+    }
+    let s: Size = serde_json::from_slice(data).ok()?;
+    Some(Event::Resize {
+        width: s.width,
+        height: s.height,
+    })
+}
+
+/// Decoder of both directions of one session.
+pub enum Decoder {
+    /// WebSocket channel protocols.
+    WebSocket {
+        /// Client → server.
+        inbound: Box<WsDirection>,
+        /// Server → client.
+        outbound: Box<WsDirection>,
+    },
+    /// SPDY/3.1 streams.
+    Spdy(Box<SpdySession>),
+}
+
+impl Decoder {
+    /// A decoder for a WebSocket session (`base64`: the `base64.channel.k8s.io` variants).
+    pub fn websocket(base64: bool) -> Decoder {
+        Decoder::WebSocket {
+            inbound: Box::new(WsDirection::new(base64)),
+            outbound: Box::new(WsDirection::new(base64)),
+        }
+    }
+
+    /// A decoder for a SPDY session.
+    pub fn spdy() -> Decoder {
+        Decoder::Spdy(Box::default())
+    }
+
+    /// Feed a copy of relayed bytes.
+    pub fn feed(
+        &mut self,
+        dir: Direction,
+        data: &[u8],
+        out: &mut Vec<Event>,
+    ) -> Result<(), DecodeError> {
+        match self {
+            Decoder::WebSocket { inbound, outbound } => match dir {
+                Direction::In => inbound.feed(data, out),
+                Direction::Out => outbound.feed(data, out),
+            },
+            Decoder::Spdy(s) => s.feed(dir, data, out),
+        }
+    }
+}
+
+// ---------- WebSocket ----------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WsPos {
+    Header { have: usize },
+    Payload { remaining: u64, offset: u64 },
+}
+
+/// One direction of a WebSocket session.
+pub struct WsDirection {
+    base64: bool,
+    pos: WsPos,
+    header: [u8; 14],
+    mask: Option<[u8; 4]>,
+    /// The current frame is a control frame (its payload is skipped).
+    control: bool,
+    /// Channel of the message in progress (None: not yet known).
+    channel: Option<u8>,
+    /// FIN of the current frame.
+    header_fin: bool,
+    /// Payload kept for resize/error messages.
+    kept: Vec<u8>,
+    /// Base64 characters not yet decoded (fewer than 4).
+    b64_pending: Vec<u8>,
+}
+
+impl WsDirection {
+    fn new(base64: bool) -> WsDirection {
+        WsDirection {
+            base64,
+            pos: WsPos::Header { have: 0 },
+            header: [0; 14],
+            mask: None,
+            control: false,
+            channel: None,
+            header_fin: false,
+            kept: Vec::new(),
+            b64_pending: Vec::new(),
+        }
+    }
+
+    fn header_len(b1: u8) -> usize {
+        let ext = match b1 & 0x7f {
+            126 => 2,
+            127 => 8,
+            _ => 0,
+        };
+        2 + ext + if b1 & 0x80 != 0 { 4 } else { 0 }
+    }
+
+    fn feed(&mut self, mut data: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        while !data.is_empty() {
+            match self.pos {
+                WsPos::Header { have } => {
+                    let need = if have < 2 {
+                        2
+                    } else {
+                        Self::header_len(self.header[1])
+                    };
+                    let take = (need - have).min(data.len());
+                    self.header[have..have + take].copy_from_slice(&data[..take]);
+                    data = &data[take..];
+                    let have = have + take;
+                    if have < 2 || have < Self::header_len(self.header[1]) {
+                        self.pos = WsPos::Header { have };
+                        continue;
+                    }
+                    self.start_frame(out)?;
+                }
+                WsPos::Payload { remaining, offset } => {
+                    let take = usize::try_from(remaining)
+                        .unwrap_or(usize::MAX)
+                        .min(data.len());
+                    if !self.control {
+                        let mut chunk = data[..take].to_vec();
+                        if let Some(m) = self.mask {
+                            for (i, b) in chunk.iter_mut().enumerate() {
+                                *b ^= m[((offset + i as u64) % 4) as usize];
+                            }
+                        }
+                        self.payload(&chunk, out)?;
+                    }
+                    data = &data[take..];
+                    let left = remaining - take as u64;
+                    if left == 0 {
+                        self.end_frame(out)?;
+                    } else {
+                        self.pos = WsPos::Payload {
+                            remaining: left,
+                            offset: offset + take as u64,
+                        };
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_frame(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        let (b0, b1) = (self.header[0], self.header[1]);
+        let opcode = b0 & 0x0f;
+        let len = match b1 & 0x7f {
+            126 => u64::from(u16::from_be_bytes([self.header[2], self.header[3]])),
+            127 => {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&self.header[2..10]);
+                u64::from_be_bytes(b)
+            }
+            n => u64::from(n),
+        };
+        let hl = Self::header_len(b1);
+        self.mask = (b1 & 0x80 != 0).then(|| {
+            let mut m = [0u8; 4];
+            m.copy_from_slice(&self.header[hl - 4..hl]);
+            m
+        });
+        self.control = match opcode {
+            0x0 => false,
+            0x1 | 0x2 => {
+                // A new message; the frame's FIN says whether continuations follow.
+                self.channel = None;
+                self.kept.clear();
+                self.b64_pending.clear();
+                false
+            }
+            0x8..=0xA => true,
+            _ => return Err(DecodeError(format!("unknown WebSocket opcode {opcode}"))),
+        };
+        self.header_fin = b0 & 0x80 != 0;
+        if len == 0 {
+            self.end_frame(out)
+        } else {
+            self.pos = WsPos::Payload {
+                remaining: len,
+                offset: 0,
+            };
+            Ok(())
+        }
+    }
+
+    /// Unmasked payload bytes of a data frame.
+    fn payload(&mut self, mut chunk: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        if self.channel.is_none() {
+            let Some((&first, rest)) = chunk.split_first() else {
+                return Ok(());
+            };
+            self.channel = Some(if self.base64 {
+                first.wrapping_sub(b'0')
+            } else {
+                first
+            });
+            chunk = rest;
+        }
+        if self.base64 {
+            self.b64_pending.extend_from_slice(chunk);
+            let whole = self.b64_pending.len() / 4 * 4;
+            if whole == 0 {
+                return Ok(());
+            }
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(&self.b64_pending[..whole])
+                .map_err(|e| DecodeError(format!("base64 channel data: {e}")))?;
+            self.b64_pending.drain(..whole);
+            self.channel_data(&decoded, out)
+        } else {
+            self.channel_data(chunk, out)
+        }
+    }
+
+    fn channel_data(&mut self, data: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        match self.channel {
+            Some(channel::STDOUT | channel::STDERR) if !data.is_empty() => {
+                out.push(Event::Output(data.to_vec()))
+            }
+            Some(channel::STDIN) if !data.is_empty() => out.push(Event::Input(data.to_vec())),
+            Some(channel::ERROR | channel::RESIZE) => {
+                if self.kept.len() + data.len() > MAX_KEPT {
+                    return Err(DecodeError("control message too large".to_owned()));
+                }
+                self.kept.extend_from_slice(data);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn end_frame(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        self.pos = WsPos::Header { have: 0 };
+        if self.control || !self.header_fin {
+            return Ok(());
+        }
+        if self.base64 && !self.b64_pending.is_empty() {
+            return Err(DecodeError(
+                "base64 message of a length not a multiple of 4".into(),
+            ));
+        }
+        let kept = std::mem::take(&mut self.kept);
+        match self.channel {
+            Some(channel::RESIZE) => out.extend(parse_resize(&kept)),
+            Some(channel::ERROR) if !kept.is_empty() => out.push(Event::Error(kept)),
+            _ => {}
+        }
+        self.channel = None;
+        Ok(())
+    }
+}
+
+// ---------- SPDY/3.1 ----------
+
+/// SYN_STREAM.
+const SYN_STREAM: u16 = 1;
+/// HEADERS.
+const HEADERS: u16 = 8;
+
+/// What a SPDY stream carries, from its `streamType` header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StreamType {
+    Stdin,
+    Stdout,
+    Stderr,
+    Error,
+    Resize,
+    Other,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SpdyPos {
+    Header { have: usize },
+    Payload { remaining: u32 },
+}
+
+/// One direction's framing state.
+struct SpdyDirection {
+    pos: SpdyPos,
+    header: [u8; 8],
+    /// Control frame type of the current frame (None: data frame).
+    control: Option<u16>,
+    /// Stream of the current data frame.
+    stream: u32,
+    /// Payload kept of the current control frame (SYN_STREAM / HEADERS only).
+    kept: Vec<u8>,
+}
+
+impl Default for SpdyDirection {
+    fn default() -> Self {
+        SpdyDirection {
+            pos: SpdyPos::Header { have: 0 },
+            header: [0; 8],
+            control: None,
+            stream: 0,
+            kept: Vec::new(),
+        }
+    }
+}
+
+/// Both directions of a SPDY session, with the stream types the client declared.
+pub struct SpdySession {
+    inbound: SpdyDirection,
+    outbound: SpdyDirection,
+    /// The client's header-compression context (only its blocks name stream types).
+    inflate: Decompress,
+    streams: HashMap<u32, StreamType>,
+    /// Partial resize line and error message, per stream.
+    kept: HashMap<u32, Vec<u8>>,
+}
+
+impl Default for SpdySession {
+    fn default() -> Self {
+        SpdySession {
+            inbound: SpdyDirection::default(),
+            outbound: SpdyDirection::default(),
+            inflate: Decompress::new(true),
+            streams: HashMap::new(),
+            kept: HashMap::new(),
+        }
+    }
+}
+
+impl SpdySession {
+    fn feed(
+        &mut self,
+        dir: Direction,
+        mut data: &[u8],
+        out: &mut Vec<Event>,
+    ) -> Result<(), DecodeError> {
+        while !data.is_empty() {
+            let d = match dir {
+                Direction::In => &mut self.inbound,
+                Direction::Out => &mut self.outbound,
+            };
+            match d.pos {
+                SpdyPos::Header { have } => {
+                    let take = (8 - have).min(data.len());
+                    d.header[have..have + take].copy_from_slice(&data[..take]);
+                    data = &data[take..];
+                    if have + take < 8 {
+                        d.pos = SpdyPos::Header { have: have + take };
+                        continue;
+                    }
+                    let h = d.header;
+                    let len = u32::from_be_bytes([0, h[5], h[6], h[7]]);
+                    if h[0] & 0x80 != 0 {
+                        d.control = Some(u16::from_be_bytes([h[2], h[3]]));
+                    } else {
+                        d.control = None;
+                        d.stream = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & 0x7fff_ffff;
+                    }
+                    d.kept.clear();
+                    if len == 0 {
+                        d.pos = SpdyPos::Header { have: 0 };
+                        self.end_frame(dir, out)?;
+                    } else {
+                        d.pos = SpdyPos::Payload { remaining: len };
+                    }
+                }
+                SpdyPos::Payload { remaining } => {
+                    let take = usize::try_from(remaining)
+                        .unwrap_or(usize::MAX)
+                        .min(data.len());
+                    let chunk = &data[..take];
+                    data = &data[take..];
+                    let left = remaining - take as u32;
+                    d.pos = if left == 0 {
+                        SpdyPos::Header { have: 0 }
+                    } else {
+                        SpdyPos::Payload { remaining: left }
+                    };
+                    match d.control {
+                        Some(SYN_STREAM | HEADERS) if dir == Direction::In => {
+                            if d.kept.len() + chunk.len() > MAX_KEPT {
+                                return Err(DecodeError("SPDY header block too large".into()));
+                            }
+                            d.kept.extend_from_slice(chunk);
+                        }
+                        Some(_) => {}
+                        None => {
+                            let stream = d.stream;
+                            self.stream_data(stream, chunk, out)?;
+                        }
+                    }
+                    if left == 0 {
+                        self.end_frame(dir, out)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn end_frame(&mut self, dir: Direction, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        let d = match dir {
+            Direction::In => &mut self.inbound,
+            Direction::Out => &mut self.outbound,
+        };
+        let (control, kept) = (d.control, std::mem::take(&mut d.kept));
+        match control {
+            Some(SYN_STREAM) if dir == Direction::In && kept.len() >= 10 => {
+                let id = u32::from_be_bytes([kept[0], kept[1], kept[2], kept[3]]) & 0x7fff_ffff;
+                let headers = self.inflate_block(&kept[10..])?;
+                let kind = headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("streamtype"))
+                    .map_or(StreamType::Other, |(_, v)| match v.as_str() {
+                        "stdin" => StreamType::Stdin,
+                        "stdout" => StreamType::Stdout,
+                        "stderr" => StreamType::Stderr,
+                        "error" => StreamType::Error,
+                        "resize" => StreamType::Resize,
+                        _ => StreamType::Other,
+                    });
+                self.streams.insert(id, kind);
+            }
+            // HEADERS blocks are inflated only to keep the compression context in step.
+            Some(HEADERS) if dir == Direction::In && kept.len() >= 4 => {
+                self.inflate_block(&kept[4..])?;
+            }
+            None => {
+                let stream = d.stream;
+                if self.streams.get(&stream) == Some(&StreamType::Error)
+                    && let Some(msg) = self.kept.remove(&stream)
+                {
+                    // client-go reads the error stream to its end; the kubelet writes one
+                    // message. Each data frame is reported; the last one wins.
+                    if !msg.is_empty() {
+                        out.push(Event::Error(msg));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn stream_data(
+        &mut self,
+        stream: u32,
+        chunk: &[u8],
+        out: &mut Vec<Event>,
+    ) -> Result<(), DecodeError> {
+        match self.streams.get(&stream) {
+            Some(StreamType::Stdout | StreamType::Stderr) if !chunk.is_empty() => {
+                out.push(Event::Output(chunk.to_vec()))
+            }
+            Some(StreamType::Stdin) if !chunk.is_empty() => out.push(Event::Input(chunk.to_vec())),
+            Some(StreamType::Error) => {
+                let kept = self.kept.entry(stream).or_default();
+                if kept.len() + chunk.len() > MAX_KEPT {
+                    return Err(DecodeError("error stream message too large".into()));
+                }
+                kept.extend_from_slice(chunk);
+            }
+            Some(StreamType::Resize) => {
+                // A JSON object per resize, one after another (Go's json.Encoder: one per line).
+                let kept = self.kept.entry(stream).or_default();
+                if kept.len() + chunk.len() > MAX_KEPT {
+                    return Err(DecodeError("resize message too large".into()));
+                }
+                kept.extend_from_slice(chunk);
+                let mut de =
+                    serde_json::Deserializer::from_slice(kept).into_iter::<serde_json::Value>();
+                let mut used = 0;
+                while let Some(Ok(v)) = de.next() {
+                    used = de.byte_offset();
+                    if let Ok(bytes) = serde_json::to_vec(&v) {
+                        out.extend(parse_resize(&bytes));
+                    }
+                }
+                kept.drain(..used);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Inflate one header block with the session's context and split it into name/value pairs.
+    fn inflate_block(&mut self, block: &[u8]) -> Result<Vec<(String, String)>, DecodeError> {
+        let mut raw = Vec::with_capacity(block.len() * 4 + 256);
+        let mut consumed = 0usize;
+        // Each round either consumes input or grows the output; the bound only guards a bug.
+        for _ in 0..1024 {
+            let before = self.inflate.total_in();
+            match self
+                .inflate
+                .decompress_vec(&block[consumed..], &mut raw, FlushDecompress::Sync)
+            {
+                Ok(_) => {}
+                Err(e) if e.needs_dictionary().is_some() => {
+                    self.inflate
+                        .set_dictionary(super::spdy_dictionary::dictionary())
+                        .map_err(|e| DecodeError(format!("SPDY header dictionary: {e}")))?;
+                }
+                Err(e) => return Err(DecodeError(format!("SPDY header block: {e}"))),
+            }
+            consumed += usize::try_from(self.inflate.total_in() - before).unwrap_or(0);
+            if consumed == block.len() && raw.len() < raw.capacity() {
+                break;
+            }
+            if raw.len() > MAX_KEPT * 4 {
+                return Err(DecodeError("SPDY header block too large".into()));
+            }
+            raw.reserve(1024);
+        }
+        parse_header_block(&raw)
+    }
+}
+
+/// `count, (len name, len value)*` with 32-bit big-endian lengths (SPDY/3 §2.6.10).
+fn parse_header_block(raw: &[u8]) -> Result<Vec<(String, String)>, DecodeError> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Result<&'a [u8], DecodeError> {
+        if b.len() < n {
+            return Err(DecodeError("truncated SPDY header block".into()));
+        }
+        let (head, rest) = b.split_at(n);
+        *b = rest;
+        Ok(head)
+    }
+    fn len(b: &mut &[u8]) -> Result<usize, DecodeError> {
+        let v = take(b, 4)?;
+        Ok(u32::from_be_bytes([v[0], v[1], v[2], v[3]]) as usize)
+    }
+    let mut b = raw;
+    let count = len(&mut b)?;
+    let mut headers = Vec::with_capacity(count.min(64));
+    for _ in 0..count {
+        let n = len(&mut b)?;
+        let k = String::from_utf8_lossy(take(&mut b, n)?).into_owned();
+        let n = len(&mut b)?;
+        let v = String::from_utf8_lossy(take(&mut b, n)?).into_owned();
+        headers.push((k, v));
+    }
+    Ok(headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::{Compress, Compression, FlushCompress};
+
+    fn ws_frame(opcode: u8, fin: bool, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
+        let mut out = vec![if fin { 0x80 } else { 0 } | opcode];
+        let m = if mask.is_some() { 0x80 } else { 0 };
+        match payload.len() {
+            n if n < 126 => out.push(m | n as u8),
+            n if n <= 0xffff => {
+                out.push(m | 126);
+                out.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                out.push(m | 127);
+                out.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        match mask {
+            Some(k) => {
+                out.extend_from_slice(&k);
+                out.extend(payload.iter().enumerate().map(|(i, b)| b ^ k[i % 4]));
+            }
+            None => out.extend_from_slice(payload),
+        }
+        out
+    }
+
+    fn decode_all(d: &mut Decoder, parts: &[(Direction, Vec<u8>)], split: usize) -> Vec<Event> {
+        let mut out = Vec::new();
+        for (dir, bytes) in parts {
+            for piece in bytes.chunks(split) {
+                d.feed(*dir, piece, &mut out).expect("decodes");
+            }
+        }
+        out
+    }
+
+    fn output(events: &[Event]) -> Vec<u8> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Output(b) => Some(b.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    fn input(events: &[Event]) -> Vec<u8> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Input(b) => Some(b.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    #[test]
+    fn websocket_channels_across_any_split() {
+        let big: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
+        let mut out_bytes = vec![1u8];
+        out_bytes.extend_from_slice(&big);
+        let parts = vec![
+            (Direction::Out, ws_frame(2, true, &[1], None)),
+            (
+                Direction::In,
+                ws_frame(
+                    2,
+                    true,
+                    b"\x04{\"Width\":80,\"Height\":24}",
+                    Some([1, 2, 3, 4]),
+                ),
+            ),
+            (
+                Direction::In,
+                ws_frame(2, true, b"\x00ls\n", Some([9, 8, 7, 6])),
+            ),
+            (Direction::Out, ws_frame(2, false, b"\x01he", None)),
+            (Direction::Out, ws_frame(0x9, true, b"ping", None)),
+            (Direction::Out, ws_frame(0, true, b"llo", None)),
+            (Direction::Out, ws_frame(2, true, &out_bytes, None)),
+            (Direction::Out, ws_frame(2, true, b"\x02err", None)),
+            (
+                Direction::Out,
+                ws_frame(2, true, b"\x03{\"status\":\"Success\"}", None),
+            ),
+        ];
+        for split in [1, 3, 7, 1000, 100_000] {
+            let mut d = Decoder::websocket(false);
+            let events = decode_all(&mut d, &parts, split);
+            let mut expected = b"hello".to_vec();
+            expected.extend_from_slice(&big);
+            expected.extend_from_slice(b"err");
+            assert_eq!(output(&events), expected, "split {split}");
+            assert!(events.contains(&Event::Resize {
+                width: 80,
+                height: 24
+            }));
+            assert_eq!(input(&events), b"ls\n");
+            assert!(events.contains(&Event::Error(b"{\"status\":\"Success\"}".to_vec())));
+        }
+    }
+
+    #[test]
+    fn websocket_base64_variant_is_decoded() {
+        let b64 = |ch: char, data: &[u8]| {
+            let mut s = ch.to_string();
+            s.push_str(&base64::engine::general_purpose::STANDARD.encode(data));
+            s.into_bytes()
+        };
+        let parts = vec![
+            (
+                Direction::Out,
+                ws_frame(1, true, &b64('1', b"\x00\xffhi"), None),
+            ),
+            (
+                Direction::In,
+                ws_frame(1, true, &b64('0', b"q"), Some([5, 5, 5, 5])),
+            ),
+        ];
+        for split in [1, 2, 5, 100] {
+            let mut d = Decoder::websocket(true);
+            let events = decode_all(&mut d, &parts, split);
+            assert_eq!(output(&events), b"\x00\xffhi");
+            assert_eq!(input(&events), b"q");
+        }
+    }
+
+    #[test]
+    fn garbage_is_refused_not_guessed() {
+        let mut d = Decoder::websocket(false);
+        let mut out = Vec::new();
+        assert!(d.feed(Direction::Out, &[0x83, 0], &mut out).is_err());
+    }
+
+    fn spdy_control(kind: u16, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![0x80, 0x03];
+        out.extend_from_slice(&kind.to_be_bytes());
+        out.push(flags);
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn spdy_data(id: u32, payload: &[u8]) -> Vec<u8> {
+        let mut out = id.to_be_bytes().to_vec();
+        out.push(0);
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn syn_stream(z: &mut Compress, id: u32, stream_type: &str) -> Vec<u8> {
+        let mut block = Vec::new();
+        let headers = [("streamtype", stream_type), ("port", "0")];
+        block.extend_from_slice(&(headers.len() as u32).to_be_bytes());
+        for (k, v) in headers {
+            block.extend_from_slice(&(k.len() as u32).to_be_bytes());
+            block.extend_from_slice(k.as_bytes());
+            block.extend_from_slice(&(v.len() as u32).to_be_bytes());
+            block.extend_from_slice(v.as_bytes());
+        }
+        let mut compressed = Vec::with_capacity(block.len() + 1500);
+        z.compress_vec(&block, &mut compressed, FlushCompress::Sync)
+            .expect("deflate");
+        let mut payload = id.to_be_bytes().to_vec();
+        payload.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+        payload.extend_from_slice(&compressed);
+        spdy_control(SYN_STREAM, 0, &payload)
+    }
+
+    #[test]
+    fn spdy_streams_are_told_apart_by_their_stream_type() {
+        let mut z = Compress::new(Compression::default(), true);
+        z.set_dictionary(super::super::spdy_dictionary::dictionary())
+            .expect("dictionary");
+        let mut client = Vec::new();
+        for (id, t) in [(1, "error"), (3, "stdin"), (5, "stdout"), (7, "resize")] {
+            client.extend(syn_stream(&mut z, id, t));
+        }
+        client.extend(spdy_data(7, b"{\"Width\":100,\"Height\":40}\n{\"Wid"));
+        client.extend(spdy_data(7, b"th\":1,\"Height\":2}\n"));
+        client.extend(spdy_data(3, b"typed"));
+        let mut server = Vec::new();
+        server.extend(spdy_control(2, 0, &[0, 0, 0, 5, 0x78, 0x9c]));
+        server.extend(spdy_data(5, b"out"));
+        server.extend(spdy_data(5, &[0xe2, 0x82]));
+        server.extend(spdy_data(5, &[0xac]));
+        server.extend(spdy_data(1, b"{\"status\":\"Success\"}"));
+        for split in [1, 5, 9, 4096] {
+            let mut d = Decoder::spdy();
+            let events = decode_all(
+                &mut d,
+                &[
+                    (Direction::In, client.clone()),
+                    (Direction::Out, server.clone()),
+                ],
+                split,
+            );
+            assert_eq!(output(&events), "out€".as_bytes(), "split {split}");
+            let resizes: Vec<_> = events
+                .iter()
+                .filter(|e| matches!(e, Event::Resize { .. }))
+                .collect();
+            assert_eq!(
+                resizes,
+                vec![
+                    &Event::Resize {
+                        width: 100,
+                        height: 40
+                    },
+                    &Event::Resize {
+                        width: 1,
+                        height: 2
+                    }
+                ]
+            );
+            assert_eq!(input(&events), b"typed");
+            assert_eq!(
+                events.last(),
+                Some(&Event::Error(b"{\"status\":\"Success\"}".to_vec()))
+            );
+        }
+    }
+}

@@ -1,0 +1,581 @@
+//! Session recordings: every attach session is written as an asciicast v2 file under
+//! `--recording-dir`, and served back by `GET …/pods/POD/recordings[/ID]`.
+//!
+//! The relay hands a [`Tap`] a copy of each chunk it has just written, with the time it was
+//! relayed. The tap never waits: it puts the copy on a bounded channel to the session's writer
+//! task, and when that channel is full (a slow disk) it stops copying and the recording is
+//! marked truncated — the stream itself is never slowed, buffered or changed. The writer task
+//! decodes the channel protocol ([`decode`]) and writes output, resize and (with
+//! `--record-input`) input events, up to `--max-recording-bytes`. When the session ends, the
+//! metadata sidecar gets the end time, the size and the process's exit code.
+
+pub mod asciicast;
+pub mod decode;
+pub mod spdy_dictionary;
+pub mod store;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+use asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
+use decode::{Decoder, Direction, Event};
+use store::{Metadata, Store};
+
+/// Chunks in flight between a relay and its writer (at most 64 KiB each).
+const TAP_QUEUE: usize = 256;
+/// How long the end of a session waits for its writer to finish the file.
+const WRITER_FINISH: Duration = Duration::from_secs(10);
+/// Smallest accepted `--max-recording-bytes` (room for the header and the marker).
+const MIN_CAP: u64 = 4096;
+/// Terminal size assumed when the client never sent one before the first output.
+const DEFAULT_SIZE: (u16, u16) = (80, 24);
+
+/// The session-recording flags.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RecordingOptions {
+    /// Directory where every attach session is recorded as an asciicast v2 file
+    /// (NAMESPACE/POD/ID.cast, with ID.json metadata beside it). Recording is off when unset.
+    /// With several replicas, a volume shared by all of them (ReadWriteMany).
+    #[arg(long, help_heading = "Session recording")]
+    pub recording_dir: Option<PathBuf>,
+    /// Also record what the user typed (input events). Off by default: input may hold secrets.
+    #[arg(long, help_heading = "Session recording")]
+    pub record_input: bool,
+    /// Largest recording of one session, in bytes (0 = no limit). A recording that reaches it
+    /// ends with a "recording truncated" marker; the session goes on unrecorded.
+    #[arg(long, default_value_t = 64 << 20, help_heading = "Session recording")]
+    pub max_recording_bytes: u64,
+    /// Recordings last written longer ago than this are deleted by a periodic sweep
+    /// (0 = keep forever).
+    #[arg(long, default_value = "720h", value_parser = crate::options::parse_duration, help_heading = "Session recording")]
+    pub recording_retention: Duration,
+}
+
+impl RecordingOptions {
+    /// Every problem with the flags.
+    pub fn validate(&self) -> Vec<String> {
+        let mut errs = Vec::new();
+        if self.max_recording_bytes != 0 && self.max_recording_bytes < MIN_CAP {
+            errs.push(format!(
+                "--max-recording-bytes must be 0 or at least {MIN_CAP}"
+            ));
+        }
+        if let Some(dir) = &self.recording_dir
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            errs.push(format!(
+                "--recording-dir: {} cannot be created: {e}",
+                dir.display()
+            ));
+        }
+        errs
+    }
+}
+
+/// The recorder of a server with `--recording-dir` set.
+#[derive(Debug)]
+pub struct Recorder {
+    store: Store,
+    record_input: bool,
+    max_bytes: u64,
+    retention: Duration,
+}
+
+/// Who and what a recorded session is.
+#[derive(Clone, Debug)]
+pub struct SessionInfo {
+    /// Namespace.
+    pub namespace: String,
+    /// Pod.
+    pub pod: String,
+    /// Debug container as the client named it.
+    pub container: String,
+    /// User.
+    pub user: String,
+    /// Negotiated protocol label.
+    pub protocol: String,
+    /// SPDY (else WebSocket).
+    pub spdy: bool,
+    /// A base64 WebSocket subprotocol.
+    pub base64: bool,
+}
+
+impl Recorder {
+    /// The recorder the flags ask for, if any.
+    pub fn from_options(o: &RecordingOptions) -> Option<Arc<Recorder>> {
+        let dir = o.recording_dir.clone()?;
+        Some(Arc::new(Recorder {
+            store: Store::new(dir),
+            record_input: o.record_input,
+            max_bytes: o.max_recording_bytes,
+            retention: o.recording_retention,
+        }))
+    }
+
+    /// The files.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Start the retention sweep (now, then every quarter of the retention, at most hourly);
+    /// it runs for the life of the process. Nothing is swept with a retention of 0.
+    pub fn spawn_sweeper(self: &Arc<Self>) {
+        if self.retention.is_zero() {
+            return;
+        }
+        let every = (self.retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(3600));
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let n = me.store.sweep(me.retention).await;
+                if n > 0 {
+                    tracing::info!(files = n, "recordings past their retention deleted");
+                }
+            }
+        });
+    }
+
+    /// Open the recording of a session that has just been switched to the stream protocol.
+    pub async fn start(&self, info: SessionInfo) -> std::io::Result<Session> {
+        let start = jiff::Timestamp::now();
+        let id = store::new_id(start);
+        tokio::fs::create_dir_all(self.store.pod_dir(&info.namespace, &info.pod)).await?;
+        let file = tokio::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(self.store.cast_path(&info.namespace, &info.pod, &id))
+            .await?;
+        let meta = Metadata {
+            id: id.clone(),
+            namespace: info.namespace.clone(),
+            pod: info.pod.clone(),
+            container: info.container.clone(),
+            user: info.user.clone(),
+            protocol: info.protocol.clone(),
+            start: start.to_string(),
+            end: None,
+            bytes: 0,
+            exit_code: None,
+            truncated: false,
+        };
+        self.store.write_meta(&meta).await?;
+        let header = Header {
+            version: 2,
+            width: DEFAULT_SIZE.0,
+            height: DEFAULT_SIZE.1,
+            timestamp: start.as_second(),
+            title: format!("{}/{}/{}", info.namespace, info.pod, info.container),
+            poddebug: HeaderInfo {
+                id: id.clone(),
+                namespace: info.namespace,
+                pod: info.pod,
+                container: info.container,
+                user: info.user,
+                start: start.to_string(),
+                protocol: info.protocol,
+                input_recorded: self.record_input,
+            },
+        };
+        let (tx, rx) = mpsc::channel(TAP_QUEUE);
+        let overflow = Arc::new(AtomicBool::new(false));
+        let writer = Writer {
+            file: tokio::io::BufWriter::new(file),
+            decoder: if info.spdy {
+                Decoder::spdy()
+            } else {
+                Decoder::websocket(info.base64)
+            },
+            header,
+            header_written: false,
+            record_input: self.record_input,
+            capped: Capped::new(self.max_bytes),
+            started: Instant::now(),
+            overflow: overflow.clone(),
+        };
+        let writer = tokio::spawn(writer.run(rx));
+        Ok(Session {
+            tap: Tap { tx, overflow },
+            writer,
+            meta,
+            store: self.store.clone(),
+        })
+    }
+}
+
+/// One relayed chunk, copied.
+#[derive(Debug)]
+struct Chunk {
+    dir: Direction,
+    at: Instant,
+    data: Bytes,
+}
+
+/// The relay's side of a recording: copies chunks without ever waiting.
+#[derive(Debug)]
+pub struct Tap {
+    tx: mpsc::Sender<Chunk>,
+    overflow: Arc<AtomicBool>,
+}
+
+impl Tap {
+    /// Copy bytes just relayed client → container.
+    pub fn inbound(&self, data: &[u8]) {
+        self.copy(Direction::In, data);
+    }
+
+    /// Copy bytes just relayed container → client.
+    pub fn outbound(&self, data: &[u8]) {
+        self.copy(Direction::Out, data);
+    }
+
+    fn copy(&self, dir: Direction, data: &[u8]) {
+        if self.overflow.load(Ordering::Relaxed) {
+            return;
+        }
+        let chunk = Chunk {
+            dir,
+            at: Instant::now(),
+            data: Bytes::copy_from_slice(data),
+        };
+        if self.tx.try_send(chunk).is_err() {
+            // Full (or the writer stopped): everything after this point is unrecorded.
+            self.overflow.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A recording in progress.
+#[derive(Debug)]
+pub struct Session {
+    tap: Tap,
+    writer: tokio::task::JoinHandle<WriterEnd>,
+    meta: Metadata,
+    store: Store,
+}
+
+/// How a recording ended.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    /// The recording id.
+    pub id: String,
+    /// The exit code (from the stream's error channel, else the fallback).
+    pub exit_code: Option<i32>,
+    /// Whether the recording was truncated.
+    pub truncated: bool,
+}
+
+impl Session {
+    /// The tap the relay copies into.
+    pub fn tap(&self) -> &Tap {
+        &self.tap
+    }
+
+    /// The recording id.
+    pub fn id(&self) -> &str {
+        &self.meta.id
+    }
+
+    /// End the recording: the writer finishes the file, the exit code is the one the stream
+    /// reported, else `fallback`'s, and the metadata is completed.
+    pub async fn finish(
+        self,
+        fallback: impl std::future::Future<Output = Option<i32>>,
+    ) -> Finished {
+        let Session {
+            tap,
+            mut writer,
+            mut meta,
+            store,
+        } = self;
+        drop(tap);
+        let end = match tokio::time::timeout(WRITER_FINISH, &mut writer).await {
+            Ok(Ok(end)) => end,
+            Ok(Err(_)) | Err(_) => {
+                writer.abort();
+                tracing::warn!(id = %meta.id, "the recording could not be finished in time");
+                WriterEnd {
+                    bytes: 0,
+                    truncated: true,
+                    exit_code: None,
+                }
+            }
+        };
+        let exit_code = match end.exit_code {
+            Some(c) => Some(c),
+            None => fallback.await,
+        };
+        meta.end = Some(jiff::Timestamp::now().to_string());
+        meta.bytes = tokio::fs::metadata(store.cast_path(&meta.namespace, &meta.pod, &meta.id))
+            .await
+            .map(|m| m.len())
+            .unwrap_or(end.bytes);
+        meta.exit_code = exit_code;
+        meta.truncated = end.truncated;
+        if let Err(e) = store.write_meta(&meta).await {
+            tracing::warn!(id = %meta.id, error = %e, "recording metadata could not be written");
+        }
+        Finished {
+            id: meta.id,
+            exit_code,
+            truncated: end.truncated,
+        }
+    }
+}
+
+/// What the writer reports.
+#[derive(Debug)]
+struct WriterEnd {
+    bytes: u64,
+    truncated: bool,
+    exit_code: Option<i32>,
+}
+
+struct Writer {
+    file: tokio::io::BufWriter<tokio::fs::File>,
+    decoder: Decoder,
+    header: Header,
+    header_written: bool,
+    record_input: bool,
+    capped: Capped,
+    started: Instant,
+    overflow: Arc<AtomicBool>,
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::Receiver<Chunk>) -> WriterEnd {
+        let mut out_text = Utf8Carry::default();
+        let mut in_text = Utf8Carry::default();
+        let mut exit_code = None;
+        let mut failure: Option<String> = None;
+        let mut events = Vec::new();
+        let mut last = 0.0;
+        while let Some(chunk) = rx.recv().await {
+            if failure.is_some() {
+                continue;
+            }
+            let t = chunk.at.duration_since(self.started).as_secs_f64();
+            last = t;
+            events.clear();
+            if let Err(e) = self.decoder.feed(chunk.dir, &chunk.data, &mut events) {
+                failure = Some(format!("undecodable stream ({e})"));
+            }
+            for ev in events.drain(..) {
+                let line = match ev {
+                    Event::Output(b) => {
+                        let text = out_text.text(&b);
+                        (!text.is_empty()).then(|| asciicast::event_line(t, "o", &text))
+                    }
+                    Event::Input(b) if self.record_input => {
+                        let text = in_text.text(&b);
+                        (!text.is_empty()).then(|| asciicast::event_line(t, "i", &text))
+                    }
+                    Event::Input(_) => None,
+                    Event::Resize { width, height } if !self.header_written => {
+                        self.header.width = width;
+                        self.header.height = height;
+                        None
+                    }
+                    Event::Resize { width, height } => {
+                        Some(asciicast::event_line(t, "r", &format!("{width}x{height}")))
+                    }
+                    Event::Error(msg) => {
+                        exit_code = exit_code_of_status(&msg).or(exit_code);
+                        None
+                    }
+                };
+                if let Some(line) = line
+                    && failure.is_none()
+                    && let Err(e) = self.write_event(&line).await
+                {
+                    failure = Some(format!("write failed ({e})"));
+                }
+            }
+            if rx.is_empty() && failure.is_none() && self.file.flush().await.is_err() {
+                failure = Some("write failed".to_owned());
+            }
+        }
+        let rest = out_text.finish();
+        if !rest.is_empty() && failure.is_none() {
+            let _ = self
+                .write_event(&asciicast::event_line(last, "o", &rest))
+                .await;
+        }
+        if failure.is_none() && !self.header_written {
+            let _ = self.write_header().await;
+        }
+        let why = if self.overflow.load(Ordering::Relaxed) {
+            Some("the recorder fell behind the stream".to_owned())
+        } else if self.capped.truncated() {
+            Some("size limit reached".to_owned())
+        } else {
+            failure
+        };
+        if let Some(why) = &why {
+            let marker = self.capped.marker(last, why);
+            let _ = self.file.write_all(&marker).await;
+        }
+        let _ = self.file.flush().await;
+        WriterEnd {
+            bytes: self.capped.written(),
+            truncated: why.is_some(),
+            exit_code,
+        }
+    }
+
+    async fn write_header(&mut self) -> std::io::Result<()> {
+        self.header_written = true;
+        let line = asciicast::header_line(&self.header);
+        // The header always fits: the cap is at least MIN_CAP.
+        self.capped.admit(&line);
+        self.file.write_all(&line).await
+    }
+
+    async fn write_event(&mut self, line: &[u8]) -> std::io::Result<()> {
+        if !self.header_written {
+            self.write_header().await?;
+        }
+        if self.capped.admit(line) {
+            self.file.write_all(line).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The exit code a k8s error-channel Status reports: 0 for Success, the `ExitCode` cause of a
+/// `NonZeroExitCode` failure; None for anything else.
+pub fn exit_code_of_status(msg: &[u8]) -> Option<i32> {
+    let v: serde_json::Value = serde_json::from_slice(msg).ok()?;
+    if v["status"] == "Success" {
+        return Some(0);
+    }
+    v["details"]["causes"]
+        .as_array()?
+        .iter()
+        .find(|c| c["reason"] == "ExitCode")
+        .and_then(|c| c["message"].as_str())
+        .and_then(|m| m.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_from_the_error_channel() {
+        assert_eq!(exit_code_of_status(br#"{"status":"Success"}"#), Some(0));
+        assert_eq!(
+            exit_code_of_status(
+                br#"{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"42"}]}}"#
+            ),
+            Some(42)
+        );
+        assert_eq!(
+            exit_code_of_status(br#"{"status":"Failure","message":"x"}"#),
+            None
+        );
+        assert_eq!(exit_code_of_status(b"plain text"), None);
+    }
+
+    async fn recorder(cap: u64, input: bool) -> (Recorder, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("poddebug-rec-{:x}", rand::random::<u64>()));
+        let r = Recorder::from_options(&RecordingOptions {
+            recording_dir: Some(dir.clone()),
+            record_input: input,
+            max_recording_bytes: cap,
+            recording_retention: Duration::ZERO,
+        })
+        .unwrap();
+        (Arc::into_inner(r).unwrap(), dir)
+    }
+
+    fn info() -> SessionInfo {
+        SessionInfo {
+            namespace: "ns".into(),
+            pod: "pod".into(),
+            container: "dbg".into(),
+            user: "alice".into(),
+            protocol: "websocket/v5.channel.k8s.io".into(),
+            spdy: false,
+            base64: false,
+        }
+    }
+
+    fn ws(payload: &[u8], masked: bool) -> Vec<u8> {
+        let mut f = vec![0x82, payload.len() as u8 | if masked { 0x80 } else { 0 }];
+        if masked {
+            f.extend_from_slice(&[0, 0, 0, 0]);
+        }
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[tokio::test]
+    async fn a_session_becomes_an_asciicast_with_metadata() {
+        let (r, dir) = recorder(0, false).await;
+        let s = r.start(info()).await.unwrap();
+        s.tap()
+            .inbound(&ws(b"\x04{\"Width\":100,\"Height\":30}", true));
+        s.tap().outbound(&ws(b"\x01hello ", false));
+        s.tap().inbound(&ws(b"\x00secret", true));
+        s.tap()
+            .inbound(&ws(b"\x04{\"Width\":90,\"Height\":20}", true));
+        s.tap().outbound(&ws(b"\x02world", false));
+        s.tap()
+            .outbound(&ws(b"\x03{\"status\":\"Success\"}", false));
+        let id = s.id().to_owned();
+        let f = s.finish(async { Some(9) }).await;
+        assert_eq!((f.exit_code, f.truncated), (Some(0), false));
+        let cast = std::fs::read_to_string(r.store().cast_path("ns", "pod", &id)).unwrap();
+        let lines: Vec<serde_json::Value> = cast
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["version"], 2);
+        assert_eq!(
+            (lines[0]["width"].as_u64(), lines[0]["height"].as_u64()),
+            (Some(100), Some(30))
+        );
+        assert_eq!(lines[0]["poddebug"]["user"], "alice");
+        assert_eq!(lines[1][1], "o");
+        assert_eq!(lines[1][2], "hello ");
+        assert_eq!(lines[2][1], "r");
+        assert_eq!(lines[2][2], "90x20");
+        assert_eq!(lines[3][2], "world");
+        assert_eq!(lines.len(), 4, "no input without --record-input: {cast}");
+        let list = r.store().list("ns", "pod").await.unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].exit_code, Some(0));
+        assert_eq!(list[0].bytes, cast.len() as u64);
+        assert!(list[0].end.is_some());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn input_is_recorded_on_request_and_the_cap_truncates() {
+        let (r, dir) = recorder(MIN_CAP, true).await;
+        let s = r.start(info()).await.unwrap();
+        s.tap().inbound(&ws(b"\x00typed", true));
+        for _ in 0..200 {
+            s.tap().outbound(&ws(&[1u8; 100], false));
+        }
+        let id = s.id().to_owned();
+        let f = s.finish(async { Some(5) }).await;
+        assert_eq!((f.exit_code, f.truncated), (Some(5), true));
+        let cast = std::fs::read_to_string(r.store().cast_path("ns", "pod", &id)).unwrap();
+        assert!(cast.len() as u64 <= MIN_CAP, "{}", cast.len());
+        assert!(cast.contains(r#""i","typed""#));
+        let last: serde_json::Value = serde_json::from_str(cast.lines().last().unwrap()).unwrap();
+        assert_eq!(last[1], "m");
+        assert_eq!(last[2], "recording truncated: size limit reached");
+        assert!(r.store().list("ns", "pod").await.unwrap()[0].truncated);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,121 @@
+//! Session recordings on the real cluster: a WebSocket attach through the aggregator is
+//! recorded, replays its output byte for byte, and is readable only with `get pods/recordings`
+//! (`poddebug:auditor`). Needs the server under test to run with `--recording-dir` (the
+//! `manifests/components/recordings` component, or the flag on a local server).
+
+use super::support::*;
+
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use poddebug_tests::TestClient;
+use poddebug_tests::channel::ChannelClient;
+use serde_json::{Value, json};
+
+const T: Duration = Duration::from_secs(30);
+/// Reads one line, answers it on stdout, and exits 3.
+const ONE_LINE: &str = "read line; echo \"out:$line\"; printf 'caf\\303\\251\\n'; exit 3";
+
+#[tokio::test]
+async fn a_recorded_session_replays_byte_for_byte_and_needs_its_own_permission() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("rec");
+    sb.create_running(
+        "dbg",
+        &json!({"container": {"image": BUSYBOX, "command": ["sh", "-c", ONE_LINE], "stdin": true},
+                "targetContainerName": "app"}),
+    )
+    .await;
+
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = sb
+        .api
+        .upgrade(
+            Method::GET,
+            &sb.path("attach?container=dbg&stdin=true&stdout=true&stderr=true"),
+            &headers,
+        )
+        .await
+        .expect("upgrade request");
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    let mut c = ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await;
+    c.stdin(b"hello\n").await.expect("send");
+    let t = c.finish(T).await.clone();
+    assert_eq!(t.stdout_text(), "out:hello\ncafé\n");
+    assert_eq!(t.exit_code(), Some(3), "{:?}", t.status());
+
+    // The recording is finished shortly after the stream ends.
+    let list_path = sb.path("recordings");
+    let item = poll_async("the recording is listed as ended", T, Duration::from_millis(500), || async {
+        let (code, list) = sb.api.get_json(&list_path).await;
+        if code == StatusCode::NOT_FOUND {
+            panic!("the server under test does not record sessions (run it with --recording-dir): {list}");
+        }
+        match list["items"].as_array().and_then(|i| i.first()) {
+            Some(item) if code == StatusCode::OK && item["end"].is_string() => Ok(item.clone()),
+            _ => Err(format!("{code} {list}")),
+        }
+    })
+    .await;
+    assert_eq!(item["container"], "dbg");
+    assert_eq!(item["exitCode"], 3);
+    assert_eq!(item["truncated"], false);
+    let id = item["id"].as_str().expect("an id").to_owned();
+
+    let (code, headers, body) = sb
+        .api
+        .request(
+            Method::GET,
+            &sb.path(&format!("recordings/{id}")),
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("get the recording");
+    assert_eq!(code, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        headers.get("content-type").and_then(|v| v.to_str().ok()),
+        Some("application/x-asciicast")
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&body)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("asciicast lines are JSON"))
+        .collect();
+    assert_eq!(lines[0]["version"], 2);
+    assert_eq!(lines[0]["poddebug"]["pod"], "web");
+    let replayed: String = lines[1..]
+        .iter()
+        .filter(|e| e[1] == "o")
+        .filter_map(|e| e[2].as_str())
+        .collect();
+    assert_eq!(replayed.as_bytes(), t.stdout.as_slice(), "byte for byte");
+
+    // A user without pods/recordings is refused; poddebug:auditor grants it.
+    let alice = as_user(&sb.api, ALICE);
+    let (code, status) = alice.get_json(&list_path).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    assert!(message(&status).contains("pods/recordings"), "{status}");
+    let auditor = "pdlive-auditor";
+    sb.bind("poddebug:auditor", auditor);
+    let reader = as_user(&sb.api, auditor);
+    poll_async(
+        "the auditor can read the recording",
+        T,
+        Duration::from_millis(500),
+        || async {
+            let (code, body) = reader.get_json(&list_path).await;
+            match body["items"].as_array() {
+                Some(items)
+                    if code == StatusCode::OK && items.iter().any(|i| i["id"] == id.as_str()) =>
+                {
+                    Ok(())
+                }
+                _ => Err(format!("{code} {body}")),
+            }
+        },
+    )
+    .await;
+}

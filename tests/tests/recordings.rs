@@ -1,0 +1,434 @@
+//! Session recordings end to end: attach sessions through the real `poddebug-apiserver` binary
+//! (WebSocket and SPDY) against the fake kube-apiserver are recorded, listed and served back;
+//! the recording replays the session's output byte for byte; `get pods/recordings` is its own
+//! permission; the size cap, retention and id checks hold; each session leaves one audit record.
+//!
+//! Needs the binary: `cargo build -p poddebug-apiserver` first.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use http::{Method, StatusCode};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use poddebug_tests::channel::{ChannelClient, ch};
+use poddebug_tests::spdy::AttachSession;
+use poddebug_tests::{ContainerState, FakeKube, PodDebugServer, TestClient, TestPki};
+use serde_json::{Value, json};
+
+const NS: &str = "default";
+const POD: &str = "web";
+const T: Duration = Duration::from_secs(10);
+const TTY: &str = "container=dbg&stdin=true&stdout=true&tty=true";
+const NO_TTY: &str = "container=dbg&stdin=true&stdout=true&stderr=true";
+const BASE: &str = "/apis/poddebug.dev/v1alpha1/namespaces/default/pods/web";
+
+type Io = TokioIo<Upgraded>;
+
+struct Env {
+    _fake: FakeKube,
+    server: PodDebugServer,
+    client: TestClient,
+    dir: TempDir,
+}
+
+/// A directory removed when the test ends.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p =
+            std::env::temp_dir().join(format!("poddebug-recordings-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&p).expect("temp dir");
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn env_in(dir: TempDir, extra: &[&str]) -> Env {
+    let fake = FakeKube::start_with_pki(TestPki::new()).await;
+    fake.add_pod_json(json!({
+        "metadata": {"name": POD, "namespace": NS},
+        "spec": {
+            "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"]}],
+            "ephemeralContainers": [{"name": "dbg", "image": "busybox", "stdin": true, "tty": true}],
+        },
+    }));
+    assert!(fake.set_ec_state(NS, POD, "dbg", ContainerState::Running));
+    // bob may attach but not read recordings.
+    fake.set_policy(|a| !(a.user == "bob" && a.is("get", "pods/recordings")));
+    let pki = fake.pki().clone();
+    let flag = format!("--recording-dir={}", dir.0.display());
+    let mut args = vec![flag.as_str()];
+    args.extend_from_slice(extra);
+    let server = PodDebugServer::start(&fake, &pki, &args).await;
+    let client = server.front_proxy_client("alice", &["system:authenticated", "devs"]);
+    Env {
+        _fake: fake,
+        server,
+        client,
+        dir,
+    }
+}
+
+async fn env(extra: &[&str]) -> Env {
+    env_in(TempDir::new(), extra).await
+}
+
+async fn ws(client: &TestClient, query: &str) -> ChannelClient<Io> {
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = client
+        .upgrade(Method::GET, &format!("{BASE}/attach?{query}"), &headers)
+        .await
+        .expect("upgrade request");
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await
+}
+
+async fn spdy(client: &TestClient, query: &str, tty: bool) -> AttachSession<Io> {
+    let headers = [
+        ("connection", "Upgrade"),
+        ("upgrade", "SPDY/3.1"),
+        ("x-stream-protocol-version", "v4.channel.k8s.io"),
+    ];
+    let resp = client
+        .upgrade(Method::POST, &format!("{BASE}/attach?{query}"), &headers)
+        .await
+        .expect("upgrade request");
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    AttachSession::open(resp.io.expect("upgraded"), true, true, !tty, tty)
+        .await
+        .expect("streams open")
+}
+
+/// The pod's recordings once `n` of them have ended (bounded wait).
+async fn ended_recordings(client: &TestClient, n: usize) -> Vec<Value> {
+    let deadline = Instant::now() + T;
+    loop {
+        let (code, list) = client.get_json(&format!("{BASE}/recordings")).await;
+        assert_eq!(code, StatusCode::OK, "{list}");
+        assert_eq!(list["kind"], "RecordingList");
+        assert_eq!(list["apiVersion"], "poddebug.dev/v1alpha1");
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        if items.len() >= n && items.iter().all(|i| i["end"].is_string()) {
+            return items;
+        }
+        assert!(Instant::now() < deadline, "recordings not finished: {list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The recording as asciicast lines (header first), checking the media type.
+async fn cast(client: &TestClient, id: &str) -> Vec<Value> {
+    cast_sized(client, id).await.0
+}
+
+/// [`cast`], with the size of the body.
+async fn cast_sized(client: &TestClient, id: &str) -> (Vec<Value>, usize) {
+    let (code, headers, body) = client
+        .request(
+            Method::GET,
+            &format!("{BASE}/recordings/{id}"),
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("get recording");
+    assert_eq!(code, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(
+        headers.get("content-type").and_then(|v| v.to_str().ok()),
+        Some("application/x-asciicast")
+    );
+    let lines = String::from_utf8_lossy(&body)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    (lines, body.len())
+}
+
+/// What a player would print: the output events' data, concatenated.
+fn replay(lines: &[Value]) -> String {
+    lines[1..]
+        .iter()
+        .filter(|e| e[1] == "o")
+        .map(|e| e[2].as_str().unwrap_or_default())
+        .collect()
+}
+
+fn events<'a>(lines: &'a [Value], code: &str) -> Vec<&'a str> {
+    lines[1..]
+        .iter()
+        .filter(|e| e[1] == code)
+        .map(|e| e[2].as_str().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_websocket_session_is_recorded_and_replays_its_output() {
+    let e = env(&[]).await;
+    let mut c = ws(&e.client, TTY).await;
+    c.resize(120, 40).await.expect("resize");
+    c.read_until(T, |t| t.stdout_text().contains("resize 120x40\n"))
+        .await;
+    c.stdin("héllo €\n".as_bytes()).await.expect("send");
+    c.read_until(T, |t| t.stdout_text().ends_with("héllo €\n"))
+        .await;
+    c.resize(90, 20).await.expect("resize");
+    c.read_until(T, |t| t.stdout_text().contains("resize 90x20\n"))
+        .await;
+    c.close_channel(ch::STDIN).await.expect("close stdin");
+    let t = c.finish(T).await.clone();
+    assert_eq!(t.exit_code(), Some(0));
+
+    let items = ended_recordings(&e.client, 1).await;
+    let item = &items[0];
+    assert_eq!(item["container"], "dbg");
+    assert_eq!(item["user"], "alice");
+    assert_eq!(item["exitCode"], 0);
+    assert_eq!(item["truncated"], false);
+    let id = item["id"].as_str().expect("id");
+    let (lines, size) = cast_sized(&e.client, id).await;
+    assert_eq!(
+        item["bytes"].as_u64(),
+        Some(size as u64),
+        "the list tells the size"
+    );
+    let header = &lines[0];
+    assert_eq!(header["version"], 2);
+    assert_eq!(
+        (header["width"].as_u64(), header["height"].as_u64()),
+        (Some(120), Some(40))
+    );
+    assert_eq!(header["poddebug"]["pod"], POD);
+    assert_eq!(header["poddebug"]["namespace"], NS);
+    assert_eq!(header["poddebug"]["container"], "dbg");
+    assert_eq!(header["poddebug"]["user"], "alice");
+    assert_eq!(replay(&lines), t.stdout_text(), "byte for byte");
+    assert_eq!(events(&lines, "r"), vec!["90x20"]);
+    assert!(events(&lines, "i").is_empty(), "input is off by default");
+    let mut last = 0.0;
+    for l in &lines[1..] {
+        let at = l[0].as_f64().expect("time");
+        assert!(at >= last, "times never go back");
+        last = at;
+    }
+
+    // One audit record for the session, naming the recording.
+    assert!(e.server.wait_for_log("debug session ended", T).await);
+    let audit = e
+        .server
+        .logs()
+        .into_iter()
+        .find(|l| l.contains("debug session ended"))
+        .unwrap_or_default();
+    for needle in [
+        "poddebug::audit",
+        "alice",
+        "devs",
+        "\"exit_code\":0",
+        id,
+        "bytes_in",
+        "bytes_out",
+    ] {
+        assert!(audit.contains(needle), "{needle} in {audit}");
+    }
+}
+
+#[tokio::test]
+async fn a_spdy_session_is_recorded_with_input_when_asked() {
+    let e = env(&["--record-input"]).await;
+    let mut s = spdy(&e.client, NO_TTY, false).await;
+    s.send_stdin(b"over spdy\n").await.expect("send");
+    s.read_until(T, |t| t.stdout.ends_with(b"over spdy\n"))
+        .await;
+    s.close_stdin().await.expect("FIN");
+    let t = s.finish(T).await.clone();
+    drop(s);
+    let mut s = spdy(&e.client, TTY, true).await;
+    s.resize(100, 30).await.expect("resize");
+    s.read_until(T, |t| t.stdout_text().contains("resize 100x30\n"))
+        .await;
+    s.close_stdin().await.expect("FIN");
+    let t2 = s.finish(T).await.clone();
+    drop(s);
+
+    let items = ended_recordings(&e.client, 2).await;
+    assert_eq!(items.len(), 2);
+    let first = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    assert_eq!(replay(&first), t.stdout_text());
+    assert_eq!(events(&first, "i").concat(), "over spdy\n");
+    assert_eq!(first[0]["poddebug"]["protocol"], "spdy/v4.channel.k8s.io");
+    let second = cast(&e.client, items[1]["id"].as_str().expect("id")).await;
+    assert_eq!(replay(&second), t2.stdout_text());
+    assert_eq!(
+        (second[0]["width"].as_u64(), second[0]["height"].as_u64()),
+        (Some(100), Some(30)),
+        "the first resize sizes the terminal"
+    );
+    assert_eq!(items[1]["exitCode"], 0);
+}
+
+#[tokio::test]
+async fn reading_recordings_is_its_own_permission() {
+    let e = env(&[]).await;
+    let bob = e
+        .server
+        .front_proxy_client("bob", &["system:authenticated"]);
+    // bob can attach (and is recorded) but cannot read recordings.
+    let mut c = ws(&bob, TTY).await;
+    c.close_channel(ch::STDIN).await.expect("close");
+    c.finish(T).await;
+    let items = ended_recordings(&e.client, 1).await;
+    assert_eq!(items[0]["user"], "bob");
+    let id = items[0]["id"].as_str().expect("id");
+    for path in [
+        format!("{BASE}/recordings"),
+        format!("{BASE}/recordings/{id}"),
+    ] {
+        let (code, status) = bob.get_json(&path).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {status}");
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["reason"], "Forbidden");
+        let msg = status["message"].as_str().unwrap_or_default();
+        assert!(msg.contains("pods/recordings"), "{msg}");
+    }
+}
+
+#[tokio::test]
+async fn ids_that_are_not_ids_are_refused() {
+    let e = env(&[]).await;
+    // A file the ids must never reach.
+    std::fs::write(e.dir.0.join("secret"), b"x").expect("write");
+    for id in [
+        "..%2F..%2Fsecret",
+        "..%2F..",
+        "secret",
+        "20260101T000000Z-0123456789abcdef",
+        "20260101T000000Z-0123456789abcdef.json",
+        "%2E%2E",
+    ] {
+        let (code, status) = e.client.get_json(&format!("{BASE}/recordings/{id}")).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{id}: {status}");
+        assert_eq!(status["reason"], "NotFound", "{id}");
+    }
+    let (code, list) = e
+        .client
+        .get_json("/apis/poddebug.dev/v1alpha1/namespaces/default/pods/other/recordings")
+        .await;
+    assert_eq!(
+        (code, list["items"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0))
+    );
+}
+
+#[tokio::test]
+async fn the_size_cap_truncates_the_recording_not_the_session() {
+    let e = env(&["--max-recording-bytes=4096"]).await;
+    let mut c = ws(&e.client, TTY).await;
+    let line = "x".repeat(200) + "\n";
+    for _ in 0..40 {
+        c.stdin(line.as_bytes()).await.expect("send");
+    }
+    c.read_until(T, |t| t.stdout.len() >= 40 * line.len()).await;
+    c.close_channel(ch::STDIN).await.expect("close");
+    let t = c.finish(T).await.clone();
+    assert_eq!(
+        t.stdout.len(),
+        40 * line.len(),
+        "the session itself is whole"
+    );
+    let items = ended_recordings(&e.client, 1).await;
+    assert_eq!(items[0]["truncated"], true);
+    assert!(
+        items[0]["bytes"].as_u64().unwrap_or(u64::MAX) <= 4096,
+        "{}",
+        items[0]
+    );
+    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    let last = lines.last().expect("lines");
+    assert_eq!(last[1], "m");
+    assert_eq!(last[2], "recording truncated: size limit reached");
+    let played = replay(&lines);
+    assert!(!played.is_empty() && t.stdout_text().starts_with(&played));
+}
+
+fn backdate(path: &Path, age: Duration) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .expect("open")
+        .set_modified(SystemTime::now() - age)
+        .expect("set mtime");
+}
+
+#[tokio::test]
+async fn recordings_past_their_retention_are_deleted() {
+    let dir = TempDir::new();
+    let pod = dir.0.join(NS).join(POD);
+    std::fs::create_dir_all(&pod).expect("dir");
+    let old = "20200101T000000Z-00000000000000aa";
+    let young = "20200101T000000Z-00000000000000bb";
+    for id in [old, young] {
+        let meta = json!({"id": id, "namespace": NS, "pod": POD, "container": "dbg", "user": "u",
+            "protocol": "websocket", "start": "2020-01-01T00:00:00Z", "bytes": 1});
+        std::fs::write(pod.join(format!("{id}.json")), meta.to_string()).expect("write");
+        std::fs::write(pod.join(format!("{id}.cast")), b"{}\n").expect("write");
+    }
+    for ext in ["json", "cast"] {
+        backdate(
+            &pod.join(format!("{old}.{ext}")),
+            Duration::from_secs(2 * 3600),
+        );
+    }
+    let e = env_in(dir, &["--recording-retention=1h"]).await;
+    let deadline = Instant::now() + T;
+    let items = loop {
+        let (code, list) = e.client.get_json(&format!("{BASE}/recordings")).await;
+        assert_eq!(code, StatusCode::OK);
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        if items.len() == 1 {
+            break items;
+        }
+        assert!(Instant::now() < deadline, "not swept: {list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(items[0]["id"], young);
+    assert!(!pod.join(format!("{old}.cast")).exists());
+    assert!(pod.join(format!("{young}.cast")).exists());
+}
+
+#[tokio::test]
+async fn without_a_recording_dir_there_are_no_recordings() {
+    let fake = FakeKube::start_with_pki(TestPki::new()).await;
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let client = server.front_proxy_client("alice", &["system:authenticated"]);
+    let (code, status) = client.get_json(&format!("{BASE}/recordings")).await;
+    assert_eq!(
+        (code, status["kind"].as_str()),
+        (StatusCode::NOT_FOUND, Some("Status"))
+    );
+}
+
+#[tokio::test]
+async fn a_detached_session_has_no_exit_code() {
+    let e = env(&[]).await;
+    let mut c = ws(&e.client, TTY).await;
+    c.stdin(b"still here\n").await.expect("send");
+    c.read_until(T, |t| t.stdout.ends_with(b"still here\n"))
+        .await;
+    // The client goes away; the process goes on running.
+    c.close().await.expect("close");
+    let items = ended_recordings(&e.client, 1).await;
+    assert!(items[0].get("exitCode").is_none(), "{}", items[0]);
+    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    assert_eq!(replay(&lines), "still here\n");
+}
