@@ -54,7 +54,7 @@ pub fn websocket(input: &[u8]) {
         let mut t = whole.clone();
         t.consume(&websocket_frames::error_channel_message(
             input,
-            input.len() % 2 == 0,
+            input.len().is_multiple_of(2),
         ));
         assert!(t.at_message_boundary(), "after our error message");
         t.consume(&websocket_frames::close_frame(

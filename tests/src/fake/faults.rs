@@ -35,7 +35,7 @@ fn reason(code: u16) -> &'static str {
 pub fn take(faults: &mut Vec<Fault>, method: &Method, path: &str) -> Option<Resp> {
     let f = faults
         .iter_mut()
-        .find(|f| f.remaining > 0 && &f.method == method && path.contains(&f.path_contains))?;
+        .find(|f| f.remaining > 0 && f.method == *method && path.contains(&f.path_contains))?;
     f.remaining -= 1;
     let code = f.code;
     faults.retain(|f| f.remaining > 0);
