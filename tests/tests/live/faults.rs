@@ -37,22 +37,48 @@ fn restart(name: &str) {
             .status()
             .is_ok_and(|s| s.success())
     };
-    poll(&format!("{name} exits"), Duration::from_secs(20), Duration::from_millis(200), || {
-        if gone(&pid) { Ok(()) } else { Err(format!("pid {pid} alive")) }
-    });
+    poll(
+        &format!("{name} exits"),
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        || {
+            if gone(&pid) {
+                Ok(())
+            } else {
+                Err(format!("pid {pid} alive"))
+            }
+        },
+    );
     let up = std::env::var("REALCLUSTER_UP").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/realcluster/up.sh").to_owned()
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/realcluster/up.sh"
+        )
+        .to_owned()
     });
     let out = Command::new("bash")
         .arg(&up)
         .env("REALCLUSTER_STATE", state_dir())
         .output()
         .expect("run up.sh");
-    assert!(out.status.success(), "{up}: {}", String::from_utf8_lossy(&out.stderr));
-    poll("kube-apiserver ready", Duration::from_secs(120), Duration::from_secs(1), || {
-        let o = kubectl(&["get", "--raw", "/readyz"], None);
-        if o.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&o.stderr).into_owned()) }
-    });
+    assert!(
+        out.status.success(),
+        "{up}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    poll(
+        "kube-apiserver ready",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || {
+            let o = kubectl(&["get", "--raw", "/readyz"], None);
+            if o.status.success() {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&o.stderr).into_owned())
+            }
+        },
+    );
 }
 
 /// The number of ephemeral containers of pod `web` named `name`.
@@ -67,7 +93,11 @@ async fn attach(sb: &Sandbox) -> ChannelClient<hyper_util::rt::TokioIo<hyper::up
     let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let resp = sb
         .api
-        .upgrade(Method::GET, &sb.path("attach?container=cat&stdin=true&stdout=true"), &headers)
+        .upgrade(
+            Method::GET,
+            &sb.path("attach?container=cat&stdin=true&stdout=true"),
+            &headers,
+        )
         .await
         .expect("upgrade request");
     assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
@@ -81,14 +111,22 @@ async fn kube_apiserver_restarted_with_a_stream_and_a_watch_in_flight() {
         return;
     }
     let sb = Sandbox::new("kasrestart");
-    sb.create_running("cat", &json!({"container": {"image": BUSYBOX, "command": ["sh", "-c", CAT], "stdin": true}}))
-        .await;
+    sb.create_running(
+        "cat",
+        &json!({"container": {"image": BUSYBOX, "command": ["sh", "-c", CAT], "stdin": true}}),
+    )
+    .await;
     let mut a = attach(&sb).await;
     a.stdin(b"before\n").await.expect("stdin");
     a.read_until(T, |t| t.stdout.ends_with(b"before\n")).await;
     let mut watch = sb
         .api
-        .stream(Method::GET, &format!("{GV}/namespaces/{}/poddebugcontainers?watch=true", sb.ns), &[], bytes::Bytes::new())
+        .stream(
+            Method::GET,
+            &format!("{GV}/namespaces/{}/poddebugcontainers?watch=true", sb.ns),
+            &[],
+            bytes::Bytes::new(),
+        )
         .await
         .expect("watch");
     assert_eq!(watch.status, StatusCode::OK);
@@ -104,15 +142,45 @@ async fn kube_apiserver_restarted_with_a_stream_and_a_watch_in_flight() {
     assert!(watch.ended(), "the watch ended with kube-apiserver");
 
     // poddebug serves again once the aggregator sees it (bounded), without a restart of its own.
-    poll("APIService available again", Duration::from_secs(120), Duration::from_secs(1), || {
-        let o = kubectl(&["get", "apiservice", APISERVICE, "-o", "jsonpath={.status.conditions[?(@.type==\"Available\")].status}"], None);
-        if String::from_utf8_lossy(&o.stdout).trim() == "True" { Ok(()) } else { Err(String::from_utf8_lossy(&o.stdout).into_owned()) }
-    });
-    let obj = sb.create_running("after", &json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]}})).await;
+    poll(
+        "APIService available again",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || {
+            let o = kubectl(
+                &[
+                    "get",
+                    "apiservice",
+                    APISERVICE,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+                ],
+                None,
+            );
+            if String::from_utf8_lossy(&o.stdout).trim() == "True" {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&o.stdout).into_owned())
+            }
+        },
+    );
+    let obj = sb
+        .create_running(
+            "after",
+            &json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]}}),
+        )
+        .await;
     assert_eq!(obj["status"]["phase"], "Running");
-    assert_eq!(containers_named(&sb, "after").await, 1, "no duplicate debug container");
+    assert_eq!(
+        containers_named(&sb, "after").await,
+        1,
+        "no duplicate debug container"
+    );
     // A new watch resumes and lists both.
-    let (code, list) = sb.api.get_json(&format!("{GV}/namespaces/{}/poddebugcontainers", sb.ns)).await;
+    let (code, list) = sb
+        .api
+        .get_json(&format!("{GV}/namespaces/{}/poddebugcontainers", sb.ns))
+        .await;
     assert_eq!(code, StatusCode::OK, "{list}");
     assert_eq!(list["items"].as_array().map_or(0, Vec::len), 2, "{list}");
     // A new attach to the container that kept running works.
@@ -129,8 +197,11 @@ async fn kubelet_restarted_mid_stream_ends_it_and_the_container_keeps_running() 
         return;
     }
     let sb = Sandbox::new("kubeletrestart");
-    sb.create_running("cat", &json!({"container": {"image": BUSYBOX, "command": ["sh", "-c", CAT], "stdin": true}}))
-        .await;
+    sb.create_running(
+        "cat",
+        &json!({"container": {"image": BUSYBOX, "command": ["sh", "-c", CAT], "stdin": true}}),
+    )
+    .await;
     let mut a = attach(&sb).await;
     let mut sent = Vec::new();
     for i in 0..100 {
@@ -146,7 +217,8 @@ async fn kubelet_restarted_mid_stream_ends_it_and_the_container_keeps_running() 
     assert!(t.ended, "the stream ended with the kubelet: {t:?}");
     assert_eq!(t.stdout, sent, "nothing lost or reordered before the end");
     // The container survives a kubelet restart; a new attach reaches it.
-    sb.wait_phase("cat", "Running", Duration::from_secs(120)).await;
+    sb.wait_phase("cat", "Running", Duration::from_secs(120))
+        .await;
     let mut a = attach(&sb).await;
     a.stdin(b"again\n").await.expect("stdin");
     let t = a.read_until(T, |t| t.stdout.ends_with(b"again\n")).await;
