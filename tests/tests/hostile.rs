@@ -683,3 +683,51 @@ async fn expired_not_yet_valid_and_unknown_ca_certificates_are_refused() {
     );
     still_serving(&server).await;
 }
+
+#[tokio::test]
+async fn a_body_that_stalls_is_ended_by_the_request_timeout() {
+    let (fake, _pki, server) = setup(&["--request-timeout=2s"]).await;
+    fake.clear_requests();
+    let c = server.front_proxy_client("alice", &["dev"]);
+    let mut tls = c.connect_tls().await.expect("TLS");
+    // Headers announce 100 bytes; 10 come, then nothing.
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: x\r\n{}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"contain",
+        create_path("stall"),
+        front_proxy_headers("alice")
+    );
+    tls.write_all(head.as_bytes()).await.expect("write");
+    tls.flush().await.expect("flush");
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(T, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let raw = String::from_utf8_lossy(&out);
+    assert!(
+        read.is_ok(),
+        "the connection was still open after {T:?}: {raw}"
+    );
+    // Answered (504 Timeout, a Status) or closed; the pod was never touched.
+    let codes = response_codes(&raw);
+    assert!(
+        codes.is_empty() || codes == [504] || codes == [408],
+        "{raw}"
+    );
+    if !codes.is_empty() {
+        assert!(raw.contains("\"kind\":\"Status\""), "{raw}");
+    }
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| !r.path.contains("ephemeralcontainers")),
+        "the partial body reached the pod"
+    );
+    still_serving(&server).await;
+}
