@@ -321,6 +321,26 @@ impl TestPki {
         self.authority(ca).sign(&params, self.dir(), &stem)
     }
 
+    /// A client certificate as [`TestPki::client_cert`] makes, valid only from `not_before` to
+    /// `not_after` (year, month, day): for expired and not-yet-valid certificates.
+    pub fn client_cert_valid_between(
+        &self,
+        ca: Ca,
+        common_name: &str,
+        not_before: (i32, u8, u8),
+        not_after: (i32, u8, u8),
+    ) -> CertKey {
+        let mut params =
+            CertificateParams::new(Vec::<String>::new()).expect("empty SAN list is valid");
+        params.distinguished_name = dn(common_name, &[]);
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.not_before = rcgen::date_time_ymd(not_before.0, not_before.1, not_before.2);
+        params.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
+        let stem = self.next_stem("client");
+        self.authority(ca).sign(&params, self.dir(), &stem)
+    }
+
     /// The aggregator's client certificate: `CN=front-proxy-client`, signed by the front-proxy CA.
     pub fn front_proxy_client_cert(&self) -> CertKey {
         self.client_cert(Ca::FrontProxy, FRONT_PROXY_CLIENT_CN, &[])

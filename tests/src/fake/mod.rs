@@ -14,6 +14,7 @@ mod discovery;
 mod ephemeral;
 mod events;
 mod exec;
+mod faults;
 mod godump;
 mod http;
 mod kubelet;
@@ -243,6 +244,34 @@ impl FakeKube {
     /// How SubjectAccessReviews fail.
     pub fn set_authorizer_outage(&self, outage: Outage) {
         self.shared.lock().settings.authorizer = outage;
+    }
+
+    /// Answers the next `count` requests `method` on a path containing `path_contains` with
+    /// an error Status of `code` (429 adds `Retry-After: 1`) instead of serving them.
+    pub fn inject_faults(
+        &self,
+        method: ::http::Method,
+        path_contains: &str,
+        code: u16,
+        count: usize,
+    ) {
+        self.shared.lock().settings.faults.push(faults::Fault {
+            method,
+            path_contains: path_contains.to_owned(),
+            code,
+            remaining: count,
+        });
+    }
+
+    /// Faults armed by [`FakeKube::inject_faults`] that were not used up yet.
+    pub fn pending_faults(&self) -> usize {
+        self.shared
+            .lock()
+            .settings
+            .faults
+            .iter()
+            .map(|f| f.remaining)
+            .sum()
     }
 
     /// How TokenReviews fail.

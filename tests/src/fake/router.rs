@@ -122,6 +122,11 @@ pub async fn handle(shared: Arc<Shared>, peer: Arc<PeerIdentity>, req: Request<I
         (s.tokens.clone(), s.policy.clone())
     };
     let resp = 'resp: {
+        let injected =
+            super::faults::take(&mut shared.lock().settings.faults, &method, &record.path);
+        if let Some(r) = injected {
+            break 'resp r;
+        }
         let caller = match authn::authenticate(&headers, &peer, &tokens) {
             Ok(u) => u,
             Err(st) => break 'resp st.into_response(),

@@ -103,6 +103,8 @@ pub struct Settings {
     pub reported_minor: u32,
     /// `ContainerStopSignals` is on: `lifecycle.stopSignal` is kept (and then forbidden).
     pub stop_signals_gate: bool,
+    /// Armed faults ([`super::FakeKube::inject_faults`]).
+    pub faults: Vec<super::faults::Fault>,
 }
 
 impl Default for Settings {
@@ -119,6 +121,7 @@ impl Default for Settings {
             history_limit: 1000,
             reported_minor: 36,
             stop_signals_gate: false,
+            faults: Vec::new(),
         }
     }
 }

@@ -1,0 +1,226 @@
+use super::support::*;
+
+// Faults of the real cluster while poddebug has work in flight: kube-apiserver and the
+// kubelet killed and started again (through the realcluster's `up.sh`, which starts whatever
+// is not running; PIDs in `$REALCLUSTER_STATE/run/NAME.pid`). Needs `REALCLUSTER_STATE`;
+// `REALCLUSTER_UP` overrides where `up.sh` is (default `../shared/realcluster/up.sh` from the
+// project root).
+
+use std::process::Command;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use poddebug_tests::TestClient;
+use poddebug_tests::channel::ChannelClient;
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(30);
+/// Echoes stdin to stdout for an hour.
+const CAT: &str = "cat; sleep 3600";
+
+fn state_dir() -> String {
+    std::env::var("REALCLUSTER_STATE").expect("REALCLUSTER_STATE names the realcluster state dir")
+}
+
+/// Kills component `name` (SIGTERM, then SIGKILL after 20 s), then runs `up.sh` to start it
+/// again and waits until kube-apiserver answers `/readyz`.
+fn restart(name: &str) {
+    let pid_file = format!("{}/run/{name}.pid", state_dir());
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap_or_else(|e| panic!("{pid_file}: {e}"))
+        .trim()
+        .to_owned();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let gone = |pid: &str| {
+        !Command::new("kill")
+            .args(["-0", pid])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    poll(
+        &format!("{name} exits"),
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        || {
+            if gone(&pid) {
+                Ok(())
+            } else {
+                Err(format!("pid {pid} alive"))
+            }
+        },
+    );
+    let up = std::env::var("REALCLUSTER_UP").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/realcluster/up.sh"
+        )
+        .to_owned()
+    });
+    let out = Command::new("bash")
+        .arg(&up)
+        .env("REALCLUSTER_STATE", state_dir())
+        .output()
+        .expect("run up.sh");
+    assert!(
+        out.status.success(),
+        "{up}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    poll(
+        "kube-apiserver ready",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || {
+            let o = kubectl(&["get", "--raw", "/readyz"], None);
+            if o.status.success() {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&o.stderr).into_owned())
+            }
+        },
+    );
+}
+
+/// The number of ephemeral containers of pod `web` named `name`.
+async fn containers_named(sb: &Sandbox, name: &str) -> usize {
+    sb.pod().await["spec"]["ephemeralContainers"]
+        .as_array()
+        .map_or(0, |a| a.iter().filter(|c| c["name"] == name).count())
+}
+
+async fn attach(sb: &Sandbox) -> ChannelClient<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>> {
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = sb
+        .api
+        .upgrade(
+            Method::GET,
+            &sb.path("attach?container=cat&stdin=true&stdout=true"),
+            &headers,
+        )
+        .await
+        .expect("upgrade request");
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await
+}
+
+#[tokio::test]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG, REALCLUSTER_STATE); restarts kube-apiserver"]
+async fn kube_apiserver_restarted_with_a_stream_and_a_watch_in_flight() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("kasrestart");
+    sb.create_running(
+        "cat",
+        &json!({"container": {"image": BUSYBOX, "command": ["sh", "-c", CAT], "stdin": true}}),
+    )
+    .await;
+    let mut a = attach(&sb).await;
+    a.stdin(b"before\n").await.expect("stdin");
+    a.read_until(T, |t| t.stdout.ends_with(b"before\n")).await;
+    let mut watch = sb
+        .api
+        .stream(
+            Method::GET,
+            &format!("{GV}/namespaces/{}/poddebugcontainers?watch=true", sb.ns),
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("watch");
+    assert_eq!(watch.status, StatusCode::OK);
+
+    restart("kube-apiserver");
+
+    // The stream went with the connection through the aggregator: it ended, and what was
+    // echoed before is intact.
+    let t = a.finish(T).await;
+    assert!(t.ended, "{t:?}");
+    assert!(t.stdout.starts_with(b"before\n"), "{t:?}");
+    let _ = watch.read_to_end(T).await;
+    assert!(watch.ended(), "the watch ended with kube-apiserver");
+
+    // poddebug serves again once the aggregator sees it (bounded), without a restart of its own.
+    poll(
+        "APIService available again",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || {
+            let o = kubectl(
+                &[
+                    "get",
+                    "apiservice",
+                    APISERVICE,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+                ],
+                None,
+            );
+            if String::from_utf8_lossy(&o.stdout).trim() == "True" {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&o.stdout).into_owned())
+            }
+        },
+    );
+    let obj = sb
+        .create_running(
+            "after",
+            &json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]}}),
+        )
+        .await;
+    assert_eq!(obj["status"]["phase"], "Running");
+    assert_eq!(
+        containers_named(&sb, "after").await,
+        1,
+        "no duplicate debug container"
+    );
+    // A new watch resumes and lists both.
+    let (code, list) = sb
+        .api
+        .get_json(&format!("{GV}/namespaces/{}/poddebugcontainers", sb.ns))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(list["items"].as_array().map_or(0, Vec::len), 2, "{list}");
+    // A new attach to the container that kept running works.
+    let mut a = attach(&sb).await;
+    a.stdin(b"after\n").await.expect("stdin");
+    let t = a.read_until(T, |t| t.stdout.ends_with(b"after\n")).await;
+    assert!(t.stdout.ends_with(b"after\n"), "{t:?}");
+}
+
+#[tokio::test]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG, REALCLUSTER_STATE); restarts the kubelet"]
+async fn kubelet_restarted_mid_stream_ends_it_and_the_container_keeps_running() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("kubeletrestart");
+    sb.create_running(
+        "cat",
+        &json!({"container": {"image": BUSYBOX, "command": ["sh", "-c", CAT], "stdin": true}}),
+    )
+    .await;
+    let mut a = attach(&sb).await;
+    let mut sent = Vec::new();
+    for i in 0..100 {
+        let line = format!("{i:04}\n");
+        a.stdin(line.as_bytes()).await.expect("stdin");
+        sent.extend_from_slice(line.as_bytes());
+    }
+    a.read_until(T, |t| t.stdout.len() >= sent.len()).await;
+
+    restart("kubelet");
+
+    let t = a.finish(T).await;
+    assert!(t.ended, "the stream ended with the kubelet: {t:?}");
+    assert_eq!(t.stdout, sent, "nothing lost or reordered before the end");
+    // The container survives a kubelet restart; a new attach reaches it.
+    sb.wait_phase("cat", "Running", Duration::from_secs(120))
+        .await;
+    let mut a = attach(&sb).await;
+    a.stdin(b"again\n").await.expect("stdin");
+    let t = a.read_until(T, |t| t.stdout.ends_with(b"again\n")).await;
+    assert!(t.stdout.ends_with(b"again\n"), "{t:?}");
+}
