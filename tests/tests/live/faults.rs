@@ -31,24 +31,42 @@ fn restart(name: &str) {
         .trim()
         .to_owned();
     let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    // Gone, or a zombie nobody reaps (kill -0 still succeeds on one in a container without an
+    // init that reaps orphans).
     let gone = |pid: &str| {
-        !Command::new("kill")
-            .args(["-0", pid])
-            .status()
-            .is_ok_and(|s| s.success())
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        zombie
+            || !Command::new("kill")
+                .args(["-0", pid])
+                .status()
+                .is_ok_and(|s| s.success())
     };
-    poll(
-        &format!("{name} exits"),
-        Duration::from_secs(20),
-        Duration::from_millis(200),
-        || {
-            if gone(&pid) {
-                Ok(())
-            } else {
-                Err(format!("pid {pid} alive"))
-            }
-        },
-    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !gone(&pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if !gone(&pid) {
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        poll(
+            &format!("{name} exits after SIGKILL"),
+            Duration::from_secs(10),
+            Duration::from_millis(200),
+            || {
+                if gone(&pid) {
+                    Ok(())
+                } else {
+                    Err(format!("pid {pid} alive"))
+                }
+            },
+        );
+    }
+    // up.sh starts what its pid file does not show running; a zombie would look running.
+    let _ = std::fs::remove_file(&pid_file);
     let up = std::env::var("REALCLUSTER_UP").unwrap_or_else(|_| {
         concat!(
             env!("CARGO_MANIFEST_DIR"),

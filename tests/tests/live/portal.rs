@@ -125,7 +125,8 @@ async fn portal_debugs_a_pod_through_kubectl_proxy() {
 
     // Exit with a code: the end-of-session line has it.
     type_line(&b, "exit 3").await;
-    let end = b.wait_text("#session-end", "exit code").await;
+    // The line first shows what the stream said, then the container's own exit code.
+    let end = b.wait_text("#session-end", "exit code 3").await;
     assert_eq!(end, "Session ended: exit code 3");
 
     // Stop a second, long-running one (no TTY: its logs open instead of a terminal).
