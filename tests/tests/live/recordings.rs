@@ -16,7 +16,8 @@ const T: Duration = Duration::from_secs(30);
 /// Reads one line, answers it on stdout, and exits 3.
 const ONE_LINE: &str = "read line; echo \"out:$line\"; printf 'caf\\303\\251\\n'; exit 3";
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG) and a server with --recording-dir"]
 async fn a_recorded_session_replays_byte_for_byte_and_needs_its_own_permission() {
     if !enabled() {
         return;
