@@ -14,6 +14,9 @@ use poddebug_tests::browser::{self, Browser};
 
 const PORTAL: &str = "/apis/poddebug.dev/v1alpha1/portal/";
 
+/// The portal's user: no rights but the ones bound here.
+const PORTAL_USER: &str = "portal-user";
+
 /// `kubectl proxy` on a free port as `user`; killed on drop.
 struct Proxy {
     child: Child,
@@ -73,12 +76,14 @@ async fn portal_debugs_a_pod_through_kubectl_proxy() {
         return;
     }
     let sb = Sandbox::new("portal");
-    sb.bind("edit", ALICE);
-    sb.bind_cluster("poddebug-viewer", ALICE);
-    let proxy = Proxy::start(ALICE);
+    // Its own user (kubectl proxy impersonates it): other tests grant alice cluster-wide
+    // profile rights while this one runs.
+    sb.bind("edit", PORTAL_USER);
+    sb.bind_cluster("poddebug-viewer", PORTAL_USER);
+    let proxy = Proxy::start(PORTAL_USER);
     let b = Browser::start(1100, 800).await;
 
-    // alice may not list namespaces: the page says so, and her deep link works.
+    // The user may not list namespaces: the page says so, and her deep link works.
     b.goto(&proxy.url("")).await;
     b.wait_text("#namespaces", "cannot list resource").await;
     b.goto(&proxy.url(&format!("#/namespaces/{}", sb.ns))).await;
