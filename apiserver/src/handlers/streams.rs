@@ -199,12 +199,23 @@ async fn container_exit_code(
     container: String,
     caller: poddebug_storage::Caller,
 ) -> Option<i32> {
-    let read = backend.get(&target.namespace, &target.pod, &container, &caller);
-    let dc = tokio::time::timeout(EXIT_CODE_LOOKUP, read)
-        .await
-        .ok()?
-        .ok()?;
-    dc.status?.state?.terminated.map(|t| t.exit_code)
+    // The kubelet reports the termination a moment after the stream ends: read again for a
+    // bounded while, until the status says terminated (a detached session's container keeps
+    // running, and gets None at the end of the wait).
+    let deadline = tokio::time::Instant::now() + EXIT_CODE_LOOKUP;
+    loop {
+        let read = backend.get(&target.namespace, &target.pod, &container, &caller);
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if let Ok(Ok(dc)) = tokio::time::timeout(left, read).await
+            && let Some(t) = dc.status.and_then(|s| s.state).and_then(|s| s.terminated)
+        {
+            return Some(t.exit_code);
+        }
+        if tokio::time::Instant::now() + Duration::from_millis(250) >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// `GET .../pods/POD/log?container=NAME`.

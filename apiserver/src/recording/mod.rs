@@ -308,8 +308,13 @@ impl Session {
                 }
             }
         };
+        // A non-zero code on the stream is the container's. A zero ("Success") is not proof:
+        // containerd reports Success on the attach stream whatever the exit code, so the
+        // container's own status decides when it has one; no code at all on the stream (the
+        // user detached) is the status's or none.
         let exit_code = match end.exit_code {
-            Some(c) => Some(c),
+            Some(c) if c != 0 => Some(c),
+            Some(_) => fallback.await.or(Some(0)),
             None => fallback.await,
         };
         meta.end = Some(jiff::Timestamp::now().to_string());
