@@ -536,8 +536,10 @@ mod tests {
         s.tap()
             .outbound(&ws(b"\x03{\"status\":\"Success\"}", false));
         let id = s.id().to_owned();
+        // "Success" on the stream is no exit code (containerd says it whatever the code): the
+        // container's status (here 9) decides.
         let f = s.finish(async { Some(9) }).await;
-        assert_eq!((f.exit_code, f.truncated), (Some(0), false));
+        assert_eq!((f.exit_code, f.truncated), (Some(9), false));
         let cast = std::fs::read_to_string(r.store().cast_path("ns", "pod", &id)).unwrap();
         let lines: Vec<serde_json::Value> = cast
             .lines()
