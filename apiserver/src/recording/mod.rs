@@ -559,7 +559,7 @@ mod tests {
         assert_eq!(lines.len(), 4, "no input without --record-input: {cast}");
         let list = r.store().list("ns", "pod").await.unwrap();
         assert_eq!(list.len(), 1);
-        assert_eq!(list[0].exit_code, Some(0));
+        assert_eq!(list[0].exit_code, Some(9));
         assert_eq!(list[0].bytes, cast.len() as u64);
         assert!(list[0].end.is_some());
         std::fs::remove_dir_all(dir).unwrap();
