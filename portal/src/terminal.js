@@ -13,6 +13,8 @@ const STDERR = 2;
 const ERROR = 3;
 const RESIZE = 4;
 const CLOSE = 255;
+// Type-ahead kept while the WebSocket connects.
+const PENDING_LIMIT = 64 * 1024;
 
 const encoder = new TextEncoder();
 
@@ -71,8 +73,23 @@ export function attach(path, { term, fit }, onEnd) {
   let ended = false;
   const disposables = [];
 
+  // What the user types while the socket still connects is kept (up to PENDING_LIMIT bytes)
+  // and sent in order once it opens, as a local terminal keeps type-ahead.
+  const screen = term.element && term.element.parentElement;
+  const setState = (state) => {
+    if (screen) screen.dataset.state = state;
+  };
+  setState('connecting');
+  let pending = [];
+  let pendingBytes = 0;
   const send = (channel, bytes) => {
-    if (ws.readyState === WebSocket.OPEN) ws.send(frame(channel, bytes));
+    if (ws.readyState === WebSocket.OPEN) {
+      ws.send(frame(channel, bytes));
+    } else if (ws.readyState === WebSocket.CONNECTING && channel !== RESIZE) {
+      if (pendingBytes + bytes.length > PENDING_LIMIT) return;
+      pending.push(frame(channel, bytes));
+      pendingBytes += bytes.length;
+    }
   };
   const sendSize = () => {
     if (term.element && term.element.parentElement) {
@@ -93,6 +110,8 @@ export function attach(path, { term, fit }, onEnd) {
   const end = (line, code) => {
     if (ended) return;
     ended = true;
+    setState('ended');
+    pending = [];
     disposables.forEach((d) => d.dispose());
     observer.disconnect();
     term.options.disableStdin = true;
@@ -102,8 +121,13 @@ export function attach(path, { term, fit }, onEnd) {
   };
 
   ws.onopen = () => {
+    setState('open');
     term.focus();
     sendSize();
+    const queued = pending;
+    pending = [];
+    pendingBytes = 0;
+    queued.forEach((f) => ws.send(f));
   };
   ws.onmessage = (ev) => {
     const data = new Uint8Array(ev.data);

@@ -251,6 +251,44 @@ async fn the_end_of_session_line_reads_the_exit_code_from_the_container() {
     b.close().await;
 }
 
+#[tokio::test]
+async fn keys_typed_while_the_terminal_connects_reach_the_process_in_order() {
+    if !browser::available() {
+        return;
+    }
+    let e = env_with(&[], policy).await;
+    e.create_running(
+        "shell",
+        &json!({"container": {"image": "busybox:1.36", "command": ["sh"], "stdin": true, "tty": true}}),
+    )
+    .await;
+    // A slow attach: the user types before the WebSocket is open.
+    e.fake.set_attach_delay(std::time::Duration::from_secs(2));
+    let proxy = UserProxy::start(&e.fake, &e.server, "alice", &["system:authenticated"]).await;
+    let b = Browser::start(1100, 800).await;
+    b.goto(&format!(
+        "{}{PORTAL}#/namespaces/{NS}/pods/{POD}",
+        proxy.url()
+    ))
+    .await;
+    b.click("button.attach[data-name=shell]").await;
+    b.wait_for("#terminal[data-state=connecting] textarea")
+        .await;
+    b.fill("#terminal textarea", "typed-ahead-1 typed-ahead-2")
+        .await;
+    let text = wait_terminal(&b, "typed-ahead-1 typed-ahead-2").await;
+    // The size went first, then every key in the order typed.
+    let resize = text.find("resize ").expect("the size reached the process");
+    let typed = text.find("typed-ahead-1").expect("typed text");
+    assert!(resize < typed, "{text}");
+    assert_eq!(
+        b.eval("return document.getElementById('terminal').dataset.state")
+            .await,
+        json!("open")
+    );
+    b.close().await;
+}
+
 /// Without a browser: what the server answers on the portal's paths, and what it authorizes.
 #[tokio::test]
 async fn the_portal_is_served_to_whoever_may_list_it_with_a_strict_policy() {

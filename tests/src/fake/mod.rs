@@ -412,6 +412,11 @@ impl FakeKube {
         self.shared.lock().settings.start_delay = delay;
     }
 
+    /// Every attach waits this long before it answers (default none).
+    pub fn set_attach_delay(&self, delay: Duration) {
+        self.shared.lock().settings.attach_delay = delay;
+    }
+
     /// Makes pulls of `image` fail (`ErrImagePull`, then `ImagePullBackOff`).
     pub fn add_bad_image(&self, image: &str) {
         self.shared

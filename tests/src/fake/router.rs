@@ -233,6 +233,10 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
         ] => ephemeral::handle(&ctx, ns, name, req).await,
         ["api", "v1", "namespaces", ns, "pods", name, "exec"] => exec::handle(&ctx, ns, name, req),
         ["api", "v1", "namespaces", ns, "pods", name, "attach"] => {
+            let delay = ctx.shared.lock().settings.attach_delay;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             attach::handle(&ctx, ns, name, req)
         }
         ["api", "v1", "namespaces", ns, "pods", name, "log"] => {

@@ -105,6 +105,8 @@ pub struct Settings {
     pub stop_signals_gate: bool,
     /// Armed faults ([`super::FakeKube::inject_faults`]).
     pub faults: Vec<super::faults::Fault>,
+    /// How long an attach waits before it answers (a slow kubelet or a long network path).
+    pub attach_delay: Duration,
 }
 
 impl Default for Settings {
@@ -122,6 +124,7 @@ impl Default for Settings {
             reported_minor: 36,
             stop_signals_gate: false,
             faults: Vec::new(),
+            attach_delay: Duration::ZERO,
         }
     }
 }
