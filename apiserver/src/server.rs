@@ -231,6 +231,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         metrics.clone(),
     );
     let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
+    let backend_for_flush = backend.clone();
     let upstream = Arc::new(
         stream::Upstream::new(clients.pods_config.clone(), config.impersonate)
             .map_err(StartupError::Tls)?,
@@ -286,6 +287,10 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         (drain_tx, watch_drain_tx),
     )
     .await;
+    // Events of the last creates are written after their answers: give them a moment.
+    if !backend_for_flush.flush(Duration::from_secs(2)).await {
+        tracing::warn!("some Events were still being written at shutdown");
+    }
     // A stopping leader releases its Lease, so another replica takes over at once.
     expiry.stop(Duration::from_secs(2)).await;
     tracing::info!("stopped");

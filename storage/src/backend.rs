@@ -220,4 +220,9 @@ pub trait DebugBackend: Send + Sync + 'static {
     ) -> Result<StreamTarget, StorageError>;
     /// True once the upstream kube-apiserver answered at least once (readiness).
     async fn ping(&self) -> Result<(), StorageError>;
+    /// Wait, at most `within`, for work that outlives its answer (Events written in the
+    /// background) to finish; answers whether it all did. Called on shutdown.
+    async fn flush(&self, _within: Duration) -> bool {
+        true
+    }
 }

@@ -66,6 +66,23 @@ fn api_err<T: std::fmt::Debug>(r: Result<T, crate::StorageError>) -> poddebug_ty
 }
 
 #[tokio::test]
+async fn a_create_answers_before_its_event_is_written_and_flush_waits_for_it() {
+    let (fake, b) = setup(&[pod("web", &[])], config());
+    fake.set_events_delay(Duration::from_secs(2));
+    b.create(create_req(Some("dbg"), None))
+        .await
+        .expect("created");
+    assert!(
+        fake.events().is_empty(),
+        "the answer did not wait for the slow events API"
+    );
+    assert!(b.flush(Duration::from_secs(10)).await);
+    let events = fake.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "DebugContainerCreated");
+}
+
+#[tokio::test]
 async fn create_then_get_and_list() {
     let (fake, b) = setup(&[pod("web", &[])], config());
     let created = b
@@ -82,7 +99,9 @@ async fn create_then_get_and_list() {
     assert_eq!(ecs.len(), 1);
     assert_eq!(ecs[0].image.as_deref(), Some("busybox:1.36"));
 
-    // GET pod, PUT ephemeralcontainers (conditional on the resourceVersion read), POST event.
+    // GET pod, PUT ephemeralcontainers (conditional on the resourceVersion read), then the
+    // Event, written after the answer: flushing waits for it.
+    assert!(b.flush(Duration::from_secs(5)).await);
     let reqs = fake.requests();
     let seq: Vec<String> = reqs
         .iter()

@@ -2,10 +2,12 @@
 //! the configuration, the Event reporter), kept apart from the backend itself so that the verbs
 //! (`create`, `stop`, …) depend on it and the backend on them, without a cycle.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client};
+use tokio::sync::Semaphore;
 
 use crate::cluster_version::ClusterVersion;
 use crate::disagreements::Disagreements;
@@ -21,7 +23,13 @@ pub(crate) struct Cluster {
     reporter: Reporter,
     version: ClusterVersion,
     disagreements: Disagreements,
+    /// Event writes running after their answer was sent (see [`Cluster::record_event_detached`]).
+    events_in_flight: Arc<Semaphore>,
 }
+
+/// At most this many Events are written in the background at once; beyond it a create waits
+/// for its own Event, as before, so a slow events API slows creates instead of piling up tasks.
+pub(crate) const EVENTS_IN_FLIGHT: u32 = 256;
 
 impl Cluster {
     /// Calls made with `client` (the server's identity; impersonation headers are added per
@@ -37,6 +45,7 @@ impl Cluster {
             reporter,
             version: ClusterVersion::default(),
             disagreements: Disagreements::default(),
+            events_in_flight: Arc::new(Semaphore::new(EVENTS_IN_FLIGHT as usize)),
         }
     }
 
@@ -87,21 +96,8 @@ impl Cluster {
         })
     }
 
-    /// Record an Event about ephemeral container `ec_name` of `pod`, waiting at most the
-    /// configured Event timeout; failures are only logged.
-    pub(crate) async fn record_event(
-        &self,
-        pod: &Pod,
-        ec_name: &str,
-        reason: &str,
-        message: String,
-    ) {
-        self.record_event_within(pod, ec_name, reason, message, self.config.event_timeout)
-            .await;
-    }
-
-    /// [`Cluster::record_event`] waiting at most `timeout` (and never more than the configured
-    /// Event timeout).
+    /// Record an Event about ephemeral container `ec_name` of `pod`, waiting at most `timeout`
+    /// (and never more than the configured Event timeout); failures are only logged.
     pub(crate) async fn record_event_within(
         &self,
         pod: &Pod,
@@ -120,5 +116,45 @@ impl Cluster {
         );
         let timeout = timeout.min(self.config.event_timeout);
         record(self.server_client(), event, timeout).await;
+    }
+
+    /// Record an Event like [`Cluster::record_event_within`], but off the caller's path: the write runs
+    /// in a task of its own (bounded by the Event timeout), so the answer does not wait for the
+    /// events API. When [`EVENTS_IN_FLIGHT`] writes are already running, it is written before
+    /// returning instead. [`Cluster::flush_events`] waits for those in flight.
+    pub(crate) async fn record_event_detached(
+        &self,
+        pod: &Pod,
+        ec_name: &str,
+        reason: &str,
+        message: String,
+    ) {
+        let event = build_event(
+            &self.reporter,
+            pod,
+            ec_name,
+            reason,
+            message,
+            jiff::Timestamp::now(),
+        );
+        let client = self.server_client();
+        let timeout = self.config.event_timeout;
+        match self.events_in_flight.clone().try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(async move {
+                    record(client, event, timeout).await;
+                    drop(permit);
+                });
+            }
+            Err(_) => record(client, event, timeout).await,
+        }
+    }
+
+    /// Wait until the Events written in the background are done, at most `within`; answers
+    /// whether they all are.
+    pub(crate) async fn flush_events(&self, within: Duration) -> bool {
+        tokio::time::timeout(within, self.events_in_flight.acquire_many(EVENTS_IN_FLIGHT))
+            .await
+            .is_ok_and(|permits| permits.is_ok())
     }
 }

@@ -370,7 +370,9 @@ pub(crate) async fn create(
         plan.ec.image.as_deref().unwrap_or_default(),
         req.profile.as_str(),
     );
-    b.record_event(&updated, ec_name, REASON_CREATED, message)
+    // The Event is written beside the answer, not before it: creates do not wait for the
+    // events API (issue 9's benchmark).
+    b.record_event_detached(&updated, ec_name, REASON_CREATED, message)
         .await;
 
     let Some(timeout) = req.wait else {

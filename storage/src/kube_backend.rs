@@ -202,4 +202,8 @@ impl DebugBackend for KubeBackend {
         }
         Ok(())
     }
+
+    async fn flush(&self, within: Duration) -> bool {
+        self.cluster.flush_events(within).await
+    }
 }

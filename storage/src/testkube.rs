@@ -39,6 +39,8 @@ struct State {
     watchers: Vec<(Option<String>, WatchTx)>,
     /// Delay before answering a pod GET (to make concurrent creates interleave).
     get_delay: Duration,
+    /// Delay before storing and answering an Event (a slow events API).
+    events_delay: Duration,
     /// Answer 410 to the next watch.
     gone_once: bool,
     /// What an exec is answered (no WebSocket here): code and message.
@@ -177,6 +179,10 @@ impl FakeKube {
     }
 
     /// Make the next watch answer an ERROR event 410.
+    pub(crate) fn set_events_delay(&self, d: Duration) {
+        self.lock().events_delay = d;
+    }
+
     pub(crate) fn expire_next_watch(&self) {
         self.lock().gone_once = true;
     }
@@ -290,6 +296,8 @@ impl FakeKube {
                     status(code, "InternalError", &message, json!({}))
                 }
                 (Method::POST, ["api", "v1", "namespaces", _, "events"]) => {
+                    let delay = this.lock().events_delay;
+                    tokio::time::sleep(delay).await;
                     let ev: Value = serde_json::from_slice(&body).unwrap_or_default();
                     this.lock().events.push(ev.clone());
                     reply(StatusCode::CREATED, &ev)
