@@ -218,6 +218,53 @@ async fn concurrent_creates_of_one_name_have_one_winner() {
     assert_eq!(crate::state::ephemeral_containers(&stored).len(), 1);
 }
 
+/// The first read comes from kube-apiserver's watch cache (`resourceVersion=0`); whatever it
+/// decides from a pod that is behind is confirmed by a quorum read.
+#[tokio::test]
+async fn a_stale_cached_read_is_confirmed_by_a_quorum_read() {
+    // A pod created after the cache stopped following: the cached read says 404.
+    let (fake, b) = setup(&[], config());
+    fake.freeze_watch_cache();
+    fake.add_pod(pod("web", &[]));
+    b.create(create_req(Some("dbg"), None))
+        .await
+        .expect("created although the cached read did not have the pod");
+
+    // A name taken since: the cached read sees it free, the update conflicts, the quorum read
+    // sees it taken: 409 AlreadyExists, nothing added.
+    let (fake, b) = setup(&[pod("web", &[])], config());
+    fake.freeze_watch_cache();
+    b.create(create_req(Some("dbg"), None))
+        .await
+        .expect("the first create");
+    let err = api_err(b.create(create_req(Some("dbg"), None)).await);
+    assert_eq!(
+        (err.code(), err.reason()),
+        (409, "AlreadyExists"),
+        "{}",
+        err.message()
+    );
+    let stored = fake.pod("ns", "web").expect("pod");
+    assert_eq!(crate::state::ephemeral_containers(&stored).len(), 1);
+
+    // A name freed since (its container terminated): the cached read says taken, the quorum
+    // read says free, and the name is reused.
+    let (fake, b) = setup(&[pod("web", &[("dbg", Some("dbg"), "running")])], config());
+    fake.freeze_watch_cache();
+    fake.set_ec_state("ns", "web", "dbg", state("terminated"));
+    b.create(create_req(Some("dbg"), None))
+        .await
+        .expect("reused once the quorum read shows it terminated");
+    let reads: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET")
+        .map(|r| r.uri.clone())
+        .collect();
+    assert!(reads[0].contains("resourceVersion=0"), "{reads:?}");
+    assert!(!reads[1].contains("resourceVersion"), "{reads:?}");
+}
+
 #[tokio::test]
 async fn name_reuse_after_termination() {
     let (fake, b) = setup(&[pod("web", &[("dbg", None, "terminated")])], config());

@@ -1,6 +1,11 @@
 //! Create: add a debug container to the pod.
 //!
-//! 1. Read the pod (404 `pods "P" not found` passes through as kube-apiserver words it).
+//! 1. Read the pod, first from kube-apiserver's watch cache (`resourceVersion=0`, no etcd
+//!    round trip). Whatever depends on the pod's state and refuses (404 `pods "P" not found`,
+//!    which passes through as kube-apiserver words it; a name taken; the per-pod limit) is
+//!    confirmed by a quorum read first, and a conflict of the update after a cached read is
+//!    retried at once with a quorum read: a cache that is behind costs time, never a wrong
+//!    answer.
 //! 2. Plan ([`plan`]): resolve the names (see [`crate::naming`]) and build the ephemeral
 //!    container from the request and profile.
 //! 3. Validate it with kube-apiserver's own rules, those of the cluster's version
@@ -21,11 +26,12 @@
 //!    webhook refusals of the update reach the caller with their own code and message; a 422 is
 //!    retold as in 3. With `?dryRun=All` this update is itself a dry run (reused from 3 when
 //!    it was made there), nothing is recorded, and the would-be object is the answer.
-//! 6. Record the Event `DebugContainerCreated`; with `wait`, wait for running or terminated.
+//! 6. Record the Event `DebugContainerCreated` beside the answer (a task of its own, bounded;
+//!    flushed on shutdown); with `wait`, wait for running or terminated.
 
 use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::api::{ApiResource, DynamicObject, GetParams, PostParams};
 use kube::core::Status;
 use poddebug_types::convert::{set_expires_at, to_ephemeral_container};
 use poddebug_types::decode::PassThroughFields;
@@ -273,14 +279,40 @@ pub(crate) async fn create(
     )?;
     let mut conflicts = 0;
     let mut admitted = false;
+    // The first read is served from kube-apiserver's watch cache (`resourceVersion=0`: no etcd
+    // round trip). It may be behind; the update is conditional on the resourceVersion read, so
+    // a stale read ends in a conflict, and every answer that depends on the pod's state (404,
+    // name taken, not running, limits) is confirmed by a quorum read before it is given.
+    let mut quorum_read = false;
+    macro_rules! confirm_with_quorum_read {
+        ($e:expr) => {
+            match $e {
+                Ok(v) => v,
+                Err(_) if !quorum_read => {
+                    quorum_read = true;
+                    // (used only directly in the 'attempt loop, never in a loop inside it)
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+    }
     let (updated, plan) = 'attempt: loop {
-        let raw = serde_json::to_value(raw_api.get(&req.pod).await?).map_err(|_| {
+        let read = if quorum_read {
+            GetParams::default()
+        } else {
+            GetParams::any()
+        };
+        let raw = serde_json::to_value(confirm_with_quorum_read!(
+            raw_api.get_with(&req.pod, &read).await
+        ))
+        .map_err(|_| {
             ApiError::Internal("the pod read from the cluster cannot be encoded".to_owned())
         })?;
         let pod: Pod = serde_json::from_value(raw.clone()).map_err(|_| {
             ApiError::Internal("the pod read from the cluster cannot be decoded".to_owned())
         })?;
-        let mut plan = plan(policy, &pod, &req, &mut rand::rng())?;
+        let mut plan = confirm_with_quorum_read!(plan(policy, &pod, &req, &mut rand::rng()));
         if let Some(at) = expires_at {
             set_expires_at(&mut plan.ec, at);
         }
@@ -302,6 +334,10 @@ pub(crate) async fn create(
                     );
                     would_be = Some(p);
                 }
+                Answer::Conflict(_) if !quorum_read => {
+                    quorum_read = true;
+                    continue 'attempt;
+                }
                 Answer::Conflict(e) => {
                     retry_after_conflict(b, &mut conflicts, e, &req).await?;
                     continue 'attempt;
@@ -319,7 +355,7 @@ pub(crate) async fn create(
         }
 
         // 403: the server policy, then the caller's own check, once.
-        check_policy(policy, &pod, &req, &plan)?;
+        confirm_with_quorum_read!(check_policy(policy, &pod, &req, &plan));
         if !admitted {
             if let Some(check) = &req.options.admission {
                 (check.0)().await?;
@@ -341,6 +377,7 @@ pub(crate) async fn create(
                 return Ok(read::object_by_ec_name(&p, &plan.names.ec_name)?);
             }
             Answer::Done(p) => break (*p, plan),
+            Answer::Conflict(_) if !quorum_read => quorum_read = true,
             Answer::Conflict(e) => {
                 retry_after_conflict(b, &mut conflicts, e, &req).await?;
             }

@@ -39,6 +39,9 @@ struct State {
     watchers: Vec<(Option<String>, WatchTx)>,
     /// Delay before answering a pod GET (to make concurrent creates interleave).
     get_delay: Duration,
+    /// What a `resourceVersion=0` GET sees (kube-apiserver's watch cache, behind): pods as
+    /// they were when [`FakeKube::freeze_watch_cache`] was called; none = current.
+    watch_cache: Option<BTreeMap<(String, String), Pod>>,
     /// Delay before storing and answering an Event (a slow events API).
     events_delay: Duration,
     /// Answer 410 to the next watch.
@@ -179,6 +182,13 @@ impl FakeKube {
     }
 
     /// Make the next watch answer an ERROR event 410.
+    /// From now on, `resourceVersion=0` reads answer the pods as they are now (a watch cache
+    /// that stopped following), while quorum reads answer the current ones.
+    pub(crate) fn freeze_watch_cache(&self) {
+        let mut s = self.lock();
+        s.watch_cache = Some(s.pods.clone());
+    }
+
     pub(crate) fn set_events_delay(&self, d: Duration) {
         self.lock().events_delay = d;
     }
@@ -258,7 +268,17 @@ impl FakeKube {
                 (Method::GET, ["api", "v1", "namespaces", ns, "pods", name]) => {
                     let delay = this.lock().get_delay;
                     tokio::time::sleep(delay).await;
-                    match this.pod(ns, name) {
+                    let from_cache = q.get("resourceVersion").is_some_and(|v| v == "0");
+                    let cached = this
+                        .lock()
+                        .watch_cache
+                        .as_ref()
+                        .map(|pods| pods.get(&((*ns).to_owned(), (*name).to_owned())).cloned());
+                    let found = match cached {
+                        Some(cached) if from_cache => cached,
+                        _ => this.pod(ns, name),
+                    };
+                    match found {
                         Some(pod) => reply(StatusCode::OK, &json!(pod)),
                         None => not_found(name),
                     }
