@@ -40,11 +40,18 @@ export async function request(method, path, body) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
+  // A GET that fails at the network level (a proxy's kept-alive connection closed under it)
+  // is sent once more; a POST or DELETE is not, as it may have been applied.
+  const attempts = method === 'GET' ? 2 : 1;
   let resp;
-  try {
-    resp = await fetch(apiRoot() + path, init);
-  } catch (e) {
-    throw new ApiError(0, null, `cannot reach the server: ${e.message}`);
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      resp = await fetch(apiRoot() + path, init);
+      break;
+    } catch (e) {
+      if (attempt >= attempts) throw new ApiError(0, null, `cannot reach the server: ${e.message}`);
+      await new Promise((r) => setTimeout(r, 300));
+    }
   }
   if (!resp.ok) throw await errorOf(resp);
   const type = resp.headers.get('Content-Type') || '';

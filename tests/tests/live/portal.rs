@@ -17,27 +17,32 @@ const PORTAL: &str = "/apis/poddebug.dev/v1alpha1/portal/";
 /// The portal's user: no rights but the ones bound here.
 const PORTAL_USER: &str = "portal-user";
 
-/// `kubectl proxy` on a free port as `user`; killed on drop.
+/// `kubectl proxy` on a free port as `user` (`-v=4`: it logs every proxied request and its
+/// errors); killed on drop, and when the test failed its log is printed.
 struct Proxy {
     child: Child,
     port: u16,
+    log: std::path::PathBuf,
 }
 
 impl Proxy {
     fn start(user: &str) -> Proxy {
         let port = poddebug_tests::server::free_port();
+        let log = std::env::temp_dir().join(format!("poddebug-live-kubectl-proxy-{port}.log"));
+        let file = std::fs::File::create(&log).expect("the kubectl proxy log");
         let child = Command::new("kubectl")
             .args([
                 "proxy",
+                "-v=4",
                 &format!("--port={port}"),
                 &format!("--as={user}"),
                 "--as-group=system:authenticated",
             ])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(file)
             .spawn()
             .expect("kubectl proxy");
-        let proxy = Proxy { child, port };
+        let proxy = Proxy { child, port, log };
         poll(
             "kubectl proxy listening",
             Duration::from_secs(20),
@@ -58,8 +63,22 @@ impl Proxy {
 
 impl Drop for Proxy {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let alive = matches!(self.child.try_wait(), Ok(None));
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            eprintln!(
+                "kubectl proxy on port {} ({}), last lines of its log:",
+                self.port,
+                if alive { "still running" } else { "exited" }
+            );
+            for line in tail.iter().rev() {
+                eprintln!("  {line}");
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 
