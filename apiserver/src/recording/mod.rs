@@ -2,12 +2,17 @@
 //! `--recording-dir`, and served back by `GET …/pods/POD/recordings[/ID]`.
 //!
 //! The relay hands a [`Tap`] a copy of each chunk it has just written, with the time it was
-//! relayed. The tap never waits: it puts the copy on a bounded channel to the session's writer
-//! task, and when that channel is full (a slow disk) it stops copying and the recording is
-//! marked truncated — the stream itself is never slowed, buffered or changed. The writer task
+//! relayed. The tap never waits: it puts the copy on a bounded queue of the session's writer
+//! task, and when that queue is full (a slow disk, a busy machine) it stops copying and the
+//! recording is marked truncated — the stream itself is never slowed, buffered or changed. The writer task
 //! decodes the channel protocol ([`decode`]) and writes output, resize and (with
 //! `--record-input`) input events, up to `--max-recording-bytes`. When the session ends, the
 //! metadata sidecar gets the end time, the size and the process's exit code.
+//!
+//! The writers run on a runtime of their own ([`writers`]): one worker thread and its file
+//! threads, all at the lowest CPU priority (nice 19). Decoding, JSON-escaping and writing a
+//! fast stream costs CPU; at the lowest priority it only uses what relaying leaves, so on a busy
+//! machine a bulk transfer's recording is truncated sooner rather than the transfer slowed.
 
 pub mod asciicast;
 pub mod decode;
@@ -15,13 +20,12 @@ pub mod spdy_dictionary;
 pub mod store;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc;
 
 use asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
 use decode::{Decoder, Direction, Event};
@@ -29,12 +33,41 @@ use store::{Metadata, Store};
 
 /// Chunks in flight between a relay and its writer (at most 64 KiB each).
 const TAP_QUEUE: usize = 256;
+/// How long a writer, once woken by a chunk, lets more gather before it writes them.
+const BATCH: Duration = Duration::from_millis(10);
 /// How long the end of a session waits for its writer to finish the file.
 const WRITER_FINISH: Duration = Duration::from_secs(10);
 /// Smallest accepted `--max-recording-bytes` (room for the header and the marker).
 const MIN_CAP: u64 = 4096;
 /// Terminal size assumed when the client never sent one before the first output.
 const DEFAULT_SIZE: (u16, u16) = (80, 24);
+
+/// The runtime the recording writers run on (see the module docs), built on first use and
+/// kept for the life of the process; `None` when it could not be built, and the writers then
+/// run on the caller's runtime.
+fn writers() -> Option<&'static tokio::runtime::Runtime> {
+    static WRITERS: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+    WRITERS
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .max_blocking_threads(4)
+                .thread_name("recording-writer")
+                .on_thread_start(|| {
+                    // The calling thread only (Linux keeps a nice value per thread).
+                    if let Err(e) = rustix::process::setpriority_process(None, 19) {
+                        tracing::debug!(error = %e, "recording writer thread keeps its priority");
+                    }
+                })
+                .enable_all()
+                .build()
+                .inspect_err(|e| {
+                    tracing::warn!(error = %e, "no runtime of their own for recording writers; they share the server's")
+                })
+                .ok()
+        })
+        .as_ref()
+}
 
 /// The session-recording flags.
 #[derive(Clone, Debug, clap::Args)]
@@ -184,8 +217,7 @@ impl Recorder {
                 input_recorded: self.record_input,
             },
         };
-        let (tx, rx) = mpsc::channel(TAP_QUEUE);
-        let overflow = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(TapShared::default());
         let writer = Writer {
             file: tokio::io::BufWriter::new(file),
             decoder: if info.spdy {
@@ -198,11 +230,14 @@ impl Recorder {
             record_input: self.record_input,
             capped: Capped::new(self.max_bytes),
             started: Instant::now(),
-            overflow: overflow.clone(),
+            shared: shared.clone(),
         };
-        let writer = tokio::spawn(writer.run(rx));
+        let writer = match writers() {
+            Some(rt) => rt.spawn(writer.run()),
+            None => tokio::spawn(writer.run()),
+        };
         Ok(Session {
-            tap: Tap { tx, overflow },
+            tap: Tap { shared },
             writer,
             meta,
             store: self.store.clone(),
@@ -218,11 +253,26 @@ struct Chunk {
     data: Bytes,
 }
 
+/// What a relay and its writer share: the chunks copied and not yet written, and the flags.
+#[derive(Debug, Default)]
+struct TapShared {
+    queue: std::sync::Mutex<std::collections::VecDeque<Chunk>>,
+    /// The queue was full once: nothing more is copied.
+    overflow: AtomicBool,
+    /// The session ended: the writer drains the queue and finishes.
+    closed: AtomicBool,
+    /// Wakes the writer: on the first chunk after the queue was drained, and on close.
+    wake: tokio::sync::Notify,
+}
+
 /// The relay's side of a recording: copies chunks without ever waiting.
+///
+/// The writer is woken only by the first chunk of a batch (the queue was empty); it then waits
+/// [`BATCH`] and writes all that came meanwhile. A fast stream thus costs the relay one wake-up
+/// per batch instead of one per chunk (each a system call), and an idle one none.
 #[derive(Debug)]
 pub struct Tap {
-    tx: mpsc::Sender<Chunk>,
-    overflow: Arc<AtomicBool>,
+    shared: Arc<TapShared>,
 }
 
 impl Tap {
@@ -237,7 +287,8 @@ impl Tap {
     }
 
     fn copy(&self, dir: Direction, data: &[u8]) {
-        if self.overflow.load(Ordering::Relaxed) {
+        let shared = &*self.shared;
+        if shared.overflow.load(Ordering::Relaxed) {
             return;
         }
         let chunk = Chunk {
@@ -245,10 +296,27 @@ impl Tap {
             at: Instant::now(),
             data: Bytes::copy_from_slice(data),
         };
-        if self.tx.try_send(chunk).is_err() {
-            // Full (or the writer stopped): everything after this point is unrecorded.
-            self.overflow.store(true, Ordering::Relaxed);
+        let Ok(mut queue) = shared.queue.lock() else {
+            shared.overflow.store(true, Ordering::Relaxed);
+            return;
+        };
+        if queue.len() >= TAP_QUEUE {
+            // Full (a slow disk, a busy machine): everything after this point is unrecorded.
+            shared.overflow.store(true, Ordering::Relaxed);
+            return;
         }
+        let first = queue.is_empty();
+        queue.push_back(chunk);
+        drop(queue);
+        if first {
+            shared.wake.notify_one();
+        }
+    }
+
+    /// The session ended: the writer writes what is queued and finishes the file.
+    fn close(&self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.wake.notify_one();
     }
 }
 
@@ -295,6 +363,7 @@ impl Session {
             mut meta,
             store,
         } = self;
+        tap.close();
         drop(tap);
         let end = match tokio::time::timeout(WRITER_FINISH, &mut writer).await {
             Ok(Ok(end)) => end,
@@ -351,59 +420,87 @@ struct Writer {
     record_input: bool,
     capped: Capped,
     started: Instant,
-    overflow: Arc<AtomicBool>,
+    shared: Arc<TapShared>,
 }
 
 impl Writer {
-    async fn run(mut self, mut rx: mpsc::Receiver<Chunk>) -> WriterEnd {
+    /// The next batch of chunks, waiting for the first and then [`BATCH`] for more; `None` once
+    /// the session ended and everything was taken.
+    async fn next_batch(&self) -> Option<std::collections::VecDeque<Chunk>> {
+        let shared = &*self.shared;
+        loop {
+            let closed = shared.closed.load(Ordering::SeqCst);
+            let empty = shared.queue.lock().map(|q| q.is_empty()).unwrap_or(true);
+            if empty && closed {
+                return None;
+            }
+            if empty {
+                shared.wake.notified().await;
+                continue;
+            }
+            if !closed {
+                tokio::time::sleep(BATCH).await;
+            }
+            let batch = shared
+                .queue
+                .lock()
+                .map(|mut q| std::mem::take(&mut *q))
+                .unwrap_or_default();
+            return Some(batch);
+        }
+    }
+
+    async fn run(mut self) -> WriterEnd {
         let mut out_text = Utf8Carry::default();
         let mut in_text = Utf8Carry::default();
         let mut exit_code = None;
         let mut failure: Option<String> = None;
         let mut events = Vec::new();
         let mut last = 0.0;
-        while let Some(chunk) = rx.recv().await {
-            if failure.is_some() {
-                continue;
-            }
-            let t = chunk.at.duration_since(self.started).as_secs_f64();
-            last = t;
-            events.clear();
-            if let Err(e) = self.decoder.feed(chunk.dir, &chunk.data, &mut events) {
-                failure = Some(format!("undecodable stream ({e})"));
-            }
-            for ev in events.drain(..) {
-                let line = match ev {
-                    Event::Output(b) => {
-                        let text = out_text.text(&b);
-                        (!text.is_empty()).then(|| asciicast::event_line(t, "o", &text))
+        while let Some(batch) = self.next_batch().await {
+            for chunk in batch {
+                if failure.is_some() {
+                    continue;
+                }
+                let t = chunk.at.duration_since(self.started).as_secs_f64();
+                last = t;
+                events.clear();
+                if let Err(e) = self.decoder.feed(chunk.dir, &chunk.data, &mut events) {
+                    failure = Some(format!("undecodable stream ({e})"));
+                }
+                for ev in events.drain(..) {
+                    let line = match ev {
+                        Event::Output(b) => {
+                            let text = out_text.text(&b);
+                            (!text.is_empty()).then(|| asciicast::event_line(t, "o", &text))
+                        }
+                        Event::Input(b) if self.record_input => {
+                            let text = in_text.text(&b);
+                            (!text.is_empty()).then(|| asciicast::event_line(t, "i", &text))
+                        }
+                        Event::Input(_) => None,
+                        Event::Resize { width, height } if !self.header_written => {
+                            self.header.width = width;
+                            self.header.height = height;
+                            None
+                        }
+                        Event::Resize { width, height } => {
+                            Some(asciicast::event_line(t, "r", &format!("{width}x{height}")))
+                        }
+                        Event::Error(msg) => {
+                            exit_code = exit_code_of_status(&msg).or(exit_code);
+                            None
+                        }
+                    };
+                    if let Some(line) = line
+                        && failure.is_none()
+                        && let Err(e) = self.write_event(&line).await
+                    {
+                        failure = Some(format!("write failed ({e})"));
                     }
-                    Event::Input(b) if self.record_input => {
-                        let text = in_text.text(&b);
-                        (!text.is_empty()).then(|| asciicast::event_line(t, "i", &text))
-                    }
-                    Event::Input(_) => None,
-                    Event::Resize { width, height } if !self.header_written => {
-                        self.header.width = width;
-                        self.header.height = height;
-                        None
-                    }
-                    Event::Resize { width, height } => {
-                        Some(asciicast::event_line(t, "r", &format!("{width}x{height}")))
-                    }
-                    Event::Error(msg) => {
-                        exit_code = exit_code_of_status(&msg).or(exit_code);
-                        None
-                    }
-                };
-                if let Some(line) = line
-                    && failure.is_none()
-                    && let Err(e) = self.write_event(&line).await
-                {
-                    failure = Some(format!("write failed ({e})"));
                 }
             }
-            if rx.is_empty() && failure.is_none() && self.file.flush().await.is_err() {
+            if failure.is_none() && self.file.flush().await.is_err() {
                 failure = Some("write failed".to_owned());
             }
         }
@@ -416,7 +513,7 @@ impl Writer {
         if failure.is_none() && !self.header_written {
             let _ = self.write_header().await;
         }
-        let why = if self.overflow.load(Ordering::Relaxed) {
+        let why = if self.shared.overflow.load(Ordering::Relaxed) {
             Some("the recorder fell behind the stream".to_owned())
         } else if self.capped.truncated() {
             Some("size limit reached".to_owned())
