@@ -217,6 +217,21 @@ impl Sandbox {
         assert!(enabled());
         let ns = format!("pdlive-{tag}-{}", std::process::id());
         ok(&["create", "namespace", &ns], None);
+        // A pod needs the namespace's `default` ServiceAccount, which the controller-manager
+        // adds a moment later (longer right after a control-plane restart).
+        poll(
+            "the default ServiceAccount",
+            Duration::from_secs(60),
+            Duration::from_millis(200),
+            || {
+                let o = kubectl(&["get", "serviceaccount", "default", "-n", &ns], None);
+                if o.status.success() {
+                    Ok(())
+                } else {
+                    Err(String::from_utf8_lossy(&o.stderr).into_owned())
+                }
+            },
+        );
         let sb = Sandbox { ns, api: cluster() };
         let pod = json!({
             "apiVersion": "v1", "kind": "Pod",
