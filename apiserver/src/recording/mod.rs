@@ -9,10 +9,9 @@
 //! `--record-input`) input events, up to `--max-recording-bytes`. When the session ends, the
 //! metadata sidecar gets the end time, the size and the process's exit code.
 //!
-//! The writers run on a runtime of their own ([`writers`]): one worker thread and its file
-//! threads, all at the lowest CPU priority (nice 19). Decoding, JSON-escaping and writing a
-//! fast stream costs CPU; at the lowest priority it only uses what relaying leaves, so on a busy
-//! machine a bulk transfer's recording is truncated sooner rather than the transfer slowed.
+//! Writers run at the server's normal priority: a lower one (tried: nice 19 on a runtime of
+//! their own) starved them on a busy machine until the end of a session timed out and its
+//! recording was lost, which is worse than the CPU they take.
 
 pub mod asciicast;
 pub mod decode;
@@ -21,7 +20,7 @@ pub mod store;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -41,33 +40,6 @@ const WRITER_FINISH: Duration = Duration::from_secs(10);
 const MIN_CAP: u64 = 4096;
 /// Terminal size assumed when the client never sent one before the first output.
 const DEFAULT_SIZE: (u16, u16) = (80, 24);
-
-/// The runtime the recording writers run on (see the module docs), built on first use and
-/// kept for the life of the process; `None` when it could not be built, and the writers then
-/// run on the caller's runtime.
-fn writers() -> Option<&'static tokio::runtime::Runtime> {
-    static WRITERS: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
-    WRITERS
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .max_blocking_threads(4)
-                .thread_name("recording-writer")
-                .on_thread_start(|| {
-                    // The calling thread only (Linux keeps a nice value per thread).
-                    if let Err(e) = rustix::process::setpriority_process(None, 19) {
-                        tracing::debug!(error = %e, "recording writer thread keeps its priority");
-                    }
-                })
-                .enable_all()
-                .build()
-                .inspect_err(|e| {
-                    tracing::warn!(error = %e, "no runtime of their own for recording writers; they share the server's")
-                })
-                .ok()
-        })
-        .as_ref()
-}
 
 /// The session-recording flags.
 #[derive(Clone, Debug, clap::Args)]
@@ -232,10 +204,7 @@ impl Recorder {
             started: Instant::now(),
             shared: shared.clone(),
         };
-        let writer = match writers() {
-            Some(rt) => rt.spawn(writer.run()),
-            None => tokio::spawn(writer.run()),
-        };
+        let writer = tokio::spawn(writer.run());
         Ok(Session {
             tap: Tap { shared },
             writer,
