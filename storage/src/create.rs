@@ -303,9 +303,16 @@ pub(crate) async fn create(
         } else {
             GetParams::any()
         };
-        let raw = serde_json::to_value(confirm_with_quorum_read!(
-            raw_api.get_with(&req.pod, &read).await
-        ))
+        // Only a 404 from the cache is confirmed (the pod may be newer than the cache); any other
+        // failure of the read is the cluster's answer.
+        let got = match raw_api.get_with(&req.pod, &read).await {
+            Err(kube::Error::Api(s)) if s.code == 404 && !quorum_read => {
+                quorum_read = true;
+                continue 'attempt;
+            }
+            got => got?,
+        };
+        let raw = serde_json::to_value(got)
         .map_err(|_| {
             ApiError::Internal("the pod read from the cluster cannot be encoded".to_owned())
         })?;
