@@ -117,10 +117,34 @@ pub async fn run(api: &DebugContainers, ns: &str, args: RunArgs) -> ExitCode {
                 "warning: couldn't attach to debug container {dbg}, falling back to streaming logs: {e}"
             );
             let code = print_logs(api, &pod, &dbg, &LogParams::default()).await;
-            match api.get(&pod, &dbg).await.ok().as_ref().and_then(outcome_of) {
+            match ended(api, &pod, &dbg).await {
                 Some(o) => finish(o, ns, &pod, &dbg, tty),
                 None => code,
             }
         }
     }
 }
+
+/// How the debug container ended, read from its status. The kubelet reports the end a moment
+/// after the runtime refused the attach ("no running task"): read again, at most
+/// [`END_REPORTED_WITHIN`], while it still says Running. None when it keeps running.
+async fn ended(
+    api: &DebugContainers,
+    pod: &str,
+    dbg: &str,
+) -> Option<poddebug_client::AttachOutcome> {
+    let deadline = tokio::time::Instant::now() + END_REPORTED_WITHIN;
+    loop {
+        let o = api.get(pod, dbg).await.ok()?;
+        if let Some(outcome) = outcome_of(&o) {
+            return Some(outcome);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// See [`ended`].
+const END_REPORTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
