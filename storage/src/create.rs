@@ -312,8 +312,7 @@ pub(crate) async fn create(
             }
             got => got?,
         };
-        let raw = serde_json::to_value(got)
-        .map_err(|_| {
+        let raw = serde_json::to_value(got).map_err(|_| {
             ApiError::Internal("the pod read from the cluster cannot be encoded".to_owned())
         })?;
         let pod: Pod = serde_json::from_value(raw.clone()).map_err(|_| {
