@@ -1,0 +1,236 @@
+//! Attach benchmark on a real cluster: one stream's bulk throughput through poddebug (the
+//! aggregator, then poddebug's relay to kube-apiserver's `pods/attach`) against kube-apiserver's
+//! own `pods/attach` of the same container, both with kube-rs's WebSocket client.
+//!
+//! The benchmark adds a debug container running `cat` (stdin, no TTY) to the pod through
+//! poddebug, then alternates the two paths: each run writes `--mib` MiB to the container's
+//! stdin in 32 KiB writes from one task while another reads the echo from its stdout; MB/s is
+//! 10^6 echoed bytes per second. A 1 MiB warm-up on each path comes first. At the end the
+//! median of each path and their ratio are printed. The `cat` keeps running (it is PID 1 of
+//! its container and cannot be stopped): use a throw-away pod.
+//!
+//! Usage (ends by itself after `--runs` rounds):
+//! `attach-bench --kubeconfig K --namespace NS --pod POD [--mib 16] [--runs 5]
+//!  [--image busybox:1.36]`
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+const CHUNK: usize = 32 * 1024;
+/// No single run may take longer than this (a stalled stream ends the benchmark).
+const RUN_LIMIT: Duration = Duration::from_secs(300);
+
+struct Args {
+    kubeconfig: PathBuf,
+    namespace: String,
+    pod: String,
+    mib: usize,
+    runs: usize,
+    image: String,
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!(
+        "{problem}\nusage: attach-bench --kubeconfig K --namespace NS --pod POD [--mib N] \
+         [--runs N] [--image IMAGE]"
+    );
+    std::process::exit(2);
+}
+
+fn args() -> Args {
+    let mut kubeconfig = std::env::var_os("KUBECONFIG").map(PathBuf::from);
+    let mut a = Args {
+        kubeconfig: PathBuf::new(),
+        namespace: "default".to_owned(),
+        pod: String::new(),
+        mib: 16,
+        runs: 5,
+        image: "busybox:1.36".to_owned(),
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    for pair in argv.chunks(2) {
+        let Some(v) = pair.get(1).cloned() else {
+            usage(&format!("{} needs a value", pair[0]));
+        };
+        let number = |v: &str, what: &str| -> usize {
+            v.parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .unwrap_or_else(|| usage(&format!("{what} must be a positive number")))
+        };
+        match pair[0].as_str() {
+            "--kubeconfig" => kubeconfig = Some(PathBuf::from(v)),
+            "--namespace" => a.namespace = v,
+            "--pod" => a.pod = v,
+            "--mib" => a.mib = number(&v, "--mib"),
+            "--runs" => a.runs = number(&v, "--runs"),
+            "--image" => a.image = v,
+            k => usage(&format!("unknown argument {k}")),
+        }
+    }
+    a.kubeconfig = kubeconfig.unwrap_or_else(|| usage("--kubeconfig (or KUBECONFIG) is required"));
+    if a.pod.is_empty() {
+        usage("--pod is required");
+    }
+    a
+}
+
+async fn client(path: &PathBuf) -> Client {
+    let kc = Kubeconfig::read_from(path)
+        .unwrap_or_else(|e| usage(&format!("cannot read {}: {e}", path.display())));
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| usage(&format!("bad kubeconfig {}: {e}", path.display())));
+    Client::try_from(cfg).unwrap_or_else(|e| usage(&format!("no client: {e}")))
+}
+
+fn fail(what: &str, e: impl std::fmt::Display) -> ! {
+    eprintln!("{what}: {e}");
+    std::process::exit(1);
+}
+
+/// Write `total` bytes to `stdin` while reading as many back from `stdout`; MB/s.
+async fn bulk<W, R>(mut stdin: W, mut stdout: R, total: usize) -> f64
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+    R: AsyncRead + Unpin,
+{
+    let start = Instant::now();
+    let writer = tokio::spawn(async move {
+        let chunk = vec![b'x'; CHUNK];
+        let mut sent = 0;
+        while sent < total {
+            let n = CHUNK.min(total - sent);
+            stdin
+                .write_all(&chunk[..n])
+                .await
+                .unwrap_or_else(|e| fail("stdin", e));
+            sent += n;
+        }
+        stdin.flush().await.unwrap_or_else(|e| fail("stdin", e));
+        stdin
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = 0;
+    while got < total {
+        match tokio::time::timeout(RUN_LIMIT, stdout.read(&mut buf)).await {
+            Ok(Ok(0)) => fail("stdout", format!("ended after {got} of {total} bytes")),
+            Ok(Ok(n)) => got += n,
+            Ok(Err(e)) => fail("stdout", e),
+            Err(_) => fail("stdout", format!("stalled after {got} of {total} bytes")),
+        }
+    }
+    let elapsed = start.elapsed();
+    let _stdin = writer.await.unwrap_or_else(|e| fail("writer", e));
+    total as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+async fn direct(kube: &Client, ns: &str, pod: &str, container: &str, total: usize) -> f64 {
+    let api: kube::Api<Pod> = kube::Api::namespaced(kube.clone(), ns);
+    let params = kube::api::AttachParams::default()
+        .container(container)
+        .stdin(true)
+        .stdout(true)
+        .stderr(false);
+    let mut p = api
+        .attach(pod, &params)
+        .await
+        .unwrap_or_else(|e| fail("pods/attach", e));
+    let (Some(stdin), Some(stdout)) = (p.stdin(), p.stdout()) else {
+        fail("pods/attach", "no stdin or stdout");
+    };
+    let rate = bulk(stdin, stdout, total).await;
+    p.abort();
+    rate
+}
+
+async fn through(
+    dc: &poddebug_client::DebugContainers,
+    pod: &str,
+    name: &str,
+    total: usize,
+) -> f64 {
+    let params = poddebug_client::AttachParams {
+        stdin: true,
+        stdout: true,
+        stderr: false,
+        tty: false,
+        ..Default::default()
+    };
+    let mut a = dc
+        .attach(pod, name, &params)
+        .await
+        .unwrap_or_else(|e| fail("poddebug attach", e));
+    let (Some(stdin), Some(stdout)) = (a.stdin(), a.stdout()) else {
+        fail("poddebug attach", "no stdin or stdout");
+    };
+    bulk(stdin, stdout, total).await
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let a = args();
+    let kube = client(&a.kubeconfig).await;
+    let name = format!("abench-{:x}", std::process::id() % 0x10000);
+    let body = json!({"container": {"image": a.image, "command": ["cat"], "stdin": true}});
+    let req = http::Request::post(format!(
+        "/apis/poddebug.dev/v1alpha1/namespaces/{}/pods/{}/debug/{name}?wait=true&timeoutSeconds=60",
+        a.namespace, a.pod
+    ))
+    .header("content-type", "application/json")
+    .body(body.to_string().into_bytes())
+    .unwrap_or_else(|e| usage(&format!("bad request: {e}")));
+    let created: serde_json::Value = kube
+        .request(req)
+        .await
+        .unwrap_or_else(|e| fail("create the cat debug container", e));
+    let Some(container) = created["status"]["ephemeralContainerName"].as_str() else {
+        fail("create the cat debug container", created);
+    };
+    let dc = poddebug_client::DebugContainers::new(kube.clone(), &a.namespace);
+    let total = a.mib << 20;
+
+    direct(&kube, &a.namespace, &a.pod, container, 1 << 20).await;
+    through(&dc, &a.pod, &name, 1 << 20).await;
+    let (mut d, mut t) = (Vec::new(), Vec::new());
+    for _ in 0..a.runs {
+        d.push(direct(&kube, &a.namespace, &a.pod, container, total).await);
+        t.push(through(&dc, &a.pod, &name, total).await);
+    }
+    let fmt = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "## Bulk throughput of one attach stream ({} MiB echoed by cat, 32 KiB writes, median of {})",
+        a.mib, a.runs
+    );
+    println!(
+        "core pods/attach   MB/s: {:.1}  (runs: [{}])",
+        median(d.clone()),
+        fmt(&d)
+    );
+    println!(
+        "through poddebug   MB/s: {:.1}  (runs: [{}])",
+        median(t.clone()),
+        fmt(&t)
+    );
+    println!("share: {:.1}%", median(t) / median(d) * 100.0);
+    println!(
+        "(debug container {name} keeps running cat in pod {}: delete the pod)",
+        a.pod
+    );
+}
