@@ -48,7 +48,7 @@ pub enum Event {
 pub struct DecodeError(pub String);
 
 /// The k8s channel numbers.
-mod channel {
+pub(crate) mod channel {
     pub const STDIN: u8 = 0;
     pub const STDOUT: u8 = 1;
     pub const STDERR: u8 = 2;

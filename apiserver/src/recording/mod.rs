@@ -1,8 +1,9 @@
 //! Session recordings: every attach session is written as an asciicast v2 file under
 //! `--recording-dir`, and served back by `GET …/pods/POD/recordings[/ID]`.
 //!
-//! The relay hands a [`Tap`] a copy of each chunk it has just written, with the time it was
-//! relayed. The tap never waits: it puts the copy on a bounded queue of the session's writer
+//! The relay hands a [`Tap`] each chunk it has just written, with the time it was relayed;
+//! the tap copies it (without `--record-input`, over WebSocket, only the client's frames that
+//! are not stdin: [`filter`]). The tap never waits: it puts the copy on a bounded queue of the session's writer
 //! task, and when that queue is full (a slow disk, a busy machine) it stops copying and the
 //! recording is marked truncated — the stream itself is never slowed, buffered or changed. The writer task
 //! decodes the channel protocol ([`decode`]) and writes output, resize and (with
@@ -15,6 +16,7 @@
 
 pub mod asciicast;
 pub mod decode;
+pub mod filter;
 pub mod spdy_dictionary;
 pub mod store;
 
@@ -206,7 +208,11 @@ impl Recorder {
         };
         let writer = tokio::spawn(writer.run());
         Ok(Session {
-            tap: Tap { shared },
+            tap: Tap {
+                shared,
+                inbound: (!info.spdy && !self.record_input)
+                    .then(|| std::sync::Mutex::new(filter::InboundFilter::new(info.base64))),
+            },
             writer,
             meta,
             store: self.store.clone(),
@@ -242,12 +248,33 @@ struct TapShared {
 #[derive(Debug)]
 pub struct Tap {
     shared: Arc<TapShared>,
+    /// Without `--record-input`, over WebSocket: what of the client's bytes to copy.
+    inbound: Option<std::sync::Mutex<filter::InboundFilter>>,
 }
 
 impl Tap {
-    /// Copy bytes just relayed client → container.
+    /// Copy bytes just relayed client → container (without `--record-input`, over WebSocket,
+    /// only the frames that are not stdin: [`filter`]).
     pub fn inbound(&self, data: &[u8]) {
-        self.copy(Direction::In, data);
+        match &self.inbound {
+            Some(f) => {
+                if self.shared.overflow.load(Ordering::Relaxed) {
+                    return;
+                }
+                let mut kept = Vec::new();
+                match f.lock() {
+                    Ok(mut f) => f.feed(data, &mut kept),
+                    Err(_) => {
+                        self.shared.overflow.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                }
+                if !kept.is_empty() {
+                    self.copy(Direction::In, &kept);
+                }
+            }
+            None => self.copy(Direction::In, data),
+        }
     }
 
     /// Copy bytes just relayed container → client.
