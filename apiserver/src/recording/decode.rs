@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use base64::Engine;
 use flate2::{Decompress, FlushDecompress};
 
+use crate::stream::websocket_frames::{FrameHeader, HeaderReader};
+
 /// Largest message kept whole (a resize, the error Status, a SPDY header block).
 const MAX_KEPT: usize = 64 * 1024;
 
@@ -119,7 +121,7 @@ impl Decoder {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WsPos {
-    Header { have: usize },
+    Header,
     Payload { remaining: u64, offset: u64 },
 }
 
@@ -127,7 +129,7 @@ enum WsPos {
 pub struct WsDirection {
     base64: bool,
     pos: WsPos,
-    header: [u8; 14],
+    header: HeaderReader,
     mask: Option<[u8; 4]>,
     /// The current frame is a control frame (its payload is skipped).
     control: bool,
@@ -145,8 +147,8 @@ impl WsDirection {
     fn new(base64: bool) -> WsDirection {
         WsDirection {
             base64,
-            pos: WsPos::Header { have: 0 },
-            header: [0; 14],
+            pos: WsPos::Header,
+            header: HeaderReader::default(),
             mask: None,
             control: false,
             channel: None,
@@ -156,33 +158,13 @@ impl WsDirection {
         }
     }
 
-    fn header_len(b1: u8) -> usize {
-        let ext = match b1 & 0x7f {
-            126 => 2,
-            127 => 8,
-            _ => 0,
-        };
-        2 + ext + if b1 & 0x80 != 0 { 4 } else { 0 }
-    }
-
     fn feed(&mut self, mut data: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
         while !data.is_empty() {
             match self.pos {
-                WsPos::Header { have } => {
-                    let need = if have < 2 {
-                        2
-                    } else {
-                        Self::header_len(self.header[1])
-                    };
-                    let take = (need - have).min(data.len());
-                    self.header[have..have + take].copy_from_slice(&data[..take]);
-                    data = &data[take..];
-                    let have = have + take;
-                    if have < 2 || have < Self::header_len(self.header[1]) {
-                        self.pos = WsPos::Header { have };
-                        continue;
+                WsPos::Header => {
+                    if let Some(h) = self.header.read(&mut data) {
+                        self.start_frame(h, out)?;
                     }
-                    self.start_frame(out)?;
                 }
                 WsPos::Payload { remaining, offset } => {
                     let take = usize::try_from(remaining)
@@ -213,24 +195,9 @@ impl WsDirection {
         Ok(())
     }
 
-    fn start_frame(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        let (b0, b1) = (self.header[0], self.header[1]);
-        let opcode = b0 & 0x0f;
-        let len = match b1 & 0x7f {
-            126 => u64::from(u16::from_be_bytes([self.header[2], self.header[3]])),
-            127 => {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&self.header[2..10]);
-                u64::from_be_bytes(b)
-            }
-            n => u64::from(n),
-        };
-        let hl = Self::header_len(b1);
-        self.mask = (b1 & 0x80 != 0).then(|| {
-            let mut m = [0u8; 4];
-            m.copy_from_slice(&self.header[hl - 4..hl]);
-            m
-        });
+    fn start_frame(&mut self, h: FrameHeader, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+        let (opcode, len) = (h.opcode, h.len);
+        self.mask = h.mask;
         self.control = match opcode {
             0x0 => false,
             0x1 | 0x2 => {
@@ -243,7 +210,7 @@ impl WsDirection {
             0x8..=0xA => true,
             _ => return Err(DecodeError(format!("unknown WebSocket opcode {opcode}"))),
         };
-        self.header_fin = b0 & 0x80 != 0;
+        self.header_fin = h.fin;
         if len == 0 {
             self.end_frame(out)
         } else {
@@ -302,7 +269,7 @@ impl WsDirection {
     }
 
     fn end_frame(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
-        self.pos = WsPos::Header { have: 0 };
+        self.pos = WsPos::Header;
         if self.control || !self.header_fin {
             return Ok(());
         }

@@ -10,14 +10,19 @@
 //! until that byte arrives.
 
 use super::decode::channel;
+use crate::stream::websocket_frames::{FrameHeader, HeaderReader};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 enum Pos {
-    /// Reading a frame header; `have` bytes of it so far.
-    Header { have: usize },
+    /// Reading a frame header.
+    Header,
     /// In a payload: `remaining` bytes, kept or dropped, or (first frame of a message, nothing
     /// of it seen yet) still to be decided on its first byte.
-    Payload { remaining: u64, keep: Option<bool> },
+    Payload {
+        remaining: u64,
+        keep: Option<bool>,
+        header: FrameHeader,
+    },
 }
 
 /// The filter of one session's client→container direction.
@@ -25,18 +30,9 @@ enum Pos {
 pub struct InboundFilter {
     base64: bool,
     pos: Pos,
-    header: [u8; 14],
+    header: HeaderReader,
     /// The decision for the message in progress (continuation frames follow it).
     message_kept: bool,
-}
-
-fn header_len(b1: u8) -> usize {
-    let ext = match b1 & 0x7f {
-        126 => 2,
-        127 => 8,
-        _ => 0,
-    };
-    2 + ext + if b1 & 0x80 != 0 { 4 } else { 0 }
 }
 
 impl InboundFilter {
@@ -44,8 +40,8 @@ impl InboundFilter {
     pub fn new(base64: bool) -> InboundFilter {
         InboundFilter {
             base64,
-            pos: Pos::Header { have: 0 },
-            header: [0; 14],
+            pos: Pos::Header,
+            header: HeaderReader::default(),
             message_kept: true,
         }
     }
@@ -54,30 +50,23 @@ impl InboundFilter {
     pub fn feed(&mut self, mut data: &[u8], out: &mut Vec<u8>) {
         while !data.is_empty() {
             match self.pos {
-                Pos::Header { have } => {
-                    let need = if have < 2 {
-                        2
-                    } else {
-                        header_len(self.header[1])
-                    };
-                    let take = (need - have).min(data.len());
-                    self.header[have..have + take].copy_from_slice(&data[..take]);
-                    data = &data[take..];
-                    let have = have + take;
-                    if have < 2 || have < header_len(self.header[1]) {
-                        self.pos = Pos::Header { have };
-                        continue;
+                Pos::Header => {
+                    if let Some(h) = self.header.read(&mut data) {
+                        self.start_frame(h, out);
                     }
-                    self.start_frame(out);
                 }
-                Pos::Payload { remaining, keep } => {
+                Pos::Payload {
+                    remaining,
+                    keep,
+                    header,
+                } => {
                     let keep = match keep {
                         Some(k) => k,
                         None => {
-                            let k = self.decide(data[0]);
+                            let k = self.decide(&header, data[0]);
                             self.message_kept = k;
                             if k {
-                                out.extend_from_slice(&self.header[..header_len(self.header[1])]);
+                                out.extend_from_slice(header.raw());
                             }
                             k
                         }
@@ -91,11 +80,12 @@ impl InboundFilter {
                     data = &data[take..];
                     let left = remaining - take as u64;
                     self.pos = if left == 0 {
-                        Pos::Header { have: 0 }
+                        Pos::Header
                     } else {
                         Pos::Payload {
                             remaining: left,
                             keep: Some(keep),
+                            header,
                         }
                     };
                 }
@@ -103,21 +93,10 @@ impl InboundFilter {
         }
     }
 
-    /// A whole header is in `self.header`.
-    fn start_frame(&mut self, out: &mut Vec<u8>) {
-        let (b0, b1) = (self.header[0], self.header[1]);
-        let len = match b1 & 0x7f {
-            126 => u64::from(u16::from_be_bytes([self.header[2], self.header[3]])),
-            127 => {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&self.header[2..10]);
-                u64::from_be_bytes(b)
-            }
-            n => u64::from(n),
-        };
-        let keep = match b0 & 0x0f {
+    fn start_frame(&mut self, h: FrameHeader, out: &mut Vec<u8>) {
+        let keep = match h.opcode {
             // A new data message with a payload: decided on its first byte.
-            0x1 | 0x2 if len > 0 => None,
+            0x1 | 0x2 if h.len > 0 => None,
             // An empty first frame says no channel: keep it (it costs nothing).
             0x1 | 0x2 => {
                 self.message_kept = true;
@@ -128,27 +107,22 @@ impl InboundFilter {
             _ => Some(true),
         };
         if keep == Some(true) {
-            out.extend_from_slice(&self.header[..header_len(b1)]);
+            out.extend_from_slice(h.raw());
         }
-        self.pos = if len == 0 {
-            Pos::Header { have: 0 }
+        self.pos = if h.len == 0 {
+            Pos::Header
         } else {
             Pos::Payload {
-                remaining: len,
+                remaining: h.len,
                 keep,
+                header: h,
             }
         };
     }
 
     /// Keep the message whose first (masked) payload byte is `first`?
-    fn decide(&self, first: u8) -> bool {
-        let b1 = self.header[1];
-        let mask0 = if b1 & 0x80 != 0 {
-            self.header[header_len(b1) - 4]
-        } else {
-            0
-        };
-        let byte = first ^ mask0;
+    fn decide(&self, h: &FrameHeader, first: u8) -> bool {
+        let byte = first ^ h.mask.map_or(0, |m| m[0]);
         let channel = if self.base64 {
             byte.wrapping_sub(b'0')
         } else {

@@ -21,8 +21,8 @@ pub const CLOSE_GOING_AWAY: u16 = 1001;
 /// Where the tracker is in the byte stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Position {
-    /// Reading a frame header: `have` bytes of it so far.
-    Header { have: usize },
+    /// Reading a frame header (in `FrameTracker::header`).
+    Header,
     /// Inside a payload: `remaining` bytes until the next header.
     Payload { remaining: u64 },
 }
@@ -31,7 +31,7 @@ enum Position {
 #[derive(Clone, Debug)]
 pub struct FrameTracker {
     position: Position,
-    header: [u8; 14],
+    header: HeaderReader,
     /// A data message was started with FIN unset and its last fragment has not been seen.
     in_fragmented_message: bool,
     /// The peer sent a close frame: nothing may follow it.
@@ -43,8 +43,8 @@ pub struct FrameTracker {
 impl Default for FrameTracker {
     fn default() -> Self {
         FrameTracker {
-            position: Position::Header { have: 0 },
-            header: [0; 14],
+            position: Position::Header,
+            header: HeaderReader::default(),
             in_fragmented_message: false,
             closed: false,
             broken: false,
@@ -63,6 +63,95 @@ fn header_len(b1: u8) -> usize {
     2 + ext + mask
 }
 
+/// A frame header read across chunks (at most 14 bytes), for every reader of frames here: this
+/// tracker, the recording's decoder and its input filter.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HeaderReader {
+    bytes: [u8; 14],
+    have: usize,
+}
+
+/// A whole frame header.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameHeader {
+    /// The last frame of its message.
+    pub fin: bool,
+    /// 0x0 continuation, 0x1 text, 0x2 binary, 0x8 close, 0x9 ping, 0xA pong.
+    pub opcode: u8,
+    /// Payload length.
+    pub len: u64,
+    /// The masking key (frames from a client).
+    pub mask: Option<[u8; 4]>,
+    raw: [u8; 14],
+    raw_len: usize,
+}
+
+impl FrameHeader {
+    /// The header's bytes as they were on the wire.
+    pub fn raw(&self) -> &[u8] {
+        &self.raw[..self.raw_len]
+    }
+}
+
+impl HeaderReader {
+    /// Header bytes still to read before more of it is known (at least 1 when nothing is read).
+    pub fn missing(&self) -> usize {
+        if self.have < 2 {
+            2 - self.have
+        } else {
+            header_len(self.bytes[1]).saturating_sub(self.have)
+        }
+    }
+
+    /// No byte of a header read yet.
+    pub fn is_empty(&self) -> bool {
+        self.have == 0
+    }
+
+    /// Takes header bytes from the front of `data` (advancing it); the header once it is whole,
+    /// after which the reader is empty again.
+    pub fn read(&mut self, data: &mut &[u8]) -> Option<FrameHeader> {
+        loop {
+            let need = self.missing();
+            let take = need.min(data.len());
+            self.bytes[self.have..self.have + take].copy_from_slice(&data[..take]);
+            *data = &data[take..];
+            self.have += take;
+            if take < need {
+                return None;
+            }
+            if self.have >= 2 && self.have == header_len(self.bytes[1]) {
+                break;
+            }
+        }
+        let (b0, b1) = (self.bytes[0], self.bytes[1]);
+        let len = match b1 & 0x7f {
+            126 => u64::from(u16::from_be_bytes([self.bytes[2], self.bytes[3]])),
+            127 => {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&self.bytes[2..10]);
+                u64::from_be_bytes(b)
+            }
+            n => u64::from(n),
+        };
+        let raw_len = self.have;
+        let mask = (b1 & 0x80 != 0).then(|| {
+            let mut m = [0u8; 4];
+            m.copy_from_slice(&self.bytes[raw_len - 4..raw_len]);
+            m
+        });
+        self.have = 0;
+        Some(FrameHeader {
+            fin: b0 & 0x80 != 0,
+            opcode: b0 & 0x0f,
+            len,
+            mask,
+            raw: self.bytes,
+            raw_len,
+        })
+    }
+}
+
 impl FrameTracker {
     /// Feed bytes that were just relayed.
     pub fn consume(&mut self, mut data: &[u8]) {
@@ -75,49 +164,22 @@ impl FrameTracker {
                     data = &data[take..];
                     let left = remaining - take as u64;
                     self.position = if left == 0 {
-                        Position::Header { have: 0 }
+                        Position::Header
                     } else {
                         Position::Payload { remaining: left }
                     };
                 }
-                Position::Header { have } => {
-                    let need = if have < 2 {
-                        2
-                    } else {
-                        header_len(self.header[1])
-                    };
-                    let take = (need - have).min(data.len());
-                    self.header[have..have + take].copy_from_slice(&data[..take]);
-                    data = &data[take..];
-                    let have = have + take;
-                    if have < 2 {
-                        self.position = Position::Header { have };
-                        continue;
+                Position::Header => {
+                    if let Some(h) = self.header.read(&mut data) {
+                        self.finish_header(h);
                     }
-                    let full = header_len(self.header[1]);
-                    if have < full {
-                        self.position = Position::Header { have };
-                        continue;
-                    }
-                    self.finish_header();
                 }
             }
         }
     }
 
-    fn finish_header(&mut self) {
-        let (b0, b1) = (self.header[0], self.header[1]);
-        let fin = b0 & 0x80 != 0;
-        let opcode = b0 & 0x0f;
-        let len = match b1 & 0x7f {
-            126 => u64::from(u16::from_be_bytes([self.header[2], self.header[3]])),
-            127 => {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&self.header[2..10]);
-                u64::from_be_bytes(b)
-            }
-            n => u64::from(n),
-        };
+    fn finish_header(&mut self, h: FrameHeader) {
+        let (fin, opcode, len) = (h.fin, h.opcode, h.len);
         match opcode {
             OP_TEXT | OP_BINARY => self.in_fragmented_message = !fin,
             OP_CONTINUATION => {
@@ -130,7 +192,7 @@ impl FrameTracker {
             _ => self.broken = true,
         }
         self.position = if len == 0 {
-            Position::Header { have: 0 }
+            Position::Header
         } else {
             Position::Payload { remaining: len }
         };
@@ -139,7 +201,8 @@ impl FrameTracker {
     /// Whether a frame of our own may be written now: between two whole messages, before any
     /// close frame, with the stream understood so far.
     pub fn at_message_boundary(&self) -> bool {
-        self.position == Position::Header { have: 0 }
+        self.position == Position::Header
+            && self.header.is_empty()
             && !self.in_fragmented_message
             && !self.closed
             && !self.broken
@@ -155,8 +218,7 @@ impl FrameTracker {
     pub fn wanted(&self) -> usize {
         match self.position {
             Position::Payload { remaining } => usize::try_from(remaining).unwrap_or(usize::MAX),
-            Position::Header { have } if have < 2 => 2 - have,
-            Position::Header { have } => header_len(self.header[1]).saturating_sub(have),
+            Position::Header => self.header.missing(),
         }
         .max(1)
     }
