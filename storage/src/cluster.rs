@@ -106,14 +106,7 @@ impl Cluster {
         message: String,
         timeout: Duration,
     ) {
-        let event = build_event(
-            &self.reporter,
-            pod,
-            ec_name,
-            reason,
-            message,
-            jiff::Timestamp::now(),
-        );
+        let event = self.event(pod, ec_name, reason, message);
         let timeout = timeout.min(self.config.event_timeout);
         record(self.server_client(), event, timeout).await;
     }
@@ -129,14 +122,7 @@ impl Cluster {
         reason: &str,
         message: String,
     ) {
-        let event = build_event(
-            &self.reporter,
-            pod,
-            ec_name,
-            reason,
-            message,
-            jiff::Timestamp::now(),
-        );
+        let event = self.event(pod, ec_name, reason, message);
         let client = self.server_client();
         let timeout = self.config.event_timeout;
         match self.events_in_flight.clone().try_acquire_owned() {
@@ -148,6 +134,24 @@ impl Cluster {
             }
             Err(_) => record(client, event, timeout).await,
         }
+    }
+
+    /// The Event about ephemeral container `ec_name` of `pod`, as this server reports it, now.
+    fn event(
+        &self,
+        pod: &Pod,
+        ec_name: &str,
+        reason: &str,
+        message: String,
+    ) -> k8s_openapi::api::core::v1::Event {
+        build_event(
+            &self.reporter,
+            pod,
+            ec_name,
+            reason,
+            message,
+            jiff::Timestamp::now(),
+        )
     }
 
     /// Wait until the Events written in the background are done, at most `within`; answers
