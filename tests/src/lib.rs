@@ -11,6 +11,7 @@ pub mod capability;
 pub mod channel;
 pub mod client;
 pub mod fake;
+pub mod kubeconfig;
 pub mod pki;
 pub mod server;
 pub mod spdy;

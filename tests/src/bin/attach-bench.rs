@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -81,13 +80,10 @@ fn args() -> Args {
     a
 }
 
-async fn client(path: &PathBuf) -> Client {
-    let kc = Kubeconfig::read_from(path)
-        .unwrap_or_else(|e| usage(&format!("cannot read {}: {e}", path.display())));
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+async fn client(path: &std::path::Path) -> Client {
+    poddebug_tests::kubeconfig::client(path)
         .await
-        .unwrap_or_else(|e| usage(&format!("bad kubeconfig {}: {e}", path.display())));
-    Client::try_from(cfg).unwrap_or_else(|e| usage(&format!("no client: {e}")))
+        .unwrap_or_else(|e| usage(&e))
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> ! {

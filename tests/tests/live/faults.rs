@@ -99,6 +99,29 @@ fn restart(name: &str) {
     );
 }
 
+/// Waits (bounded) until the APIService's `Available` condition is `status` (`True`, `False`).
+fn wait_available(status: &str, within: Duration) {
+    poll(
+        &format!("APIService Available={status}"),
+        within,
+        Duration::from_millis(500),
+        || {
+            let o = kubectl(
+                &[
+                    "get",
+                    "apiservice",
+                    APISERVICE,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+                ],
+                None,
+            );
+            let got = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+            if got == status { Ok(()) } else { Err(got) }
+        },
+    );
+}
+
 /// The number of ephemeral containers of pod `web` named `name`.
 async fn containers_named(sb: &Sandbox, name: &str) -> usize {
     sb.pod().await["spec"]["ephemeralContainers"]
@@ -220,28 +243,7 @@ async fn kube_apiserver_restarted_with_a_stream_and_a_watch_in_flight() {
     assert!(watch.ended(), "the watch ended with kube-apiserver");
 
     // poddebug serves again once the aggregator sees it (bounded), without a restart of its own.
-    poll(
-        "APIService available again",
-        Duration::from_secs(120),
-        Duration::from_secs(1),
-        || {
-            let o = kubectl(
-                &[
-                    "get",
-                    "apiservice",
-                    APISERVICE,
-                    "-o",
-                    "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
-                ],
-                None,
-            );
-            if String::from_utf8_lossy(&o.stdout).trim() == "True" {
-                Ok(())
-            } else {
-                Err(String::from_utf8_lossy(&o.stdout).into_owned())
-            }
-        },
-    );
+    wait_available("True", Duration::from_secs(120));
     let obj = create_running_after_restart(
         &sb,
         "after",
@@ -366,27 +368,7 @@ async fn namespace_deletion_waits_while_the_api_is_unavailable_and_finishes_afte
     let ns = format!("pdlive-nsdelete-{}", std::process::id());
     ok(&["create", "namespace", &ns], None);
     let broken = ApiServicePort::break_it();
-    poll(
-        "APIService unavailable",
-        Duration::from_secs(60),
-        Duration::from_millis(500),
-        || {
-            let o = kubectl(
-                &[
-                    "get",
-                    "apiservice",
-                    APISERVICE,
-                    "-o",
-                    "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
-                ],
-                None,
-            );
-            match String::from_utf8_lossy(&o.stdout).trim() {
-                "False" => Ok(()),
-                s => Err(s.to_owned()),
-            }
-        },
-    );
+    wait_available("False", Duration::from_secs(60));
     ok(&["delete", "namespace", &ns, "--wait=false"], None);
     // The namespace controller names the group it could not discover, and the namespace stays.
     let condition = poll(
