@@ -10,9 +10,9 @@
 //! `--record-input`) input events, up to `--max-recording-bytes`. When the session ends, the
 //! metadata sidecar gets the end time, the size and the process's exit code.
 //!
-//! Writers run at the server's normal priority: a lower one (tried: nice 19 on a runtime of
-//! their own) starved them on a busy machine until the end of a session timed out and its
-//! recording was lost, which is worse than the CPU they take.
+//! Writers run at the server's normal priority: at a low one (nice 19 was tried) a busy
+//! machine could starve them past the end-of-session limit and lose the recording, which is
+//! worse than the CPU they take.
 
 pub mod asciicast;
 pub mod decode;

@@ -13,8 +13,10 @@ use poddebug_tests::channel::ChannelClient;
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(30);
-/// Reads one line, answers it on stdout, and exits 3.
-const ONE_LINE: &str = "read line; echo \"out:$line\"; printf 'caf\\303\\251\\n'; exit 3";
+/// Reads one line, answers it on stdout a second later, and exits 3. The pause: CI saw, under
+/// load, a session whose stdout stayed empty although the line was sent; the runtime may hand
+/// the attach's stdin to the process before its stdout is subscribed, so the answer waits.
+const ONE_LINE: &str = "read line; sleep 1; echo \"out:$line\"; printf 'caf\\303\\251\\n'; exit 3";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG) and a server with --recording-dir"]
