@@ -121,7 +121,9 @@ async fn portal_debugs_a_pod_through_kubectl_proxy() {
     b.click("#create-form select[name=target] option[value=app]")
         .await;
     b.click("#create-button").await;
-    b.wait_for("#terminal .xterm-rows").await;
+    // Typed once the session is open (keys typed earlier are kept and sent then, but the
+    // runtime may not have subscribed the attach's output at that instant).
+    b.wait_for("#terminal[data-state=open] .xterm-rows").await;
     type_line(&b, "echo portal-$((6*7))").await;
     b.wait_text("#terminal .xterm-rows", "portal-42").await;
 
