@@ -13,10 +13,15 @@ use poddebug_tests::channel::ChannelClient;
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(30);
-/// Reads one line, answers it on stdout a second later, and exits 3. The pause: CI saw, under
-/// load, a session whose stdout stayed empty although the line was sent; the runtime may hand
-/// the attach's stdin to the process before its stdout is subscribed, so the answer waits.
-const ONE_LINE: &str = "read line; sleep 1; echo \"out:$line\"; printf 'caf\\303\\251\\n'; exit 3";
+/// Reads one line, answers it on stdout a second later, and exits 3 a second after that. The
+/// pauses: CI saw, under load, sessions whose stdout lacked what the shell printed just after
+/// the line arrived (nothing at all) or just before it exited (the last line). The relay
+/// forwards every byte up to the upstream's close, so the likely cause is the runtime's attach:
+/// its stdout subscribed a moment after stdin reached the process, and ended as the process
+/// exited, before the last output was copied. The test is about recording, so it keeps its
+/// output clear of both edges.
+const ONE_LINE: &str =
+    "read line; sleep 1; echo \"out:$line\"; printf 'caf\\303\\251\\n'; sleep 1; exit 3";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG) and a server with --recording-dir"]
