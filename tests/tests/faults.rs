@@ -390,3 +390,26 @@ async fn sigterm_with_streams_and_watches_in_flight_loses_no_echoed_byte() {
     let _ = rest;
     assert!(watch.ended(), "the watch ended with the server");
 }
+
+#[tokio::test]
+async fn sigterm_right_after_a_create_still_writes_its_event() {
+    let (fake, mut server, c) = setup(&[]).await;
+    // A slow events API: the create answers before its Event is stored.
+    fake.delay_requests(Method::POST, "/events", Duration::from_secs(1));
+    let (code, body) = create(&c, "last", "").await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let created = |fake: &FakeKube| {
+        fake.events()
+            .iter()
+            .filter(|e| e["reason"] == "DebugContainerCreated")
+            .count()
+    };
+    assert_eq!(created(&fake), 0, "the answer did not wait for the Event");
+    let status = server.terminate().await.expect("the server exited");
+    assert!(status.success(), "{status:?}\n{}", server.logs_text());
+    assert_eq!(
+        created(&fake),
+        1,
+        "the Event was written before the server exited"
+    );
+}

@@ -263,7 +263,11 @@ async fn keys_typed_while_the_terminal_connects_reach_the_process_in_order() {
     )
     .await;
     // A slow attach: the user types before the WebSocket is open.
-    e.fake.set_attach_delay(std::time::Duration::from_secs(2));
+    e.fake.delay_requests(
+        http::Method::GET,
+        "/attach",
+        std::time::Duration::from_secs(2),
+    );
     let proxy = UserProxy::start(&e.fake, &e.server, "alice", &["system:authenticated"]).await;
     let b = Browser::start(1100, 800).await;
     b.goto(&format!(

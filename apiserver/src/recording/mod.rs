@@ -3,12 +3,12 @@
 //!
 //! The relay hands a [`Tap`] each chunk it has just written, with the time it was relayed;
 //! the tap copies it (without `--record-input`, over WebSocket, only the client's frames that
-//! are not stdin: [`filter`]). The tap never waits: it puts the copy on a bounded queue of the session's writer
-//! task, and when that queue is full (a slow disk, a busy machine) it stops copying and the
-//! recording is marked truncated — the stream itself is never slowed, buffered or changed. The writer task
-//! decodes the channel protocol ([`decode`]) and writes output, resize and (with
-//! `--record-input`) input events, up to `--max-recording-bytes`. When the session ends, the
-//! metadata sidecar gets the end time, the size and the process's exit code.
+//! are not stdin: [`filter`]). The tap never waits: it puts the copy on a bounded queue of the
+//! session's writer task, and when that queue is full (a slow disk, a busy machine) it stops
+//! copying and the recording is marked truncated — the stream itself is never slowed, buffered
+//! or changed. The writer task decodes the channel protocol ([`decode`]) and writes output,
+//! resize and (with `--record-input`) input events, up to `--max-recording-bytes`. When the
+//! session ends, the metadata sidecar gets the end time, the size and the process's exit code.
 //!
 //! Writers run at the server's normal priority: at a low one (nice 19 was tried) a busy
 //! machine could starve them past the end-of-session limit and lose the recording, which is

@@ -1,6 +1,7 @@
 //! Fault injection: the next requests matching a method and a path fragment are answered with
 //! an error Status instead of being served (429 with `Retry-After`, 409, 500, 503…), so tests
 //! can storm one call of the server under test and watch how it retries and what it reports.
+//! Delays make matching requests wait before they are served (a slow kubelet, a slow API).
 
 use http::Method;
 
@@ -29,6 +30,27 @@ fn reason(code: u16) -> &'static str {
         504 => "Timeout",
         _ => "",
     }
+}
+
+/// A delay before requests are served ([`super::FakeKube::delay_requests`]).
+#[derive(Clone, Debug)]
+pub struct Delay {
+    /// Only requests with this method.
+    pub method: Method,
+    /// Only paths (with query) containing this.
+    pub path_contains: String,
+    /// How long they wait.
+    pub delay: std::time::Duration,
+}
+
+/// The longest delay armed for a request (zero when none matches).
+pub fn delay(delays: &[Delay], method: &Method, path: &str) -> std::time::Duration {
+    delays
+        .iter()
+        .filter(|d| d.method == *method && path.contains(&d.path_contains))
+        .map(|d| d.delay)
+        .max()
+        .unwrap_or_default()
 }
 
 /// The answer of the first armed fault matching the request, consuming one of its hits.

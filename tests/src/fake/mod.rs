@@ -263,6 +263,16 @@ impl FakeKube {
         });
     }
 
+    /// From now on, every request with `method` whose path (with query) contains
+    /// `path_contains` is answered `delay` later (a slow kubelet, a slow events API).
+    pub fn delay_requests(&self, method: ::http::Method, path_contains: &str, delay: Duration) {
+        self.shared.lock().settings.delays.push(faults::Delay {
+            method,
+            path_contains: path_contains.to_owned(),
+            delay,
+        });
+    }
+
     /// Faults armed by [`FakeKube::inject_faults`] that were not used up yet.
     pub fn pending_faults(&self) -> usize {
         self.shared
@@ -410,11 +420,6 @@ impl FakeKube {
     /// Delay from `ContainerCreating` to running (default 50 ms).
     pub fn set_start_delay(&self, delay: Duration) {
         self.shared.lock().settings.start_delay = delay;
-    }
-
-    /// Every attach waits this long before it answers (default none).
-    pub fn set_attach_delay(&self, delay: Duration) {
-        self.shared.lock().settings.attach_delay = delay;
     }
 
     /// Makes pulls of `image` fail (`ErrImagePull`, then `ImagePullBackOff`).

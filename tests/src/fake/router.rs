@@ -121,6 +121,10 @@ pub async fn handle(shared: Arc<Shared>, peer: Arc<PeerIdentity>, req: Request<I
         let s = shared.lock();
         (s.tokens.clone(), s.policy.clone())
     };
+    let delay = super::faults::delay(&shared.lock().settings.delays, &method, &record.path);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let resp = 'resp: {
         let injected =
             super::faults::take(&mut shared.lock().settings.faults, &method, &record.path);
@@ -233,10 +237,6 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
         ] => ephemeral::handle(&ctx, ns, name, req).await,
         ["api", "v1", "namespaces", ns, "pods", name, "exec"] => exec::handle(&ctx, ns, name, req),
         ["api", "v1", "namespaces", ns, "pods", name, "attach"] => {
-            let delay = ctx.shared.lock().settings.attach_delay;
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
             attach::handle(&ctx, ns, name, req)
         }
         ["api", "v1", "namespaces", ns, "pods", name, "log"] => {

@@ -105,8 +105,8 @@ pub struct Settings {
     pub stop_signals_gate: bool,
     /// Armed faults ([`super::FakeKube::inject_faults`]).
     pub faults: Vec<super::faults::Fault>,
-    /// How long an attach waits before it answers (a slow kubelet or a long network path).
-    pub attach_delay: Duration,
+    /// Armed delays ([`super::FakeKube::delay_requests`]).
+    pub delays: Vec<super::faults::Delay>,
 }
 
 impl Default for Settings {
@@ -124,7 +124,7 @@ impl Default for Settings {
             reported_minor: 36,
             stop_signals_gate: false,
             faults: Vec::new(),
-            attach_delay: Duration::ZERO,
+            delays: Vec::new(),
         }
     }
 }
