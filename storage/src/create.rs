@@ -284,15 +284,19 @@ pub(crate) async fn create(
     // a stale read ends in a conflict, and every answer that depends on the pod's state (404,
     // name taken, not running, limits) is confirmed by a quorum read before it is given.
     let mut quorum_read = false;
+    // Go round the 'attempt loop again, reading the pod from etcd. (Both macros are used only
+    // directly in that loop, never in a loop inside it.)
+    macro_rules! again_with_quorum_read {
+        () => {{
+            quorum_read = true;
+            continue;
+        }};
+    }
     macro_rules! confirm_with_quorum_read {
         ($e:expr) => {
             match $e {
                 Ok(v) => v,
-                Err(_) if !quorum_read => {
-                    quorum_read = true;
-                    // (used only directly in the 'attempt loop, never in a loop inside it)
-                    continue;
-                }
+                Err(_) if !quorum_read => again_with_quorum_read!(),
                 Err(e) => return Err(e.into()),
             }
         };
@@ -307,8 +311,7 @@ pub(crate) async fn create(
         // failure of the read is the cluster's answer.
         let got = match raw_api.get_with(&req.pod, &read).await {
             Err(kube::Error::Api(s)) if s.code == 404 && !quorum_read => {
-                quorum_read = true;
-                continue 'attempt;
+                again_with_quorum_read!()
             }
             got => got?,
         };
@@ -340,10 +343,7 @@ pub(crate) async fn create(
                     );
                     would_be = Some(p);
                 }
-                Answer::Conflict(_) if !quorum_read => {
-                    quorum_read = true;
-                    continue 'attempt;
-                }
+                Answer::Conflict(_) if !quorum_read => again_with_quorum_read!(),
                 Answer::Conflict(e) => {
                     retry_after_conflict(b, &mut conflicts, e, &req).await?;
                     continue 'attempt;
@@ -383,7 +383,7 @@ pub(crate) async fn create(
                 return Ok(read::object_by_ec_name(&p, &plan.names.ec_name)?);
             }
             Answer::Done(p) => break (*p, plan),
-            Answer::Conflict(_) if !quorum_read => quorum_read = true,
+            Answer::Conflict(_) if !quorum_read => again_with_quorum_read!(),
             Answer::Conflict(e) => {
                 retry_after_conflict(b, &mut conflicts, e, &req).await?;
             }
