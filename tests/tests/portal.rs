@@ -9,7 +9,7 @@
 #[allow(dead_code)] // the helpers of every suite; not all are used here
 mod common;
 
-use common::{NS, POD, env_with};
+use common::{Env, NS, POD, env_with};
 use poddebug_tests::browser::{self, Browser};
 use poddebug_tests::fake::{ATTACH_EXIT_CODE_ANNOTATION, ATTACH_EXIT_TERMINATES_ANNOTATION};
 use poddebug_tests::{FakeKube, UserProxy};
@@ -40,6 +40,28 @@ async fn terminal_text(b: &Browser) -> String {
 /// Waits (bounded) until the terminal shows `needle`.
 async fn wait_terminal(b: &Browser, needle: &str) -> String {
     b.wait_text("#terminal .xterm-rows", needle).await
+}
+
+/// Adds the debug container `shell`, an interactive `sh`, and waits until it runs.
+async fn create_shell(e: &Env) {
+    e.create_running(
+        "shell",
+        &json!({"container": {"image": "busybox:1.36", "command": ["sh"], "stdin": true, "tty": true}}),
+    )
+    .await;
+}
+
+/// alice opens the pod's page through her proxy and clicks Terminal on `shell`.
+async fn alice_attaches_to_the_shell(e: &Env) -> (UserProxy, Browser) {
+    let proxy = UserProxy::start(&e.fake, &e.server, "alice", &["system:authenticated"]).await;
+    let b = Browser::start(1100, 800).await;
+    b.goto(&format!(
+        "{}{PORTAL}#/namespaces/{NS}/pods/{POD}",
+        proxy.url()
+    ))
+    .await;
+    b.click("button.attach[data-name=shell]").await;
+    (proxy, b)
 }
 
 #[tokio::test]
@@ -226,19 +248,8 @@ async fn the_end_of_session_line_reads_the_exit_code_from_the_container() {
             ATTACH_EXIT_TERMINATES_ANNOTATION: "true",
         });
     });
-    e.create_running(
-        "shell",
-        &json!({"container": {"image": "busybox:1.36", "command": ["sh"], "stdin": true, "tty": true}}),
-    )
-    .await;
-    let proxy = UserProxy::start(&e.fake, &e.server, "alice", &["system:authenticated"]).await;
-    let b = Browser::start(1100, 800).await;
-    b.goto(&format!(
-        "{}{PORTAL}#/namespaces/{NS}/pods/{POD}",
-        proxy.url()
-    ))
-    .await;
-    b.click("button.attach[data-name=shell]").await;
+    create_shell(&e).await;
+    let (_proxy, b) = alice_attaches_to_the_shell(&e).await;
     wait_terminal(&b, "resize ").await;
     b.fill("#terminal textarea", "\u{E009}d\u{E000}").await;
     let end = b.wait_text("#session-end", "exit code 7").await;
@@ -257,25 +268,14 @@ async fn keys_typed_while_the_terminal_connects_reach_the_process_in_order() {
         return;
     }
     let e = env_with(&[], policy).await;
-    e.create_running(
-        "shell",
-        &json!({"container": {"image": "busybox:1.36", "command": ["sh"], "stdin": true, "tty": true}}),
-    )
-    .await;
+    create_shell(&e).await;
     // A slow attach: the user types before the WebSocket is open.
     e.fake.delay_requests(
         http::Method::GET,
         "/attach",
         std::time::Duration::from_secs(2),
     );
-    let proxy = UserProxy::start(&e.fake, &e.server, "alice", &["system:authenticated"]).await;
-    let b = Browser::start(1100, 800).await;
-    b.goto(&format!(
-        "{}{PORTAL}#/namespaces/{NS}/pods/{POD}",
-        proxy.url()
-    ))
-    .await;
-    b.click("button.attach[data-name=shell]").await;
+    let (_proxy, b) = alice_attaches_to_the_shell(&e).await;
     b.wait_for("#terminal[data-state=connecting] textarea")
         .await;
     b.fill("#terminal textarea", "typed-ahead-1 typed-ahead-2")
@@ -388,11 +388,7 @@ async fn the_portal_works_under_a_proxy_prefix() {
         return;
     }
     let e = env_with(&[], policy).await;
-    e.create_running(
-        "shell",
-        &json!({"container": {"image": "busybox:1.36", "command": ["sh"], "stdin": true, "tty": true}}),
-    )
-    .await;
+    create_shell(&e).await;
     // As `kubectl proxy --api-prefix=/k8s/`: the page computes every path from its own URL.
     let proxy = UserProxy::start_with_prefix(
         &e.fake,
