@@ -60,27 +60,123 @@ pub struct Utf8Carry {
 }
 
 impl Utf8Carry {
-    /// The text of `pending + data`, keeping back at most 3 bytes of an unfinished sequence.
-    pub fn text(&mut self, data: &[u8]) -> String {
-        self.pending.extend_from_slice(data);
-        let mut keep = 0;
-        if let Err(e) = std::str::from_utf8(&self.pending)
-            && e.error_len().is_none()
-        {
-            keep = self.pending.len() - e.valid_up_to();
-        }
-        let cut = self.pending.len() - keep;
-        let text = String::from_utf8_lossy(&self.pending[..cut]).into_owned();
-        self.pending.drain(..cut);
-        text
+    /// Append the text of `pending + data` to `out`, JSON-escaped, keeping back at most 3
+    /// bytes of an unfinished sequence at the end.
+    pub fn push_escaped(&mut self, data: &[u8], out: &mut Vec<u8>) {
+        let joined;
+        let data = if self.pending.is_empty() {
+            data
+        } else {
+            // A character split across two chunks (rare): one small copy.
+            let mut v = std::mem::take(&mut self.pending);
+            v.extend_from_slice(data);
+            joined = v;
+            &joined[..]
+        };
+        let keep = unfinished_tail(data);
+        let (now, later) = data.split_at(data.len() - keep);
+        escape_lossy(now, out);
+        self.pending.extend_from_slice(later);
     }
 
-    /// What is left at the end of the stream (an unfinished sequence becomes U+FFFD).
-    pub fn finish(&mut self) -> String {
-        let text = String::from_utf8_lossy(&self.pending).into_owned();
+    /// Append what is left at the end of the stream (an unfinished sequence becomes U+FFFD).
+    pub fn finish_escaped(&mut self, out: &mut Vec<u8>) {
+        escape_lossy(&self.pending, out);
         self.pending.clear();
-        text
     }
+}
+
+/// How many bytes at the end of `data` begin a UTF-8 sequence that more bytes could finish.
+fn unfinished_tail(data: &[u8]) -> usize {
+    for back in 1..=data.len().min(3) {
+        let start = data.len() - back;
+        if data[start] & 0xc0 != 0x80 {
+            // The last byte that is not a continuation byte: a prefix of a character?
+            return match std::str::from_utf8(&data[start..]) {
+                Err(e) if e.valid_up_to() == 0 && e.error_len().is_none() => back,
+                _ => 0,
+            };
+        }
+    }
+    0
+}
+
+/// Append `data` as the inside of a JSON string: valid UTF-8 as it is (escaped where JSON
+/// needs it, as serde_json does), every invalid sequence as one U+FFFD, like
+/// `String::from_utf8_lossy`.
+fn escape_lossy(mut data: &[u8], out: &mut Vec<u8>) {
+    loop {
+        match std::str::from_utf8(data) {
+            Ok(valid) => return escape_str(valid.as_bytes(), out),
+            Err(e) => {
+                let (valid, rest) = data.split_at(e.valid_up_to());
+                escape_str(valid, out);
+                out.extend_from_slice("\u{fffd}".as_bytes());
+                match e.error_len() {
+                    Some(n) => data = &rest[n..],
+                    None => return,
+                }
+            }
+        }
+    }
+}
+
+/// Whether a byte of valid UTF-8 must be escaped in a JSON string.
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// Append valid UTF-8 `text` JSON-escaped, copying the runs that need no escape whole.
+fn escape_str(mut text: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    while let Some(i) = text.iter().position(|&b| needs_escape(b)) {
+        out.extend_from_slice(&text[..i]);
+        let b = text[i];
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]),
+        }
+        text = &text[i + 1..];
+    }
+    out.extend_from_slice(text);
+}
+
+/// Append one event line `[seconds, code, text]` (with its newline) whose text `fill` appends,
+/// already JSON-escaped; nothing is appended, and false returned, when the text is empty.
+pub fn push_event(
+    out: &mut Vec<u8>,
+    seconds: f64,
+    code: &str,
+    fill: impl FnOnce(&mut Vec<u8>),
+) -> bool {
+    let start = out.len();
+    out.push(b'[');
+    // Writing a float to a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, &round6(seconds));
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(code.as_bytes());
+    out.extend_from_slice(b"\",\"");
+    let text = out.len();
+    fill(out);
+    if out.len() == text {
+        out.truncate(start);
+        return false;
+    }
+    out.extend_from_slice(b"\"]\n");
+    true
 }
 
 /// One event line (with its newline).
@@ -122,10 +218,15 @@ impl Capped {
 
     /// Whether `line` fits; counts it if so. Once something did not fit, nothing more does.
     pub fn admit(&mut self, line: &[u8]) -> bool {
+        self.admit_len(line.len())
+    }
+
+    /// Whether a line of `len` bytes fits; counts it if so.
+    pub fn admit_len(&mut self, len: usize) -> bool {
         if self.truncated {
             return false;
         }
-        let n = line.len() as u64;
+        let n = len as u64;
         if self.cap > 0 && self.written + n + MARKER_RESERVE > self.cap {
             self.truncated = true;
             return false;
@@ -159,16 +260,91 @@ impl Capped {
 mod tests {
     use super::*;
 
+    fn text(c: &mut Utf8Carry, data: &[u8]) -> String {
+        let mut out = Vec::new();
+        c.push_escaped(data, &mut out);
+        String::from_utf8(out).expect("UTF-8")
+    }
+
     #[test]
     fn split_characters_survive() {
         let mut c = Utf8Carry::default();
         let euro = "€".as_bytes();
-        assert_eq!(c.text(&[b'a', euro[0]]), "a");
-        assert_eq!(c.text(&euro[1..2]), "");
-        assert_eq!(c.text(&[euro[2], b'b']), "€b");
-        assert_eq!(c.text(&[0xff, b'c']), "\u{fffd}c");
-        assert_eq!(c.text(&[0xe2]), "");
-        assert_eq!(c.finish(), "\u{fffd}");
+        assert_eq!(text(&mut c, &[b'a', euro[0]]), "a");
+        assert_eq!(text(&mut c, &euro[1..2]), "");
+        assert_eq!(text(&mut c, &[euro[2], b'b']), "€b");
+        assert_eq!(text(&mut c, &[0xff, b'c']), "\u{fffd}c");
+        // An invalid byte earlier in the chunk does not stop a split character from surviving.
+        assert_eq!(text(&mut c, &[0xff, b'd', euro[0], euro[1]]), "\u{fffd}d");
+        assert_eq!(text(&mut c, &euro[2..]), "€");
+        assert_eq!(text(&mut c, &[0xe2]), "");
+        let mut rest = Vec::new();
+        c.finish_escaped(&mut rest);
+        assert_eq!(rest, "\u{fffd}".as_bytes());
+    }
+
+    /// Bytes of every kind: ASCII, controls, quotes, backslashes, 2/3/4-byte characters and
+    /// invalid sequences, from a fixed xorshift sequence.
+    fn mixed_bytes(seed: u64, n: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        let pieces: [&[u8]; 10] = [
+            b"plain text ",
+            b"\x1b[0m",
+            b"\"q\"\\",
+            "é".as_bytes(),
+            "€".as_bytes(),
+            "🦀".as_bytes(),
+            &[0xff],
+            &[0xe2, 0x82],
+            &[0xed, 0xa0, 0x80],
+            b"\n\r\t\x08\x0c\x7f\x00",
+        ];
+        let mut out = Vec::new();
+        while out.len() < n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            out.extend_from_slice(pieces[(x % 10) as usize]);
+        }
+        out
+    }
+
+    #[test]
+    fn escaped_text_is_what_serde_json_writes_for_the_lossy_text_across_any_split() {
+        for seed in 1..40 {
+            let data = mixed_bytes(seed, 3000);
+            let whole = String::from_utf8_lossy(&data);
+            let expected = serde_json::to_string(&whole).expect("json");
+            for split in [1, 2, 3, 5, 64, 1000, 5000] {
+                let mut c = Utf8Carry::default();
+                let mut got = b"\"".to_vec();
+                for piece in data.chunks(split) {
+                    c.push_escaped(piece, &mut got);
+                }
+                c.finish_escaped(&mut got);
+                got.push(b'"');
+                assert_eq!(
+                    String::from_utf8_lossy(&got),
+                    expected,
+                    "seed {seed}, split {split}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_event_line_is_written_only_with_text() {
+        let mut out = b"before\n".to_vec();
+        assert!(!push_event(&mut out, 1.0, "o", |_| {}));
+        assert_eq!(out, b"before\n");
+        assert!(push_event(&mut out, 1.2345678, "o", |o| {
+            Utf8Carry::default().push_escaped(b"a\"\x1b[0m", o)
+        }));
+        assert_eq!(
+            &out[7..],
+            &event_line(1.2345678, "o", "a\"\u{1b}[0m")[..],
+            "the same line serde_json writes"
+        );
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Decoding of the k8s channel protocols from copies of relayed bytes, for the recorder: which
 //! bytes were terminal output, input, a resize, or the final Status of the error channel.
 //!
-//! The decoders run in the recording's writer task on copies of what the relay already wrote;
-//! they never see the relay's buffers and cannot slow or alter the stream. They follow frame
-//! boundaries across any split of the bytes, keep payloads only where a whole message is needed
-//! (a resize, the error Status, an incomplete base64 quantum, a SPDY header block), and give up
-//! (the recording is then truncated) on bytes that are not the protocol they expect.
+//! The decoders run in the recording's writer task on chunks the relay already wrote (shared,
+//! read-only); they cannot slow or alter the stream. They follow frame boundaries across any
+//! split of the bytes, hand terminal output and input on as slices of the chunk (a copy only to
+//! unmask or base64-decode), keep payloads only where a whole message is needed (a resize, the
+//! error Status, an incomplete base64 quantum, a SPDY header block), and give up (the recording
+//! is then truncated) on bytes that are not the protocol they expect.
 
 use std::collections::HashMap;
 
@@ -26,13 +27,14 @@ pub enum Direction {
     Out,
 }
 
-/// What a stream carried, in terms a terminal recording needs.
+/// What a stream carried, in terms a terminal recording needs (output and input borrowed
+/// from the chunk being decoded).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
+pub enum Event<'a> {
     /// stdout or stderr bytes.
-    Output(Vec<u8>),
+    Output(&'a [u8]),
     /// stdin bytes.
-    Input(Vec<u8>),
+    Input(&'a [u8]),
     /// The terminal was resized.
     Resize {
         /// Columns.
@@ -59,7 +61,7 @@ pub(crate) mod channel {
 }
 
 /// The `{"Width":W,"Height":H}` of a resize message.
-fn parse_resize(data: &[u8]) -> Option<Event> {
+fn parse_resize(data: &[u8]) -> Option<Event<'static>> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "PascalCase")]
     struct Size {
@@ -100,13 +102,8 @@ impl Decoder {
         Decoder::Spdy(Box::default())
     }
 
-    /// Feed a copy of relayed bytes.
-    pub fn feed(
-        &mut self,
-        dir: Direction,
-        data: &[u8],
-        out: &mut Vec<Event>,
-    ) -> Result<(), DecodeError> {
+    /// Feed relayed bytes; `out` gets each event as it is decoded.
+    pub fn feed(&mut self, dir: Direction, data: &[u8], out: Sink<'_>) -> Result<(), DecodeError> {
         match self {
             Decoder::WebSocket { inbound, outbound } => match dir {
                 Direction::In => inbound.feed(data, out),
@@ -116,6 +113,9 @@ impl Decoder {
         }
     }
 }
+
+/// Where decoded events go.
+pub type Sink<'s> = &'s mut dyn FnMut(Event<'_>);
 
 // ---------- WebSocket ----------
 
@@ -141,6 +141,8 @@ pub struct WsDirection {
     kept: Vec<u8>,
     /// Base64 characters not yet decoded (fewer than 4).
     b64_pending: Vec<u8>,
+    /// Room to unmask client payloads in.
+    unmasked: Vec<u8>,
 }
 
 impl WsDirection {
@@ -155,10 +157,11 @@ impl WsDirection {
             header_fin: false,
             kept: Vec::new(),
             b64_pending: Vec::new(),
+            unmasked: Vec::new(),
         }
     }
 
-    fn feed(&mut self, mut data: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+    fn feed(&mut self, mut data: &[u8], out: Sink<'_>) -> Result<(), DecodeError> {
         while !data.is_empty() {
             match self.pos {
                 WsPos::Header => {
@@ -171,13 +174,22 @@ impl WsDirection {
                         .unwrap_or(usize::MAX)
                         .min(data.len());
                     if !self.control {
-                        let mut chunk = data[..take].to_vec();
-                        if let Some(m) = self.mask {
-                            for (i, b) in chunk.iter_mut().enumerate() {
-                                *b ^= m[((offset + i as u64) % 4) as usize];
+                        match self.mask {
+                            None => self.payload(&data[..take], out)?,
+                            Some(m) => {
+                                let mut chunk = std::mem::take(&mut self.unmasked);
+                                chunk.clear();
+                                chunk.extend(
+                                    data[..take]
+                                        .iter()
+                                        .enumerate()
+                                        .map(|(i, b)| b ^ m[((offset + i as u64) % 4) as usize]),
+                                );
+                                let r = self.payload(&chunk, out);
+                                self.unmasked = chunk;
+                                r?;
                             }
                         }
-                        self.payload(&chunk, out)?;
                     }
                     data = &data[take..];
                     let left = remaining - take as u64;
@@ -195,7 +207,7 @@ impl WsDirection {
         Ok(())
     }
 
-    fn start_frame(&mut self, h: FrameHeader, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+    fn start_frame(&mut self, h: FrameHeader, out: Sink<'_>) -> Result<(), DecodeError> {
         let (opcode, len) = (h.opcode, h.len);
         self.mask = h.mask;
         self.control = match opcode {
@@ -223,7 +235,7 @@ impl WsDirection {
     }
 
     /// Unmasked payload bytes of a data frame.
-    fn payload(&mut self, mut chunk: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+    fn payload(&mut self, mut chunk: &[u8], out: Sink<'_>) -> Result<(), DecodeError> {
         if self.channel.is_none() {
             let Some((&first, rest)) = chunk.split_first() else {
                 return Ok(());
@@ -251,12 +263,10 @@ impl WsDirection {
         }
     }
 
-    fn channel_data(&mut self, data: &[u8], out: &mut Vec<Event>) -> Result<(), DecodeError> {
+    fn channel_data(&mut self, data: &[u8], out: Sink<'_>) -> Result<(), DecodeError> {
         match self.channel {
-            Some(channel::STDOUT | channel::STDERR) if !data.is_empty() => {
-                out.push(Event::Output(data.to_vec()))
-            }
-            Some(channel::STDIN) if !data.is_empty() => out.push(Event::Input(data.to_vec())),
+            Some(channel::STDOUT | channel::STDERR) if !data.is_empty() => out(Event::Output(data)),
+            Some(channel::STDIN) if !data.is_empty() => out(Event::Input(data)),
             Some(channel::ERROR | channel::RESIZE) => {
                 if self.kept.len() + data.len() > MAX_KEPT {
                     return Err(DecodeError("control message too large".to_owned()));
@@ -268,7 +278,7 @@ impl WsDirection {
         Ok(())
     }
 
-    fn end_frame(&mut self, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+    fn end_frame(&mut self, out: Sink<'_>) -> Result<(), DecodeError> {
         self.pos = WsPos::Header;
         if self.control || !self.header_fin {
             return Ok(());
@@ -280,8 +290,12 @@ impl WsDirection {
         }
         let kept = std::mem::take(&mut self.kept);
         match self.channel {
-            Some(channel::RESIZE) => out.extend(parse_resize(&kept)),
-            Some(channel::ERROR) if !kept.is_empty() => out.push(Event::Error(kept)),
+            Some(channel::RESIZE) => {
+                if let Some(e) = parse_resize(&kept) {
+                    out(e)
+                }
+            }
+            Some(channel::ERROR) if !kept.is_empty() => out(Event::Error(kept)),
             _ => {}
         }
         self.channel = None;
@@ -361,12 +375,7 @@ impl Default for SpdySession {
 }
 
 impl SpdySession {
-    fn feed(
-        &mut self,
-        dir: Direction,
-        mut data: &[u8],
-        out: &mut Vec<Event>,
-    ) -> Result<(), DecodeError> {
+    fn feed(&mut self, dir: Direction, mut data: &[u8], out: Sink<'_>) -> Result<(), DecodeError> {
         while !data.is_empty() {
             let d = match dir {
                 Direction::In => &mut self.inbound,
@@ -431,7 +440,7 @@ impl SpdySession {
         Ok(())
     }
 
-    fn end_frame(&mut self, dir: Direction, out: &mut Vec<Event>) -> Result<(), DecodeError> {
+    fn end_frame(&mut self, dir: Direction, out: Sink<'_>) -> Result<(), DecodeError> {
         let d = match dir {
             Direction::In => &mut self.inbound,
             Direction::Out => &mut self.outbound,
@@ -466,7 +475,7 @@ impl SpdySession {
                     // client-go reads the error stream to its end; the kubelet writes one
                     // message. Each data frame is reported; the last one wins.
                     if !msg.is_empty() {
-                        out.push(Event::Error(msg));
+                        out(Event::Error(msg));
                     }
                 }
             }
@@ -475,17 +484,12 @@ impl SpdySession {
         Ok(())
     }
 
-    fn stream_data(
-        &mut self,
-        stream: u32,
-        chunk: &[u8],
-        out: &mut Vec<Event>,
-    ) -> Result<(), DecodeError> {
+    fn stream_data(&mut self, stream: u32, chunk: &[u8], out: Sink<'_>) -> Result<(), DecodeError> {
         match self.streams.get(&stream) {
             Some(StreamType::Stdout | StreamType::Stderr) if !chunk.is_empty() => {
-                out.push(Event::Output(chunk.to_vec()))
+                out(Event::Output(chunk))
             }
-            Some(StreamType::Stdin) if !chunk.is_empty() => out.push(Event::Input(chunk.to_vec())),
+            Some(StreamType::Stdin) if !chunk.is_empty() => out(Event::Input(chunk)),
             Some(StreamType::Error) => {
                 let kept = self.kept.entry(stream).or_default();
                 if kept.len() + chunk.len() > MAX_KEPT {
@@ -505,8 +509,10 @@ impl SpdySession {
                 let mut used = 0;
                 while let Some(Ok(v)) = de.next() {
                     used = de.byte_offset();
-                    if let Ok(bytes) = serde_json::to_vec(&v) {
-                        out.extend(parse_resize(&bytes));
+                    if let Ok(bytes) = serde_json::to_vec(&v)
+                        && let Some(e) = parse_resize(&bytes)
+                    {
+                        out(e);
                     }
                 }
                 kept.drain(..used);
@@ -604,32 +610,51 @@ mod tests {
         out
     }
 
-    fn decode_all(d: &mut Decoder, parts: &[(Direction, Vec<u8>)], split: usize) -> Vec<Event> {
+    /// An event, owned.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    enum Ev {
+        Output(Vec<u8>),
+        Input(Vec<u8>),
+        Resize { width: u16, height: u16 },
+        Error(Vec<u8>),
+    }
+
+    fn owned(e: Event<'_>) -> Ev {
+        match e {
+            Event::Output(b) => Ev::Output(b.to_vec()),
+            Event::Input(b) => Ev::Input(b.to_vec()),
+            Event::Resize { width, height } => Ev::Resize { width, height },
+            Event::Error(m) => Ev::Error(m),
+        }
+    }
+
+    fn decode_all(d: &mut Decoder, parts: &[(Direction, Vec<u8>)], split: usize) -> Vec<Ev> {
         let mut out = Vec::new();
         for (dir, bytes) in parts {
             for piece in bytes.chunks(split) {
-                d.feed(*dir, piece, &mut out).expect("decodes");
+                d.feed(*dir, piece, &mut |e| out.push(owned(e)))
+                    .expect("decodes");
             }
         }
         out
     }
 
-    fn output(events: &[Event]) -> Vec<u8> {
+    fn output(events: &[Ev]) -> Vec<u8> {
         events
             .iter()
             .filter_map(|e| match e {
-                Event::Output(b) => Some(b.clone()),
+                Ev::Output(b) => Some(b.clone()),
                 _ => None,
             })
             .flatten()
             .collect()
     }
 
-    fn input(events: &[Event]) -> Vec<u8> {
+    fn input(events: &[Ev]) -> Vec<u8> {
         events
             .iter()
             .filter_map(|e| match e {
-                Event::Input(b) => Some(b.clone()),
+                Ev::Input(b) => Some(b.clone()),
                 _ => None,
             })
             .flatten()
@@ -673,12 +698,12 @@ mod tests {
             expected.extend_from_slice(&big);
             expected.extend_from_slice(b"err");
             assert_eq!(output(&events), expected, "split {split}");
-            assert!(events.contains(&Event::Resize {
+            assert!(events.contains(&Ev::Resize {
                 width: 80,
                 height: 24
             }));
             assert_eq!(input(&events), b"ls\n");
-            assert!(events.contains(&Event::Error(b"{\"status\":\"Success\"}".to_vec())));
+            assert!(events.contains(&Ev::Error(b"{\"status\":\"Success\"}".to_vec())));
         }
     }
 
@@ -710,8 +735,7 @@ mod tests {
     #[test]
     fn garbage_is_refused_not_guessed() {
         let mut d = Decoder::websocket(false);
-        let mut out = Vec::new();
-        assert!(d.feed(Direction::Out, &[0x83, 0], &mut out).is_err());
+        assert!(d.feed(Direction::Out, &[0x83, 0], &mut |_| {}).is_err());
     }
 
     fn spdy_control(kind: u16, flags: u8, payload: &[u8]) -> Vec<u8> {
@@ -781,16 +805,16 @@ mod tests {
             assert_eq!(output(&events), "out€".as_bytes(), "split {split}");
             let resizes: Vec<_> = events
                 .iter()
-                .filter(|e| matches!(e, Event::Resize { .. }))
+                .filter(|e| matches!(e, Ev::Resize { .. }))
                 .collect();
             assert_eq!(
                 resizes,
                 vec![
-                    &Event::Resize {
+                    &Ev::Resize {
                         width: 100,
                         height: 40
                     },
-                    &Event::Resize {
+                    &Ev::Resize {
                         width: 1,
                         height: 2
                     }
@@ -799,7 +823,7 @@ mod tests {
             assert_eq!(input(&events), b"typed");
             assert_eq!(
                 events.last(),
-                Some(&Event::Error(b"{\"status\":\"Success\"}".to_vec()))
+                Some(&Ev::Error(b"{\"status\":\"Success\"}".to_vec()))
             );
         }
     }

@@ -26,7 +26,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::AsyncWriteExt;
 
 use asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
 use decode::{Decoder, Direction, Event};
@@ -193,16 +192,22 @@ impl Recorder {
         };
         let shared = Arc::new(TapShared::default());
         let writer = Writer {
-            file: tokio::io::BufWriter::new(file),
+            file: Some(file.into_std().await),
             decoder: if info.spdy {
                 Decoder::spdy()
             } else {
                 Decoder::websocket(info.base64)
             },
-            header,
-            header_written: false,
-            record_input: self.record_input,
-            capped: Capped::new(self.max_bytes),
+            lines: Lines {
+                buf: Vec::new(),
+                header,
+                header_written: false,
+                record_input: self.record_input,
+                capped: Capped::new(self.max_bytes),
+                out_text: Utf8Carry::default(),
+                in_text: Utf8Carry::default(),
+                exit_code: None,
+            },
             started: Instant::now(),
             shared: shared.clone(),
         };
@@ -220,7 +225,7 @@ impl Recorder {
     }
 }
 
-/// One relayed chunk, copied.
+/// One relayed chunk.
 #[derive(Debug)]
 struct Chunk {
     dir: Direction,
@@ -228,11 +233,11 @@ struct Chunk {
     data: Bytes,
 }
 
-/// What a relay and its writer share: the chunks copied and not yet written, and the flags.
+/// What a relay and its writer share: the chunks taken and not yet written, and the flags.
 #[derive(Debug, Default)]
 struct TapShared {
     queue: std::sync::Mutex<std::collections::VecDeque<Chunk>>,
-    /// The queue was full once: nothing more is copied.
+    /// The queue was full once: nothing more is queued.
     overflow: AtomicBool,
     /// The session ended: the writer drains the queue and finishes.
     closed: AtomicBool,
@@ -240,7 +245,7 @@ struct TapShared {
     wake: tokio::sync::Notify,
 }
 
-/// The relay's side of a recording: copies chunks without ever waiting.
+/// The relay's side of a recording: queues chunks without ever waiting.
 ///
 /// The writer is woken only by the first chunk of a batch (the queue was empty); it then waits
 /// [`BATCH`] and writes all that came meanwhile. A fast stream thus costs the relay one wake-up
@@ -253,9 +258,9 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// Copy bytes just relayed client → container (without `--record-input`, over WebSocket,
-    /// only the frames that are not stdin: [`filter`]).
-    pub fn inbound(&self, data: &[u8]) {
+    /// Take bytes just relayed client → container (without `--record-input`, over WebSocket,
+    /// only a copy of the frames that are not stdin: [`filter`]).
+    pub fn inbound(&self, data: Bytes) {
         match &self.inbound {
             Some(f) => {
                 if self.shared.overflow.load(Ordering::Relaxed) {
@@ -263,26 +268,26 @@ impl Tap {
                 }
                 let mut kept = Vec::new();
                 match f.lock() {
-                    Ok(mut f) => f.feed(data, &mut kept),
+                    Ok(mut f) => f.feed(&data, &mut kept),
                     Err(_) => {
                         self.shared.overflow.store(true, Ordering::Relaxed);
                         return;
                     }
                 }
                 if !kept.is_empty() {
-                    self.copy(Direction::In, &kept);
+                    self.push(Direction::In, Bytes::from(kept));
                 }
             }
-            None => self.copy(Direction::In, data),
+            None => self.push(Direction::In, data),
         }
     }
 
-    /// Copy bytes just relayed container → client.
-    pub fn outbound(&self, data: &[u8]) {
-        self.copy(Direction::Out, data);
+    /// Take bytes just relayed container → client.
+    pub fn outbound(&self, data: Bytes) {
+        self.push(Direction::Out, data);
     }
 
-    fn copy(&self, dir: Direction, data: &[u8]) {
+    fn push(&self, dir: Direction, data: Bytes) {
         let shared = &*self.shared;
         if shared.overflow.load(Ordering::Relaxed) {
             return;
@@ -290,7 +295,7 @@ impl Tap {
         let chunk = Chunk {
             dir,
             at: Instant::now(),
-            data: Bytes::copy_from_slice(data),
+            data,
         };
         let Ok(mut queue) = shared.queue.lock() else {
             shared.overflow.store(true, Ordering::Relaxed);
@@ -408,15 +413,96 @@ struct WriterEnd {
     exit_code: Option<i32>,
 }
 
+/// The writer writes what it has gathered once this much is waiting (and after each batch).
+const FLUSH_AT: usize = 1 << 20;
+
+/// A session's writer task: decodes the queued chunks and appends event lines to the file.
 struct Writer {
-    file: tokio::io::BufWriter<tokio::fs::File>,
+    /// The file (moved to a blocking thread and back for each write).
+    file: Option<std::fs::File>,
     decoder: Decoder,
+    lines: Lines,
+    started: Instant,
+    shared: Arc<TapShared>,
+}
+
+/// The event lines of a recording, gathered for the next write.
+struct Lines {
+    buf: Vec<u8>,
     header: Header,
     header_written: bool,
     record_input: bool,
     capped: Capped,
-    started: Instant,
-    shared: Arc<TapShared>,
+    out_text: Utf8Carry,
+    in_text: Utf8Carry,
+    exit_code: Option<i32>,
+}
+
+impl Lines {
+    /// Turn one decoded event at `t` seconds into its line, if it has one.
+    fn event(&mut self, t: f64, ev: Event<'_>) {
+        match ev {
+            Event::Output(b) => self.text_event(t, "o", b),
+            Event::Input(b) if self.record_input => self.text_event(t, "i", b),
+            Event::Input(_) => {}
+            Event::Resize { width, height } if !self.header_written => {
+                self.header.width = width;
+                self.header.height = height;
+            }
+            Event::Resize { width, height } => {
+                let line = asciicast::event_line(t, "r", &format!("{width}x{height}"));
+                let start = self.buf.len();
+                self.buf.extend_from_slice(&line);
+                self.admit(start);
+            }
+            Event::Error(msg) => self.exit_code = exit_code_of_status(&msg).or(self.exit_code),
+        }
+    }
+
+    /// An output ("o") or input ("i") event; its text is escaped straight into the buffer.
+    fn text_event(&mut self, t: f64, code: &str, data: &[u8]) {
+        let carry = if code == "o" {
+            &mut self.out_text
+        } else {
+            &mut self.in_text
+        };
+        let start = self.buf.len();
+        if asciicast::push_event(&mut self.buf, t, code, |out| carry.push_escaped(data, out)) {
+            self.admit(start);
+        }
+    }
+
+    /// The rest of a character split at the very end of the output.
+    fn finish_output(&mut self, t: f64) {
+        let start = self.buf.len();
+        let carry = &mut self.out_text;
+        if asciicast::push_event(&mut self.buf, t, "o", |out| carry.finish_escaped(out)) {
+            self.admit(start);
+        }
+    }
+
+    /// Keep the line appended at `start` if it fits under the cap, with the header before the
+    /// first line; drop it otherwise.
+    fn admit(&mut self, start: usize) {
+        if !self.header_written {
+            let line = self.buf.split_off(start);
+            self.write_header();
+            let start = self.buf.len();
+            self.buf.extend_from_slice(&line);
+            return self.admit(start);
+        }
+        if !self.capped.admit_len(self.buf.len() - start) {
+            self.buf.truncate(start);
+        }
+    }
+
+    fn write_header(&mut self) {
+        self.header_written = true;
+        let line = asciicast::header_line(&self.header);
+        // The header always fits: the cap is at least MIN_CAP.
+        self.capped.admit(&line);
+        self.buf.extend_from_slice(&line);
+    }
 }
 
 impl Writer {
@@ -446,12 +532,35 @@ impl Writer {
         }
     }
 
+    /// Write the gathered lines to the file (on a blocking thread).
+    async fn flush(&mut self) -> std::io::Result<()> {
+        if self.lines.buf.is_empty() {
+            return Ok(());
+        }
+        let mut file = self
+            .file
+            .take()
+            .ok_or_else(|| std::io::Error::other("an earlier write failed"))?;
+        let buf = std::mem::take(&mut self.lines.buf);
+        let (file, mut buf, written) = tokio::task::spawn_blocking(move || {
+            let r = std::io::Write::write_all(&mut file, &buf);
+            (file, buf, r)
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        written?;
+        self.file = Some(file);
+        buf.clear();
+        if buf.capacity() > 2 * FLUSH_AT {
+            // A burst is over: give its room back.
+            buf = Vec::new();
+        }
+        self.lines.buf = buf;
+        Ok(())
+    }
+
     async fn run(mut self) -> WriterEnd {
-        let mut out_text = Utf8Carry::default();
-        let mut in_text = Utf8Carry::default();
-        let mut exit_code = None;
         let mut failure: Option<String> = None;
-        let mut events = Vec::new();
         let mut last = 0.0;
         while let Some(batch) = self.next_batch().await {
             for chunk in batch {
@@ -460,90 +569,48 @@ impl Writer {
                 }
                 let t = chunk.at.duration_since(self.started).as_secs_f64();
                 last = t;
-                events.clear();
-                if let Err(e) = self.decoder.feed(chunk.dir, &chunk.data, &mut events) {
+                let lines = &mut self.lines;
+                if let Err(e) = self
+                    .decoder
+                    .feed(chunk.dir, &chunk.data, &mut |ev| lines.event(t, ev))
+                {
                     failure = Some(format!("undecodable stream ({e})"));
                 }
-                for ev in events.drain(..) {
-                    let line = match ev {
-                        Event::Output(b) => {
-                            let text = out_text.text(&b);
-                            (!text.is_empty()).then(|| asciicast::event_line(t, "o", &text))
-                        }
-                        Event::Input(b) if self.record_input => {
-                            let text = in_text.text(&b);
-                            (!text.is_empty()).then(|| asciicast::event_line(t, "i", &text))
-                        }
-                        Event::Input(_) => None,
-                        Event::Resize { width, height } if !self.header_written => {
-                            self.header.width = width;
-                            self.header.height = height;
-                            None
-                        }
-                        Event::Resize { width, height } => {
-                            Some(asciicast::event_line(t, "r", &format!("{width}x{height}")))
-                        }
-                        Event::Error(msg) => {
-                            exit_code = exit_code_of_status(&msg).or(exit_code);
-                            None
-                        }
-                    };
-                    if let Some(line) = line
-                        && failure.is_none()
-                        && let Err(e) = self.write_event(&line).await
-                    {
-                        failure = Some(format!("write failed ({e})"));
-                    }
+                if self.lines.buf.len() >= FLUSH_AT
+                    && let Err(e) = self.flush().await
+                {
+                    failure.get_or_insert(format!("write failed ({e})"));
                 }
             }
-            if failure.is_none() && self.file.flush().await.is_err() {
-                failure = Some("write failed".to_owned());
+            if failure.is_none()
+                && let Err(e) = self.flush().await
+            {
+                failure = Some(format!("write failed ({e})"));
             }
         }
-        let rest = out_text.finish();
-        if !rest.is_empty() && failure.is_none() {
-            let _ = self
-                .write_event(&asciicast::event_line(last, "o", &rest))
-                .await;
-        }
-        if failure.is_none() && !self.header_written {
-            let _ = self.write_header().await;
+        if failure.is_none() {
+            self.lines.finish_output(last);
+            if !self.lines.header_written {
+                self.lines.write_header();
+            }
         }
         let why = if self.shared.overflow.load(Ordering::Relaxed) {
             Some("the recorder fell behind the stream".to_owned())
-        } else if self.capped.truncated() {
+        } else if self.lines.capped.truncated() {
             Some("size limit reached".to_owned())
         } else {
             failure
         };
         if let Some(why) = &why {
-            let marker = self.capped.marker(last, why);
-            let _ = self.file.write_all(&marker).await;
+            let marker = self.lines.capped.marker(last, why);
+            self.lines.buf.extend_from_slice(&marker);
         }
-        let _ = self.file.flush().await;
+        let _ = self.flush().await;
         WriterEnd {
-            bytes: self.capped.written(),
+            bytes: self.lines.capped.written(),
             truncated: why.is_some(),
-            exit_code,
+            exit_code: self.lines.exit_code,
         }
-    }
-
-    async fn write_header(&mut self) -> std::io::Result<()> {
-        self.header_written = true;
-        let line = asciicast::header_line(&self.header);
-        // The header always fits: the cap is at least MIN_CAP.
-        self.capped.admit(&line);
-        self.file.write_all(&line).await
-    }
-
-    async fn write_event(&mut self, line: &[u8]) -> std::io::Result<()> {
-        if !self.header_written {
-            self.write_header().await?;
-        }
-        if self.capped.admit(line) {
-            self.file.write_all(line).await?;
-        }
-        Ok(())
     }
 }
 
@@ -606,13 +673,13 @@ mod tests {
         }
     }
 
-    fn ws(payload: &[u8], masked: bool) -> Vec<u8> {
+    fn ws(payload: &[u8], masked: bool) -> Bytes {
         let mut f = vec![0x82, payload.len() as u8 | if masked { 0x80 } else { 0 }];
         if masked {
             f.extend_from_slice(&[0, 0, 0, 0]);
         }
         f.extend_from_slice(payload);
-        f
+        Bytes::from(f)
     }
 
     #[tokio::test]
@@ -620,14 +687,13 @@ mod tests {
         let (r, dir) = recorder(0, false).await;
         let s = r.start(info()).await.unwrap();
         s.tap()
-            .inbound(&ws(b"\x04{\"Width\":100,\"Height\":30}", true));
-        s.tap().outbound(&ws(b"\x01hello ", false));
-        s.tap().inbound(&ws(b"\x00secret", true));
+            .inbound(ws(b"\x04{\"Width\":100,\"Height\":30}", true));
+        s.tap().outbound(ws(b"\x01hello ", false));
+        s.tap().inbound(ws(b"\x00secret", true));
         s.tap()
-            .inbound(&ws(b"\x04{\"Width\":90,\"Height\":20}", true));
-        s.tap().outbound(&ws(b"\x02world", false));
-        s.tap()
-            .outbound(&ws(b"\x03{\"status\":\"Success\"}", false));
+            .inbound(ws(b"\x04{\"Width\":90,\"Height\":20}", true));
+        s.tap().outbound(ws(b"\x02world", false));
+        s.tap().outbound(ws(b"\x03{\"status\":\"Success\"}", false));
         let id = s.id().to_owned();
         // "Success" on the stream is no exit code (containerd says it whatever the code): the
         // container's status (here 9) decides.
@@ -662,9 +728,9 @@ mod tests {
     async fn input_is_recorded_on_request_and_the_cap_truncates() {
         let (r, dir) = recorder(MIN_CAP, true).await;
         let s = r.start(info()).await.unwrap();
-        s.tap().inbound(&ws(b"\x00typed", true));
+        s.tap().inbound(ws(b"\x00typed", true));
         for _ in 0..200 {
-            s.tap().outbound(&ws(&[1u8; 100], false));
+            s.tap().outbound(ws(&[1u8; 100], false));
         }
         let id = s.id().to_owned();
         let f = s.finish(async { Some(5) }).await;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::{BufMut, Bytes, BytesMut};
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
@@ -154,23 +155,54 @@ impl Drop for StreamGuard {
 
 /// A read buffer that grows while reads fill it and shrinks back when the stream slows down,
 /// so that idle streams hold [`SMALL_BUF`] bytes per direction.
+///
+/// Reads go into spare capacity (never zeroed). Without a recording the buffer is reused for
+/// every read; with one, each chunk read is frozen and shared with the recording's queue
+/// ([`AdaptiveBuf::take`]) instead of copied, and the next read gets fresh room.
 struct AdaptiveBuf {
-    data: Vec<u8>,
+    data: BytesMut,
+    /// How much the next read may take.
+    cap: usize,
 }
 
 impl AdaptiveBuf {
     fn new() -> Self {
         AdaptiveBuf {
-            data: vec![0; SMALL_BUF],
+            data: BytesMut::with_capacity(SMALL_BUF),
+            cap: SMALL_BUF,
         }
     }
 
+    /// Read at most `limit` (≤ the buffer's size) bytes; `Ok(0)` at end of stream.
+    async fn read_from<R: AsyncRead + Unpin>(
+        &mut self,
+        r: &mut R,
+        limit: usize,
+    ) -> std::io::Result<usize> {
+        self.data.clear();
+        self.data.reserve(self.cap);
+        let mut room = (&mut self.data).limit(limit.min(self.cap));
+        r.read_buf(&mut room).await
+    }
+
+    /// The bytes of the last read.
+    fn filled(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The bytes of the last read, shared (the buffer gets new room for the next read while
+    /// they are held).
+    fn take(&mut self) -> Bytes {
+        self.data.split().freeze()
+    }
+
     fn after_read(&mut self, n: usize) {
-        let cap = self.data.len();
-        if n == cap && cap < MAX_BUF {
-            self.data = vec![0; (cap * 4).min(MAX_BUF)];
-        } else if n < cap / 4 && cap > SMALL_BUF {
-            self.data = vec![0; n.next_power_of_two().max(SMALL_BUF)];
+        if n == self.cap && self.cap < MAX_BUF {
+            self.cap = (self.cap * 4).min(MAX_BUF);
+        } else if n < self.cap / 4 && self.cap > SMALL_BUF {
+            self.cap = n.next_power_of_two().max(SMALL_BUF);
+            // Give the large allocation back.
+            self.data = BytesMut::with_capacity(self.cap);
         }
     }
 }
@@ -214,7 +246,7 @@ where
     let mut buf = AdaptiveBuf::new();
     let mut tracker = spdy_frames::FrameTracker::default();
     loop {
-        let n = match r.read(&mut buf.data).await {
+        let n = match buf.read_from(r, MAX_BUF).await {
             Ok(0) => {
                 let _ = w.shutdown().await;
                 return End::Eof;
@@ -227,13 +259,13 @@ where
             Err(e) => return End::Error(e),
         };
         if let Some(session) = spdy {
-            tracker.consume(&buf.data[..n], &mut |e| session.client_event(e));
+            tracker.consume(buf.filled(), &mut |e| session.client_event(e));
         }
-        if let Err(e) = write_chunk(w, &buf.data[..n]).await {
+        if let Err(e) = write_chunk(w, buf.filled()).await {
             return End::Error(e);
         }
         if let Some(tap) = tap {
-            tap.inbound(&buf.data[..n]);
+            tap.inbound(buf.take());
         }
         guard.add_in(n);
         buf.after_read(n);
@@ -306,19 +338,19 @@ where
             };
             if let Some(frames) = injection {
                 if !frames.is_empty() && write_chunk(w, &frames).await.is_ok() {
-                    if let Some(tap) = tap {
-                        tap.outbound(&frames);
-                    }
                     guard.add_out(frames.len());
+                    if let Some(tap) = tap {
+                        tap.outbound(Bytes::from(frames));
+                    }
                 }
                 let _ = w.shutdown().await;
                 return End::Drained;
             }
         }
         let limit = match (&tracker, draining) {
-            (_, None) => buf.data.len(),
-            (OutTracker::WebSocket(t), Some(_)) => t.wanted().min(buf.data.len()),
-            (OutTracker::Spdy(t), Some(_)) => t.wanted().min(buf.data.len()),
+            (_, None) => MAX_BUF,
+            (OutTracker::WebSocket(t), Some(_)) => t.wanted(),
+            (OutTracker::Spdy(t), Some(_)) => t.wanted(),
         };
         let read = tokio::select! {
             biased;
@@ -330,7 +362,7 @@ where
                 let _ = w.shutdown().await;
                 return End::Drained;
             }
-            read = r.read(&mut buf.data[..limit]) => read,
+            read = buf.read_from(r, limit) => read,
         };
         let n = match read {
             Ok(0) => {
@@ -345,20 +377,20 @@ where
             Err(e) => return End::Error(e),
         };
         match &mut tracker {
-            OutTracker::WebSocket(t) => t.consume(&buf.data[..n]),
+            OutTracker::WebSocket(t) => t.consume(buf.filled()),
             OutTracker::Spdy(t) => {
-                t.consume(&buf.data[..n], &mut |e| {
+                t.consume(buf.filled(), &mut |e| {
                     if let Some(s) = spdy {
                         s.server_event(e);
                     }
                 });
             }
         }
-        if let Err(e) = write_chunk(w, &buf.data[..n]).await {
+        if let Err(e) = write_chunk(w, buf.filled()).await {
             return End::Error(e);
         }
         if let Some(tap) = tap {
-            tap.outbound(&buf.data[..n]);
+            tap.outbound(buf.take());
         }
         guard.add_out(n);
         if draining.is_none() {
@@ -384,8 +416,8 @@ fn shutdown_payload(negotiated: &Negotiated) -> Vec<u8> {
 }
 
 /// Relay until both sides are done, one side closed and the other finished (or [`LINGER`]
-/// passed), or the drain signal ended the stream. `tap`, when recording, gets a copy of every
-/// chunk after it was written.
+/// passed), or the drain signal ended the stream. `tap`, when recording, gets every chunk
+/// after it was written (shared, not copied).
 pub async fn relay<C, U>(
     client: C,
     upstream: U,
@@ -588,14 +620,40 @@ mod tests {
         assert_eq!(got, expected);
     }
 
-    #[test]
-    fn buffers_grow_and_shrink() {
+    #[tokio::test]
+    async fn buffers_grow_and_shrink() {
+        let big = vec![7u8; MAX_BUF * 2];
+        let mut src: &[u8] = &big;
         let mut b = AdaptiveBuf::new();
-        b.after_read(SMALL_BUF);
-        assert_eq!(b.data.len(), SMALL_BUF * 4);
-        b.after_read(SMALL_BUF * 4);
-        assert_eq!(b.data.len(), MAX_BUF.min(SMALL_BUF * 16));
-        b.after_read(10);
-        assert_eq!(b.data.len(), SMALL_BUF);
+        let mut sizes = Vec::new();
+        for _ in 0..3 {
+            let n = b.read_from(&mut src, MAX_BUF).await.expect("read");
+            sizes.push(n);
+            b.after_read(n);
+        }
+        assert_eq!(
+            sizes,
+            [SMALL_BUF, SMALL_BUF * 4, (SMALL_BUF * 16).min(MAX_BUF)]
+        );
+        let mut small: &[u8] = &[1; 10];
+        let n = b.read_from(&mut small, MAX_BUF).await.expect("read");
+        assert_eq!(b.filled(), &[1; 10]);
+        b.after_read(n);
+        assert_eq!(b.cap, SMALL_BUF);
+        assert!(
+            b.data.capacity() < SMALL_BUF * 4,
+            "the large room was given back"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_taken_chunk_keeps_its_bytes_while_the_buffer_reads_on() {
+        let mut src: &[u8] = b"first chunk";
+        let mut b = AdaptiveBuf::new();
+        b.read_from(&mut src, 5).await.expect("read");
+        let first = b.take();
+        b.read_from(&mut src, 100).await.expect("read");
+        assert_eq!(&first[..], b"first");
+        assert_eq!(b.filled(), b" chunk");
     }
 }
