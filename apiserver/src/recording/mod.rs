@@ -39,6 +39,8 @@ const BATCH: Duration = Duration::from_millis(10);
 const WRITER_FINISH: Duration = Duration::from_secs(10);
 /// Smallest accepted `--max-recording-bytes` (room for the header and the marker).
 const MIN_CAP: u64 = 4096;
+/// How many seconds' worth of `--max-recording-rate` a session may record at once.
+const BURST_SECONDS: f64 = 8.0;
 /// Terminal size assumed when the client never sent one before the first output.
 const DEFAULT_SIZE: (u16, u16) = (80, 24);
 
@@ -57,6 +59,12 @@ pub struct RecordingOptions {
     /// ends with a "recording truncated" marker; the session goes on unrecorded.
     #[arg(long, default_value_t = 64 << 20, help_heading = "Session recording")]
     pub max_recording_bytes: u64,
+    /// Most output (and, with --record-input, input) recorded per session and second, in
+    /// bytes (0 = no limit); bursts of up to 8 seconds' worth are recorded whole. Beyond it
+    /// the recording skips output until 8 seconds' worth has built up again, and marks each
+    /// gap with the number of bytes skipped. The stream itself is never slowed.
+    #[arg(long, default_value_t = 1 << 20, help_heading = "Session recording")]
+    pub max_recording_rate: u64,
     /// Recordings last written longer ago than this are deleted by a periodic sweep
     /// (0 = keep forever).
     #[arg(long, default_value = "720h", value_parser = crate::options::parse_duration, help_heading = "Session recording")]
@@ -90,6 +98,7 @@ pub struct Recorder {
     store: Store,
     record_input: bool,
     max_bytes: u64,
+    max_rate: u64,
     retention: Duration,
 }
 
@@ -120,6 +129,7 @@ impl Recorder {
             store: Store::new(dir),
             record_input: o.record_input,
             max_bytes: o.max_recording_bytes,
+            max_rate: o.max_recording_rate,
             retention: o.recording_retention,
         }))
     }
@@ -207,6 +217,7 @@ impl Recorder {
                 out_text: Utf8Carry::default(),
                 in_text: Utf8Carry::default(),
                 exit_code: None,
+                budget: RateBudget::new(self.max_rate),
             },
             started: Instant::now(),
             shared: shared.clone(),
@@ -436,6 +447,58 @@ struct Lines {
     out_text: Utf8Carry,
     in_text: Utf8Carry,
     exit_code: Option<i32>,
+    budget: RateBudget,
+}
+
+/// `--max-recording-rate`: a token bucket of recorded bytes per session, filled at the rate
+/// up to [`BURST_SECONDS`] of it. Once an event finds it short, events are skipped until it is
+/// full again, so a flood of output leaves one gap (and one marker) per burst, not one per
+/// chunk.
+#[derive(Debug)]
+struct RateBudget {
+    /// Bytes per second; 0 = no limit.
+    rate: f64,
+    tokens: f64,
+    /// Session time of the last refill, seconds.
+    at: f64,
+    /// Bytes skipped since the gap began (0: not skipping).
+    skipped: u64,
+}
+
+impl RateBudget {
+    fn new(rate: u64) -> RateBudget {
+        let rate = rate as f64;
+        RateBudget {
+            rate,
+            tokens: rate * BURST_SECONDS,
+            at: 0.0,
+            skipped: 0,
+        }
+    }
+
+    /// Whether an event of `len` bytes at `t` seconds is recorded; counts it either way.
+    fn admit(&mut self, t: f64, len: usize) -> bool {
+        if self.rate == 0.0 {
+            return true;
+        }
+        let full = self.rate * BURST_SECONDS;
+        self.tokens = (self.tokens + (t - self.at).max(0.0) * self.rate).min(full);
+        self.at = self.at.max(t);
+        let len = len as f64;
+        let resume = self.skipped == 0 || self.tokens >= full;
+        if resume && self.tokens >= len {
+            self.tokens -= len;
+            true
+        } else {
+            self.skipped += len as u64;
+            false
+        }
+    }
+
+    /// The bytes of the gap that just ended (0: none), and the gap closed.
+    fn end_gap(&mut self) -> u64 {
+        std::mem::take(&mut self.skipped)
+    }
 }
 
 impl Lines {
@@ -461,6 +524,13 @@ impl Lines {
 
     /// An output ("o") or input ("i") event; its text is escaped straight into the buffer.
     fn text_event(&mut self, t: f64, code: &str, data: &[u8]) {
+        if !self.budget.admit(t, data.len()) {
+            // A character split at the gap's edge is lost with it.
+            self.out_text = Utf8Carry::default();
+            self.in_text = Utf8Carry::default();
+            return;
+        }
+        self.gap_marker(t);
         let carry = if code == "o" {
             &mut self.out_text
         } else {
@@ -468,6 +538,21 @@ impl Lines {
         };
         let start = self.buf.len();
         if asciicast::push_event(&mut self.buf, t, code, |out| carry.push_escaped(data, out)) {
+            self.admit(start);
+        }
+    }
+
+    /// The marker of a gap that has just ended, if one did.
+    fn gap_marker(&mut self, t: f64) {
+        let skipped = self.budget.end_gap();
+        if skipped > 0 {
+            let line = asciicast::event_line(
+                t,
+                "m",
+                &format!("{skipped} bytes not recorded: over --max-recording-rate"),
+            );
+            let start = self.buf.len();
+            self.buf.extend_from_slice(&line);
             self.admit(start);
         }
     }
@@ -590,6 +675,7 @@ impl Writer {
         }
         if failure.is_none() {
             self.lines.finish_output(last);
+            self.lines.gap_marker(last);
             if !self.lines.header_written {
                 self.lines.write_header();
             }
@@ -650,11 +736,16 @@ mod tests {
     }
 
     async fn recorder(cap: u64, input: bool) -> (Recorder, PathBuf) {
+        recorder_with_rate(cap, input, 0).await
+    }
+
+    async fn recorder_with_rate(cap: u64, input: bool, rate: u64) -> (Recorder, PathBuf) {
         let dir = std::env::temp_dir().join(format!("poddebug-rec-{:x}", rand::random::<u64>()));
         let r = Recorder::from_options(&RecordingOptions {
             recording_dir: Some(dir.clone()),
             record_input: input,
             max_recording_bytes: cap,
+            max_recording_rate: rate,
             recording_retention: Duration::ZERO,
         })
         .unwrap();
@@ -742,6 +833,58 @@ mod tests {
         assert_eq!(last[1], "m");
         assert_eq!(last[2], "recording truncated: size limit reached");
         assert!(r.store().list("ns", "pod").await.unwrap()[0].truncated);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_rate_budget_skips_a_flood_and_resumes_when_full_again() {
+        // 100 bytes/s: 800 bytes at once, then nothing until 8 s' worth has built up again.
+        let mut b = RateBudget::new(100);
+        assert!(b.admit(0.0, 800));
+        assert!(!b.admit(0.05, 10), "the bucket is empty");
+        assert!(!b.admit(2.0, 10), "200 bytes back, but the gap lasts until it is full");
+        assert!(!b.admit(7.0, 10));
+        assert!(b.admit(9.0, 10), "full again after 8 s");
+        assert_eq!(b.end_gap(), 30);
+        assert!(b.admit(9.1, 10), "small events go on while tokens last");
+        assert_eq!(b.end_gap(), 0);
+        let mut none = RateBudget::new(0);
+        assert!(none.admit(0.0, usize::MAX));
+    }
+
+    #[tokio::test]
+    async fn output_over_the_rate_leaves_a_marked_gap() {
+        // 1 KiB/s: 8 KiB may be recorded at once.
+        let (r, dir) = recorder_with_rate(0, false, 1024).await;
+        let s = r.start(info()).await.unwrap();
+        // 200 events of 100 bytes at once: about the first 81 fit, the rest is skipped; the gap
+        // is closed by the end of the session.
+        for _ in 0..200 {
+            let mut payload = vec![b'a'; 101];
+            payload[0] = 1;
+            s.tap().outbound(ws(&payload, false));
+        }
+        let id = s.id().to_owned();
+        s.finish(async { None }).await;
+        let cast = std::fs::read_to_string(r.store().cast_path("ns", "pod", &id)).unwrap();
+        let lines: Vec<serde_json::Value> = cast
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let recorded: usize = lines[1..]
+            .iter()
+            .filter(|l| l[1] == "o")
+            .map(|l| l[2].as_str().unwrap().len())
+            .sum();
+        assert!((8000..=8300).contains(&recorded), "{recorded}");
+        let last = lines.last().unwrap();
+        assert_eq!(last[1], "m");
+        let skipped = 200 * 100 - recorded;
+        assert_eq!(
+            last[2],
+            format!("{skipped} bytes not recorded: over --max-recording-rate"),
+            "{cast}"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -8,7 +8,13 @@
 //! Usage (release build recommended; loopback only, bounded, ends by itself):
 //! `PODDEBUG_APISERVER_BIN=target/release/poddebug-apiserver target/release/stream-bench
 //!  [--bulk-mib 64] [--rtt-iterations 2000] [--idle-streams 1000] [--runs 3]
-//!  [--server-arg --recording-dir=/tmp/rec ...]` (`--server-arg` repeats: extra server flags)
+//!  [--server-arg --recording-dir=/tmp/rec ...] [--compare-arg --recording-dir=/tmp/rec ...]`
+//! (`--server-arg` repeats: extra server flags). With `--compare-arg` (repeats), a second server
+//! runs with those flags added, and every bulk run goes direct, then through both servers (in
+//! turns, first one then the other first), so both meet the same moments of a noisy machine;
+//! the cost of the compared flags is the median of the second's throughput over the first's,
+//! run by run.
+//! `--rtt-iterations 0` and `--idle-streams 0` skip those parts.
 
 use std::time::{Duration, Instant};
 
@@ -33,6 +39,7 @@ struct Args {
     idle_streams: usize,
     runs: usize,
     server_args: Vec<String>,
+    compare_args: Vec<String>,
 }
 
 fn args() -> Args {
@@ -42,13 +49,21 @@ fn args() -> Args {
         idle_streams: 1000,
         runs: 3,
         server_args: vec!["--v=1".to_owned()],
+        compare_args: Vec::new(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
         let v = pair.get(1).and_then(|v| v.parse().ok());
-        if let ("--server-arg", Some(arg)) = (pair[0].as_str(), pair.get(1)) {
-            a.server_args.push(arg.clone());
-            continue;
+        match (pair[0].as_str(), pair.get(1)) {
+            ("--server-arg", Some(arg)) => {
+                a.server_args.push(arg.clone());
+                continue;
+            }
+            ("--compare-arg", Some(arg)) => {
+                a.compare_args.push(arg.clone());
+                continue;
+            }
+            _ => {}
         }
         match (pair[0].as_str(), v) {
             ("--bulk-mib", Some(v)) => a.bulk_mib = v,
@@ -220,22 +235,53 @@ async fn main() {
         client: fake.client(ADMIN_TOKEN),
         path: format!("/api/v1/namespaces/{NS}/pods/{POD}/attach?{QUERY}"),
     };
+    let proxy_path =
+        format!("/apis/poddebug.dev/v1alpha1/namespaces/{NS}/pods/{POD}/attach?{QUERY}");
     let proxy = Target {
         name: "poddebug",
         client: server.front_proxy_client("bench", &["system:authenticated"]),
-        path: format!("/apis/poddebug.dev/v1alpha1/namespaces/{NS}/pods/{POD}/attach?{QUERY}"),
+        path: proxy_path.clone(),
+    };
+    let compared = if a.compare_args.is_empty() {
+        None
+    } else {
+        let mut args = server_args.clone();
+        args.extend(a.compare_args.iter().map(String::as_str));
+        let s = PodDebugServer::start(&fake, &pki, &args).await;
+        let t = Target {
+            name: "poddebug (compared)",
+            client: s.front_proxy_client("bench", &["system:authenticated"]),
+            path: proxy_path,
+        };
+        Some((s, t))
     };
 
-    // Warm up both paths (TLS, authorization caches).
+    // Warm up every path (TLS, authorization caches).
     bulk(&direct, 4 << 20).await;
     bulk(&proxy, 4 << 20).await;
+    if let Some((_, t)) = &compared {
+        bulk(t, 4 << 20).await;
+    }
 
     let total = a.bulk_mib << 20;
     let mut d = Vec::new();
     let mut p = Vec::new();
-    for _ in 0..a.runs {
+    let mut q = Vec::new();
+    for run in 0..a.runs {
         d.push(bulk(&direct, total).await);
-        p.push(bulk(&proxy, total).await);
+        match &compared {
+            // Every other run the compared server goes first, so that neither server always
+            // follows the direct run.
+            Some((_, t)) if run % 2 == 1 => {
+                q.push(bulk(t, total).await);
+                p.push(bulk(&proxy, total).await);
+            }
+            Some((_, t)) => {
+                p.push(bulk(&proxy, total).await);
+                q.push(bulk(t, total).await);
+            }
+            None => p.push(bulk(&proxy, total).await),
+        }
     }
     let (dm, pm) = (median(d.clone()), median(p.clone()));
     println!(
@@ -257,13 +303,37 @@ async fn main() {
             .collect::<Vec<_>>()
     );
     println!("ratio: {:.1}%", pm / dm * 100.0);
+    if let Some((_, t)) = &compared {
+        println!(
+            "compared MB/s: {:.1}  (runs: {:?}; flags {:?})",
+            median(q.clone()),
+            q.iter()
+                .map(|v| (v * 10.0).round() / 10.0)
+                .collect::<Vec<_>>(),
+            a.compare_args
+        );
+        let paired: Vec<f64> = p.iter().zip(&q).map(|(p, q)| q / p).collect();
+        println!(
+            "compared / poddebug: median of the runs' ratios {:.1}%, ratio of the medians {:.1}% ({})",
+            median(paired) * 100.0,
+            median(q.clone()) / pm * 100.0,
+            t.name
+        );
+    }
 
-    let rd = rtts(&direct, a.rtt_iterations).await;
-    let rp = rtts(&proxy, a.rtt_iterations).await;
-    println!(
-        "## Round trip (16-byte stdin message → echo, {} iterations after 100 warm-up)",
-        a.rtt_iterations
-    );
+    if a.rtt_iterations > 0 {
+        round_trips(&direct, &proxy, a.rtt_iterations).await;
+    }
+    if a.idle_streams > 0 {
+        idle(&server, &proxy, a.idle_streams).await;
+    }
+}
+
+/// The round-trip part: both paths, percentiles and what poddebug adds.
+async fn round_trips(direct: &Target, proxy: &Target, iterations: usize) {
+    let rd = rtts(direct, iterations).await;
+    let rp = rtts(proxy, iterations).await;
+    println!("## Round trip (16-byte stdin message → echo, {iterations} iterations after 100 warm-up)");
     println!(
         "direct   p50 {} ms  p90 {} ms  p99 {} ms",
         ms(pct(&rd, 0.5)),
@@ -282,17 +352,20 @@ async fn main() {
         ms(pct(&rp, 0.99).saturating_sub(pct(&rd, 0.99)))
     );
 
-    // Idle streams: RSS before and after.
+}
+
+/// The idle-stream part: the server's RSS before and after opening `count` streams.
+async fn idle(server: &PodDebugServer, proxy: &Target, count: usize) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let pid = server.pid();
     let before = rss_kib(pid);
-    let mut streams = Vec::with_capacity(a.idle_streams);
+    let mut streams = Vec::with_capacity(count);
     let started = Instant::now();
     let mut batch = Vec::new();
-    for i in 0..a.idle_streams {
+    for i in 0..count {
         let t = proxy.clone();
         batch.push(tokio::spawn(async move { open(&t).await }));
-        if batch.len() == 16 || i + 1 == a.idle_streams {
+        if batch.len() == 16 || i + 1 == count {
             for h in batch.drain(..) {
                 streams.push(h.await.expect("open"));
             }
@@ -301,7 +374,7 @@ async fn main() {
     let opened_in = started.elapsed();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = rss_kib(pid);
-    let active = active_streams(&server).await;
+    let active = active_streams(server).await;
     println!(
         "## Idle streams ({} open through poddebug, opened in {:.1} s; active_streams metric {:?})",
         streams.len(),
@@ -317,12 +390,12 @@ async fn main() {
         let _ = s.close(None).await;
     }
     let deadline = Instant::now() + Duration::from_secs(30);
-    while active_streams(&server).await != Some(0.0) && Instant::now() < deadline {
+    while active_streams(server).await != Some(0.0) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     println!(
         "after closing: active_streams {:?}, server RSS {} KiB",
-        active_streams(&server).await,
+        active_streams(server).await,
         rss_kib(pid)
     );
 }
