@@ -360,6 +360,44 @@ async fn the_size_cap_truncates_the_recording_not_the_session() {
     assert!(!played.is_empty() && t.stdout_text().starts_with(&played));
 }
 
+#[tokio::test]
+async fn output_over_the_rate_bound_leaves_a_marked_gap_and_the_session_whole() {
+    // 128 bytes/s: a burst of 1024 bytes is recorded, the rest of the flood is skipped.
+    let e = env(&["--max-recording-rate=128"]).await;
+    let mut c = ws(&e.client, TTY).await;
+    let line = "y".repeat(200) + "\n";
+    for _ in 0..40 {
+        c.stdin(line.as_bytes()).await.expect("send");
+    }
+    c.read_until(T, |t| t.stdout.len() >= 40 * line.len()).await;
+    c.close_channel(ch::STDIN).await.expect("close");
+    let t = c.finish(T).await.clone();
+    assert_eq!(
+        t.stdout.len(),
+        40 * line.len(),
+        "the session itself is whole"
+    );
+    let items = ended_recordings(&e.client, 1).await;
+    assert_eq!(items[0]["truncated"], false, "a gap is not a truncation");
+    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    let played = replay(&lines);
+    assert!(
+        !played.is_empty() && played.len() <= 1024,
+        "only the burst is recorded: {} bytes",
+        played.len()
+    );
+    assert!(t.stdout_text().starts_with(&played));
+    let gap = lines
+        .iter()
+        .find(|l| l[1] == "m")
+        .unwrap_or_else(|| panic!("a gap marker: {lines:?}"));
+    let skipped = t.stdout.len() - played.len();
+    assert_eq!(
+        gap[2],
+        format!("{skipped} bytes not recorded: over --max-recording-rate")
+    );
+}
+
 fn backdate(path: &Path, age: Duration) {
     std::fs::File::options()
         .write(true)

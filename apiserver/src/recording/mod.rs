@@ -842,7 +842,10 @@ mod tests {
         let mut b = RateBudget::new(100);
         assert!(b.admit(0.0, 800));
         assert!(!b.admit(0.05, 10), "the bucket is empty");
-        assert!(!b.admit(2.0, 10), "200 bytes back, but the gap lasts until it is full");
+        assert!(
+            !b.admit(2.0, 10),
+            "200 bytes back, but the gap lasts until it is full"
+        );
         assert!(!b.admit(7.0, 10));
         assert!(b.admit(9.0, 10), "full again after 8 s");
         assert_eq!(b.end_gap(), 30);

@@ -333,7 +333,9 @@ async fn main() {
 async fn round_trips(direct: &Target, proxy: &Target, iterations: usize) {
     let rd = rtts(direct, iterations).await;
     let rp = rtts(proxy, iterations).await;
-    println!("## Round trip (16-byte stdin message → echo, {iterations} iterations after 100 warm-up)");
+    println!(
+        "## Round trip (16-byte stdin message → echo, {iterations} iterations after 100 warm-up)"
+    );
     println!(
         "direct   p50 {} ms  p90 {} ms  p99 {} ms",
         ms(pct(&rd, 0.5)),
@@ -351,7 +353,6 @@ async fn round_trips(direct: &Target, proxy: &Target, iterations: usize) {
         ms(pct(&rp, 0.5).saturating_sub(pct(&rd, 0.5))),
         ms(pct(&rp, 0.99).saturating_sub(pct(&rd, 0.99)))
     );
-
 }
 
 /// The idle-stream part: the server's RSS before and after opening `count` streams.
