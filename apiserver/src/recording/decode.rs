@@ -1,12 +1,14 @@
 //! Decoding of the k8s channel protocols from copies of relayed bytes, for the recorder: which
 //! bytes were terminal output, input, a resize, or the final Status of the error channel.
 //!
-//! The decoders run in the recording's writer task on chunks the relay already wrote (shared,
-//! read-only); they cannot slow or alter the stream. They follow frame boundaries across any
-//! split of the bytes, hand terminal output and input on as slices of the chunk (a copy only to
-//! unmask or base64-decode), keep payloads only where a whole message is needed (a resize, the
-//! error Status, an incomplete base64 quantum, a SPDY header block), and give up (the recording
-//! is then truncated) on bytes that are not the protocol they expect.
+//! The decoders run in the recording's tap, on the relay's task, on chunks the relay has
+//! already written (shared, read-only); they cannot alter the stream, and they do little per
+//! byte: they follow frame boundaries across any split of the bytes, hand terminal output and
+//! input on as slices of the chunk (a copy only to unmask or base64-decode recorded input),
+//! skip stdin without unmasking it when input is not recorded, keep payloads only where a
+//! whole message is needed (a resize, the error Status, an incomplete base64 quantum, a SPDY
+//! header block), and give up (the recording is then truncated) on bytes that are not the
+//! protocol they expect.
 
 use std::collections::HashMap;
 
@@ -89,10 +91,14 @@ pub enum Decoder {
 }
 
 impl Decoder {
-    /// A decoder for a WebSocket session (`base64`: the `base64.channel.k8s.io` variants).
-    pub fn websocket(base64: bool) -> Decoder {
+    /// A decoder for a WebSocket session (`base64`: the `base64.channel.k8s.io` variants;
+    /// `input`: whether stdin is wanted — when not, its frames are skipped without being
+    /// unmasked or decoded).
+    pub fn websocket(base64: bool, input: bool) -> Decoder {
+        let mut inbound = WsDirection::new(base64);
+        inbound.skip_stdin = !input;
         Decoder::WebSocket {
-            inbound: Box::new(WsDirection::new(base64)),
+            inbound: Box::new(inbound),
             outbound: Box::new(WsDirection::new(base64)),
         }
     }
@@ -143,6 +149,8 @@ pub struct WsDirection {
     b64_pending: Vec<u8>,
     /// Room to unmask client payloads in.
     unmasked: Vec<u8>,
+    /// stdin payloads are skipped, not unmasked (input is not recorded).
+    skip_stdin: bool,
 }
 
 impl WsDirection {
@@ -158,6 +166,7 @@ impl WsDirection {
             kept: Vec::new(),
             b64_pending: Vec::new(),
             unmasked: Vec::new(),
+            skip_stdin: false,
         }
     }
 
@@ -174,22 +183,7 @@ impl WsDirection {
                         .unwrap_or(usize::MAX)
                         .min(data.len());
                     if !self.control {
-                        match self.mask {
-                            None => self.payload(&data[..take], out)?,
-                            Some(m) => {
-                                let mut chunk = std::mem::take(&mut self.unmasked);
-                                chunk.clear();
-                                chunk.extend(
-                                    data[..take]
-                                        .iter()
-                                        .enumerate()
-                                        .map(|(i, b)| b ^ m[((offset + i as u64) % 4) as usize]),
-                                );
-                                let r = self.payload(&chunk, out);
-                                self.unmasked = chunk;
-                                r?;
-                            }
-                        }
+                        self.data_frame_part(&data[..take], offset, out)?;
                     }
                     data = &data[take..];
                     let left = remaining - take as u64;
@@ -205,6 +199,41 @@ impl WsDirection {
             }
         }
         Ok(())
+    }
+
+    /// Payload bytes of a data frame, `offset` bytes into it: unmasked and decoded, unless they
+    /// are stdin and stdin is skipped (only a message's first byte, its channel, is read then).
+    fn data_frame_part(
+        &mut self,
+        mut part: &[u8],
+        mut offset: u64,
+        out: Sink<'_>,
+    ) -> Result<(), DecodeError> {
+        let mask = self.mask;
+        let key = |offset: u64| mask.map_or(0, |m| m[(offset % 4) as usize]);
+        if self.channel.is_none()
+            && let Some((&first, rest)) = part.split_first()
+        {
+            self.payload(&[first ^ key(offset)], out)?;
+            part = rest;
+            offset += 1;
+        }
+        if part.is_empty() || (self.skip_stdin && self.channel == Some(channel::STDIN)) {
+            return Ok(());
+        }
+        if mask.is_none() {
+            return self.payload(part, out);
+        }
+        let mut unmasked = std::mem::take(&mut self.unmasked);
+        unmasked.clear();
+        unmasked.extend(
+            part.iter()
+                .enumerate()
+                .map(|(i, b)| b ^ key(offset + i as u64)),
+        );
+        let r = self.payload(&unmasked, out);
+        self.unmasked = unmasked;
+        r
     }
 
     fn start_frame(&mut self, h: FrameHeader, out: Sink<'_>) -> Result<(), DecodeError> {
@@ -692,7 +721,7 @@ mod tests {
             ),
         ];
         for split in [1, 3, 7, 1000, 100_000] {
-            let mut d = Decoder::websocket(false);
+            let mut d = Decoder::websocket(false, true);
             let events = decode_all(&mut d, &parts, split);
             let mut expected = b"hello".to_vec();
             expected.extend_from_slice(&big);
@@ -725,7 +754,7 @@ mod tests {
             ),
         ];
         for split in [1, 2, 5, 100] {
-            let mut d = Decoder::websocket(true);
+            let mut d = Decoder::websocket(true, true);
             let events = decode_all(&mut d, &parts, split);
             assert_eq!(output(&events), b"\x00\xffhi");
             assert_eq!(input(&events), b"q");
@@ -733,8 +762,42 @@ mod tests {
     }
 
     #[test]
+    fn skipped_stdin_is_not_decoded_but_the_rest_of_the_client_stream_is() {
+        let parts = vec![
+            (
+                Direction::In,
+                ws_frame(2, false, b"\x00secret ", Some([1, 2, 3, 4])),
+            ),
+            (
+                Direction::In,
+                ws_frame(0, true, b"more secret", Some([5, 6, 7, 8])),
+            ),
+            (
+                Direction::In,
+                ws_frame(
+                    2,
+                    true,
+                    b"\x04{\"Width\":70,\"Height\":20}",
+                    Some([9, 9, 9, 9]),
+                ),
+            ),
+            (Direction::Out, ws_frame(2, true, b"\x01shown", None)),
+        ];
+        for split in [1, 2, 5, 1000] {
+            let mut d = Decoder::websocket(false, false);
+            let events = decode_all(&mut d, &parts, split);
+            assert_eq!(input(&events), b"", "split {split}");
+            assert_eq!(output(&events), b"shown");
+            assert!(events.contains(&Ev::Resize {
+                width: 70,
+                height: 20
+            }));
+        }
+    }
+
+    #[test]
     fn garbage_is_refused_not_guessed() {
-        let mut d = Decoder::websocket(false);
+        let mut d = Decoder::websocket(false, true);
         assert!(d.feed(Direction::Out, &[0x83, 0], &mut |_| {}).is_err());
     }
 

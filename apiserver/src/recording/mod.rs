@@ -1,14 +1,16 @@
 //! Session recordings: every attach session is written as an asciicast v2 file under
 //! `--recording-dir`, and served back by `GET …/pods/POD/recordings[/ID]`.
 //!
-//! The relay hands a [`Tap`] each chunk it has just written, with the time it was relayed;
-//! the tap copies it (without `--record-input`, over WebSocket, only the client's frames that
-//! are not stdin: [`filter`]). The tap never waits: it puts the copy on a bounded queue of the
-//! session's writer task, and when that queue is full (a slow disk, a busy machine) it stops
-//! copying and the recording is marked truncated — the stream itself is never slowed, buffered
-//! or changed. The writer task decodes the channel protocol ([`decode`]) and writes output,
-//! resize and (with `--record-input`) input events, up to `--max-recording-bytes`. When the
-//! session ends, the metadata sidecar gets the end time, the size and the process's exit code.
+//! The relay hands a [`Tap`] each chunk it has just written, shared rather than copied. The tap
+//! decodes the channel protocol as the chunk passes ([`decode`]: frame headers, and the resize
+//! and error messages kept whole) and queues only what the recording keeps: output (and, with
+//! `--record-input`, input) as slices of the chunk, within `--max-recording-rate`, plus resizes,
+//! the error Status, and a count for each gap over the rate. The tap never waits: when the
+//! queue to the session's writer task is full (a slow disk, a busy machine) it stops queueing
+//! and the recording is marked truncated — the stream itself is never slowed, buffered or
+//! changed. The writer task JSON-escapes the text into event lines and writes them, up to
+//! `--max-recording-bytes`. When the session ends, the metadata sidecar gets the end time, the
+//! size and the process's exit code.
 //!
 //! Writers run at the server's normal priority: at a low one (nice 19 was tried) a busy
 //! machine could starve them past the end-of-session limit and lose the recording, which is
@@ -16,7 +18,6 @@
 
 pub mod asciicast;
 pub mod decode;
-pub mod filter;
 pub mod spdy_dictionary;
 pub mod store;
 
@@ -31,8 +32,11 @@ use asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
 use decode::{Decoder, Direction, Event};
 use store::{Metadata, Store};
 
-/// Chunks in flight between a relay and its writer (at most 64 KiB each).
-const TAP_QUEUE: usize = 256;
+/// Bytes in flight between a relay and its writer (each queued item counts at least
+/// [`ITEM_COST`]).
+const TAP_QUEUE_BYTES: usize = 16 << 20;
+/// What one queued item counts for at least.
+const ITEM_COST: usize = 64;
 /// How long a writer, once woken by a chunk, lets more gather before it writes them.
 const BATCH: Duration = Duration::from_millis(10);
 /// How long the end of a session waits for its writer to finish the file.
@@ -201,13 +205,9 @@ impl Recorder {
             },
         };
         let shared = Arc::new(TapShared::default());
+        let started = Instant::now();
         let writer = Writer {
             file: Some(file.into_std().await),
-            decoder: if info.spdy {
-                Decoder::spdy()
-            } else {
-                Decoder::websocket(info.base64)
-            },
             lines: Lines {
                 buf: Vec::new(),
                 header,
@@ -217,17 +217,25 @@ impl Recorder {
                 out_text: Utf8Carry::default(),
                 in_text: Utf8Carry::default(),
                 exit_code: None,
-                budget: RateBudget::new(self.max_rate),
             },
-            started: Instant::now(),
+            started,
             shared: shared.clone(),
         };
         let writer = tokio::spawn(writer.run());
         Ok(Session {
             tap: Tap {
                 shared,
-                inbound: (!info.spdy && !self.record_input)
-                    .then(|| std::sync::Mutex::new(filter::InboundFilter::new(info.base64))),
+                started,
+                state: std::sync::Mutex::new(TapState {
+                    decoder: if info.spdy {
+                        Decoder::spdy()
+                    } else {
+                        Decoder::websocket(info.base64, self.record_input)
+                    },
+                    budget: RateBudget::new(self.max_rate),
+                    record_input: self.record_input,
+                    failed: false,
+                }),
             },
             writer,
             meta,
@@ -236,97 +244,207 @@ impl Recorder {
     }
 }
 
-/// One relayed chunk.
+/// What the tap queues for the writer, with the time it was relayed.
 #[derive(Debug)]
-struct Chunk {
-    dir: Direction,
-    at: Instant,
-    data: Bytes,
+enum Item {
+    /// Output (`input: false`) or recorded input bytes: a slice of the relayed chunk where
+    /// the bytes are in it as they are (not masked, not base64).
+    Text { input: bool, data: Bytes },
+    /// The terminal was resized.
+    Resize { width: u16, height: u16 },
+    /// The error channel's message (a Status on v4+).
+    Error(Vec<u8>),
+    /// A gap over `--max-recording-rate` ended (or the session did): bytes not recorded.
+    Gap(u64),
+    /// The stream could not be decoded; nothing after this is recorded.
+    Undecodable(String),
 }
 
-/// What a relay and its writer share: the chunks taken and not yet written, and the flags.
+impl Item {
+    /// What the item counts for in the queue's bound.
+    fn cost(&self) -> usize {
+        match self {
+            Item::Text { data, .. } => data.len().max(ITEM_COST),
+            Item::Error(m) => m.len().max(ITEM_COST),
+            _ => ITEM_COST,
+        }
+    }
+}
+
+/// The queue between a relay and its writer.
+#[derive(Debug, Default)]
+struct Queue {
+    items: std::collections::VecDeque<(Instant, Item)>,
+    /// The items' cost.
+    bytes: usize,
+}
+
+/// What a relay and its writer share: the items queued and not yet written, and the flags.
 #[derive(Debug, Default)]
 struct TapShared {
-    queue: std::sync::Mutex<std::collections::VecDeque<Chunk>>,
+    queue: std::sync::Mutex<Queue>,
     /// The queue was full once: nothing more is queued.
     overflow: AtomicBool,
     /// The session ended: the writer drains the queue and finishes.
     closed: AtomicBool,
-    /// Wakes the writer: on the first chunk after the queue was drained, and on close.
+    /// Wakes the writer: on the first item after the queue was drained, and on close.
     wake: tokio::sync::Notify,
 }
 
-/// The relay's side of a recording: queues chunks without ever waiting.
+/// The relay's side of a recording: decodes each relayed chunk as it passes and queues what
+/// the recording keeps, without ever waiting.
 ///
-/// The writer is woken only by the first chunk of a batch (the queue was empty); it then waits
+/// Decoding here, on chunks the relay shares rather than copies, reads frame headers and the
+/// few messages kept whole (resize, error); output and input are queued as slices of the chunk.
+/// What is not recorded — stdin without `--record-input` (skipped without being unmasked), and
+/// output over `--max-recording-rate` — is never queued, so the relay's buffer is free again at
+/// once and a flood of output costs the relay no fresh memory.
+///
+/// The writer is woken only by the first item of a batch (the queue was empty); it then waits
 /// [`BATCH`] and writes all that came meanwhile. A fast stream thus costs the relay one wake-up
 /// per batch instead of one per chunk (each a system call), and an idle one none.
 #[derive(Debug)]
 pub struct Tap {
     shared: Arc<TapShared>,
-    /// Without `--record-input`, over WebSocket: what of the client's bytes to copy.
-    inbound: Option<std::sync::Mutex<filter::InboundFilter>>,
+    /// When the session started (event times are counted from here).
+    started: Instant,
+    /// The decoder and the rate budget (both directions of the relay take turns).
+    state: std::sync::Mutex<TapState>,
+}
+
+/// The tap's decoding state.
+struct TapState {
+    decoder: Decoder,
+    budget: RateBudget,
+    record_input: bool,
+    /// Decoding failed: nothing more is decoded.
+    failed: bool,
+}
+
+impl std::fmt::Debug for TapState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TapState")
+            .field("budget", &self.budget)
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `part` as a slice of `chunk` when it lies in it (no copy), else a copy.
+fn share(chunk: &Bytes, part: &[u8]) -> Bytes {
+    let within = chunk.as_ptr_range();
+    let range = part.as_ptr_range();
+    if !part.is_empty() && within.start <= range.start && range.end <= within.end {
+        chunk.slice_ref(part)
+    } else {
+        Bytes::copy_from_slice(part)
+    }
 }
 
 impl Tap {
-    /// Take bytes just relayed client → container (without `--record-input`, over WebSocket,
-    /// only a copy of the frames that are not stdin: [`filter`]).
+    /// Take bytes just relayed client → container.
     pub fn inbound(&self, data: Bytes) {
-        match &self.inbound {
-            Some(f) => {
-                if self.shared.overflow.load(Ordering::Relaxed) {
-                    return;
-                }
-                let mut kept = Vec::new();
-                match f.lock() {
-                    Ok(mut f) => f.feed(&data, &mut kept),
-                    Err(_) => {
-                        self.shared.overflow.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                }
-                if !kept.is_empty() {
-                    self.push(Direction::In, Bytes::from(kept));
-                }
-            }
-            None => self.push(Direction::In, data),
-        }
+        self.take(Direction::In, data);
     }
 
     /// Take bytes just relayed container → client.
     pub fn outbound(&self, data: Bytes) {
-        self.push(Direction::Out, data);
+        self.take(Direction::Out, data);
     }
 
-    fn push(&self, dir: Direction, data: Bytes) {
-        let shared = &*self.shared;
-        if shared.overflow.load(Ordering::Relaxed) {
+    fn take(&self, dir: Direction, data: Bytes) {
+        if self.shared.overflow.load(Ordering::Relaxed) {
             return;
         }
-        let chunk = Chunk {
-            dir,
-            at: Instant::now(),
-            data,
-        };
+        let at = Instant::now();
+        let t = at.duration_since(self.started).as_secs_f64();
+        let mut items = Vec::new();
+        {
+            let Ok(mut state) = self.state.lock() else {
+                self.shared.overflow.store(true, Ordering::Relaxed);
+                return;
+            };
+            let TapState {
+                decoder,
+                budget,
+                record_input,
+                failed,
+            } = &mut *state;
+            if *failed {
+                return;
+            }
+            let mut text = |input: bool, part: &[u8]| {
+                if budget.admit(t, part.len()) {
+                    let gap = budget.end_gap();
+                    if gap > 0 {
+                        items.push(Item::Gap(gap));
+                    }
+                    items.push(Item::Text {
+                        input,
+                        data: share(&data, part),
+                    });
+                }
+            };
+            let mut resizes_and_errors = Vec::new();
+            // The decoder runs on the relay's task: should it ever panic (it is fuzzed not to),
+            // the recording ends there, never the stream.
+            let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                decoder.feed(dir, &data, &mut |ev| match ev {
+                    Event::Output(b) => text(false, b),
+                    Event::Input(b) if *record_input => text(true, b),
+                    Event::Input(_) => {}
+                    Event::Resize { width, height } => {
+                        resizes_and_errors.push(Item::Resize { width, height })
+                    }
+                    Event::Error(m) => resizes_and_errors.push(Item::Error(m)),
+                })
+            }))
+            .unwrap_or_else(|_| Err(decode::DecodeError("the decoder failed".to_owned())));
+            // A chunk's resizes and error messages are queued after its text. A chunk is one
+            // direction, so this can only move recorded input after a resize of the same read.
+            items.append(&mut resizes_and_errors);
+            if let Err(e) = decoded {
+                *failed = true;
+                items.push(Item::Undecodable(e.0));
+            }
+        }
+        if !items.is_empty() {
+            self.push(at, items);
+        }
+    }
+
+    fn push(&self, at: Instant, items: Vec<Item>) {
+        let shared = &*self.shared;
+        let cost: usize = items.iter().map(Item::cost).sum();
         let Ok(mut queue) = shared.queue.lock() else {
             shared.overflow.store(true, Ordering::Relaxed);
             return;
         };
-        if queue.len() >= TAP_QUEUE {
+        if queue.bytes + cost > TAP_QUEUE_BYTES {
             // Full (a slow disk, a busy machine): everything after this point is unrecorded.
             shared.overflow.store(true, Ordering::Relaxed);
             return;
         }
-        let first = queue.is_empty();
-        queue.push_back(chunk);
+        let first = queue.items.is_empty();
+        queue.bytes += cost;
+        queue.items.extend(items.into_iter().map(|i| (at, i)));
         drop(queue);
         if first {
             shared.wake.notify_one();
         }
     }
 
-    /// The session ended: the writer writes what is queued and finishes the file.
+    /// The session ended: a gap still open is closed, and the writer writes what is queued
+    /// and finishes the file.
     fn close(&self) {
+        let gap = self
+            .state
+            .lock()
+            .map(|mut s| s.budget.end_gap())
+            .unwrap_or(0);
+        if gap > 0 {
+            self.push(Instant::now(), vec![Item::Gap(gap)]);
+        }
         self.shared.closed.store(true, Ordering::SeqCst);
         self.shared.wake.notify_one();
     }
@@ -353,7 +471,7 @@ pub struct Finished {
 }
 
 impl Session {
-    /// The tap the relay copies into.
+    /// The tap the relay hands its chunks to.
     pub fn tap(&self) -> &Tap {
         &self.tap
     }
@@ -427,11 +545,11 @@ struct WriterEnd {
 /// The writer writes what it has gathered once this much is waiting (and after each batch).
 const FLUSH_AT: usize = 1 << 20;
 
-/// A session's writer task: decodes the queued chunks and appends event lines to the file.
+/// A session's writer task: turns the queued items into event lines and appends them to the
+/// file.
 struct Writer {
     /// The file (moved to a blocking thread and back for each write).
     file: Option<std::fs::File>,
-    decoder: Decoder,
     lines: Lines,
     started: Instant,
     shared: Arc<TapShared>,
@@ -447,7 +565,6 @@ struct Lines {
     out_text: Utf8Carry,
     in_text: Utf8Carry,
     exit_code: Option<i32>,
-    budget: RateBudget,
 }
 
 /// `--max-recording-rate`: a token bucket of recorded bytes per session, filled at the rate
@@ -502,35 +619,31 @@ impl RateBudget {
 }
 
 impl Lines {
-    /// Turn one decoded event at `t` seconds into its line, if it has one.
-    fn event(&mut self, t: f64, ev: Event<'_>) {
-        match ev {
-            Event::Output(b) => self.text_event(t, "o", b),
-            Event::Input(b) if self.record_input => self.text_event(t, "i", b),
-            Event::Input(_) => {}
-            Event::Resize { width, height } if !self.header_written => {
+    /// Turn one queued item at `t` seconds into its line, if it has one.
+    fn item(&mut self, t: f64, item: Item) {
+        match item {
+            Item::Text { input: false, data } => self.text_event(t, "o", &data),
+            Item::Text { input: true, data } if self.record_input => self.text_event(t, "i", &data),
+            Item::Text { .. } => {}
+            Item::Resize { width, height } if !self.header_written => {
                 self.header.width = width;
                 self.header.height = height;
             }
-            Event::Resize { width, height } => {
+            Item::Resize { width, height } => {
                 let line = asciicast::event_line(t, "r", &format!("{width}x{height}"));
                 let start = self.buf.len();
                 self.buf.extend_from_slice(&line);
                 self.admit(start);
             }
-            Event::Error(msg) => self.exit_code = exit_code_of_status(&msg).or(self.exit_code),
+            Item::Error(msg) => self.exit_code = exit_code_of_status(&msg).or(self.exit_code),
+            Item::Gap(skipped) => self.gap_marker(t, skipped),
+            // Handled by the writer.
+            Item::Undecodable(_) => {}
         }
     }
 
     /// An output ("o") or input ("i") event; its text is escaped straight into the buffer.
     fn text_event(&mut self, t: f64, code: &str, data: &[u8]) {
-        if !self.budget.admit(t, data.len()) {
-            // A character split at the gap's edge is lost with it.
-            self.out_text = Utf8Carry::default();
-            self.in_text = Utf8Carry::default();
-            return;
-        }
-        self.gap_marker(t);
         let carry = if code == "o" {
             &mut self.out_text
         } else {
@@ -542,19 +655,19 @@ impl Lines {
         }
     }
 
-    /// The marker of a gap that has just ended, if one did.
-    fn gap_marker(&mut self, t: f64) {
-        let skipped = self.budget.end_gap();
-        if skipped > 0 {
-            let line = asciicast::event_line(
-                t,
-                "m",
-                &format!("{skipped} bytes not recorded: over --max-recording-rate"),
-            );
-            let start = self.buf.len();
-            self.buf.extend_from_slice(&line);
-            self.admit(start);
-        }
+    /// The marker of a gap over the rate bound.
+    fn gap_marker(&mut self, t: f64, skipped: u64) {
+        // A character split at the gap's edge is lost with it.
+        self.out_text = Utf8Carry::default();
+        self.in_text = Utf8Carry::default();
+        let line = asciicast::event_line(
+            t,
+            "m",
+            &format!("{skipped} bytes not recorded: over --max-recording-rate"),
+        );
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&line);
+        self.admit(start);
     }
 
     /// The rest of a character split at the very end of the output.
@@ -593,11 +706,15 @@ impl Lines {
 impl Writer {
     /// The next batch of chunks, waiting for the first and then [`BATCH`] for more; `None` once
     /// the session ended and everything was taken.
-    async fn next_batch(&self) -> Option<std::collections::VecDeque<Chunk>> {
+    async fn next_batch(&self) -> Option<std::collections::VecDeque<(Instant, Item)>> {
         let shared = &*self.shared;
         loop {
             let closed = shared.closed.load(Ordering::SeqCst);
-            let empty = shared.queue.lock().map(|q| q.is_empty()).unwrap_or(true);
+            let empty = shared
+                .queue
+                .lock()
+                .map(|q| q.items.is_empty())
+                .unwrap_or(true);
             if empty && closed {
                 return None;
             }
@@ -611,7 +728,7 @@ impl Writer {
             let batch = shared
                 .queue
                 .lock()
-                .map(|mut q| std::mem::take(&mut *q))
+                .map(|mut q| std::mem::take(&mut *q).items)
                 .unwrap_or_default();
             return Some(batch);
         }
@@ -648,18 +765,15 @@ impl Writer {
         let mut failure: Option<String> = None;
         let mut last = 0.0;
         while let Some(batch) = self.next_batch().await {
-            for chunk in batch {
+            for (at, item) in batch {
                 if failure.is_some() {
                     continue;
                 }
-                let t = chunk.at.duration_since(self.started).as_secs_f64();
+                let t = at.duration_since(self.started).as_secs_f64();
                 last = t;
-                let lines = &mut self.lines;
-                if let Err(e) = self
-                    .decoder
-                    .feed(chunk.dir, &chunk.data, &mut |ev| lines.event(t, ev))
-                {
-                    failure = Some(format!("undecodable stream ({e})"));
+                match item {
+                    Item::Undecodable(e) => failure = Some(format!("undecodable stream ({e})")),
+                    item => self.lines.item(t, item),
                 }
                 if self.lines.buf.len() >= FLUSH_AT
                     && let Err(e) = self.flush().await
@@ -675,7 +789,6 @@ impl Writer {
         }
         if failure.is_none() {
             self.lines.finish_output(last);
-            self.lines.gap_marker(last);
             if !self.lines.header_written {
                 self.lines.write_header();
             }

@@ -3,6 +3,7 @@
 mod body;
 mod frames;
 mod names;
+mod recording;
 mod request;
 
 /// One fuzz target.
@@ -48,6 +49,12 @@ pub const TARGETS: &[Target] = &[
         about: "the SPDY/3.1 frame tracker: any split of a byte stream gives the same events",
         run: frames::spdy,
         seeds: frames::spdy_seeds,
+    },
+    Target {
+        name: "recording-decoder",
+        about: "the session recorder's decoder (on the relay's task): no panic, the same events for any split",
+        run: recording::run,
+        seeds: recording::seeds,
     },
 ];
 
