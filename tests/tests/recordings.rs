@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use http::{Method, StatusCode};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use poddebug_tests::channel::{ChannelClient, ch};
+use poddebug_tests::channel::{ChannelClient, Transcript, ch};
 use poddebug_tests::spdy::AttachSession;
 use poddebug_tests::{ContainerState, FakeKube, PodDebugServer, TestClient, TestPki};
 use serde_json::{Value, json};
@@ -329,11 +329,11 @@ async fn ids_that_are_not_ids_are_refused() {
     );
 }
 
-#[tokio::test]
-async fn the_size_cap_truncates_the_recording_not_the_session() {
-    let e = env(&["--max-recording-bytes=4096"]).await;
+/// A session that echoes 40 lines of 200 `fill` characters, in full: the session itself is
+/// whole whatever its recording keeps.
+async fn forty_lines(e: &Env, fill: &str) -> Transcript {
     let mut c = ws(&e.client, TTY).await;
-    let line = "x".repeat(200) + "\n";
+    let line = fill.repeat(200) + "\n";
     for _ in 0..40 {
         c.stdin(line.as_bytes()).await.expect("send");
     }
@@ -345,6 +345,13 @@ async fn the_size_cap_truncates_the_recording_not_the_session() {
         40 * line.len(),
         "the session itself is whole"
     );
+    t
+}
+
+#[tokio::test]
+async fn the_size_cap_truncates_the_recording_not_the_session() {
+    let e = env(&["--max-recording-bytes=4096"]).await;
+    let t = forty_lines(&e, "x").await;
     let items = ended_recordings(&e.client, 1).await;
     assert_eq!(items[0]["truncated"], true);
     assert!(
@@ -364,19 +371,7 @@ async fn the_size_cap_truncates_the_recording_not_the_session() {
 async fn output_over_the_rate_bound_leaves_a_marked_gap_and_the_session_whole() {
     // 128 bytes/s: a burst of 1024 bytes is recorded, the rest of the flood is skipped.
     let e = env(&["--max-recording-rate=128"]).await;
-    let mut c = ws(&e.client, TTY).await;
-    let line = "y".repeat(200) + "\n";
-    for _ in 0..40 {
-        c.stdin(line.as_bytes()).await.expect("send");
-    }
-    c.read_until(T, |t| t.stdout.len() >= 40 * line.len()).await;
-    c.close_channel(ch::STDIN).await.expect("close");
-    let t = c.finish(T).await.clone();
-    assert_eq!(
-        t.stdout.len(),
-        40 * line.len(),
-        "the session itself is whole"
-    );
+    let t = forty_lines(&e, "y").await;
     let items = ended_recordings(&e.client, 1).await;
     assert_eq!(items[0]["truncated"], false, "a gap is not a truncation");
     let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
