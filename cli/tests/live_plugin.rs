@@ -10,76 +10,33 @@
 
 mod common;
 
-use std::process::{Command, Output, Stdio};
-
 use common::Terminal;
-
-fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    let mut child = Command::new("kubectl")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl on PATH");
-    let mut pipe = child.stdin.take().expect("stdin");
-    if let Some(input) = stdin {
-        pipe.write_all(input.as_bytes()).expect("write stdin");
-    }
-    drop(pipe);
-    child.wait_with_output().expect("kubectl")
-}
-
-fn ok(args: &[&str], stdin: Option<&str>) {
-    let out = kubectl(args, stdin);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use poddebug_tests::kubectl::{PodSandbox, live_cluster_given};
 
 /// A namespace with one running pod `web` (container `app` running `sleep 3600`), deleted on drop.
 struct Sandbox {
     ns: String,
+    _stage: PodSandbox,
 }
 
 impl Sandbox {
     fn new(tag: &str) -> Option<Sandbox> {
-        if std::env::var_os("KUBECONFIG").is_none() {
-            // CI asked for the live suites: a missing cluster is a failure, not a skip.
-            assert!(
-                std::env::var_os("PODDEBUG_LIVE").is_none(),
-                "PODDEBUG_LIVE is set but KUBECONFIG is not"
-            );
-            eprintln!("KUBECONFIG is not set: skipping the live plugin suite");
+        if !live_cluster_given("the live plugin suite") {
             return None;
         }
-        let ns = format!("poddebug-plugin-{tag}-{}", std::process::id());
-        ok(&["create", "namespace", &ns], None);
         let pod = serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "web", "namespace": ns},
+            "metadata": {"name": "web"},
             "spec": {
                 "terminationGracePeriodSeconds": 1,
                 "containers": [{"name": "app", "image": "busybox:1.36", "command": ["sh", "-c", "sleep 3600"]}]
             }
         });
-        let sandbox = Sandbox { ns };
-        ok(&["apply", "-f", "-"], Some(&pod.to_string()));
-        ok(
-            &[
-                "wait",
-                "-n",
-                &sandbox.ns,
-                "--for=condition=Ready",
-                "pod/web",
-                "--timeout=120s",
-            ],
-            None,
-        );
-        Some(sandbox)
+        let stage = PodSandbox::new(format!("poddebug-plugin-{tag}-{}", std::process::id()), pod);
+        Some(Sandbox {
+            ns: stage.ns().to_owned(),
+            _stage: stage,
+        })
     }
 
     /// The plugin on a terminal, in this namespace, without kubectl on its PATH.
@@ -87,12 +44,6 @@ impl Sandbox {
         let mut all = vec!["-n", self.ns.as_str()];
         all.extend_from_slice(args);
         Terminal::spawn_with_path(&all, "")
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        let _ = kubectl(&["delete", "namespace", &self.ns, "--wait=false"], None);
     }
 }
 

@@ -9,9 +9,11 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use poddebug_tests::kubectl::{PodSandbox, live_cluster_given};
 
 /// Bound of every wait here (a guard against hanging, never a measured time).
 const GUARD: Duration = Duration::from_secs(120);
@@ -25,76 +27,33 @@ fn example(name: &str) -> PathBuf {
     dir.join("examples").join(name)
 }
 
-fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new("kubectl")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl on PATH");
-    let mut pipe = child.stdin.take().expect("stdin");
-    if let Some(input) = stdin {
-        pipe.write_all(input.as_bytes()).expect("write stdin");
-    }
-    drop(pipe);
-    child.wait_with_output().expect("kubectl")
-}
-
-fn ok(args: &[&str], stdin: Option<&str>) {
-    let out = kubectl(args, stdin);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A namespace with a running pod `web` (container `app`), deleted on drop.
 struct Sandbox {
     ns: String,
+    _stage: PodSandbox,
 }
 
 impl Sandbox {
     fn new(tag: &str) -> Option<Sandbox> {
-        if std::env::var_os("KUBECONFIG").is_none() {
-            assert!(
-                std::env::var_os("PODDEBUG_LIVE").is_none(),
-                "PODDEBUG_LIVE is set but KUBECONFIG is not"
-            );
-            eprintln!("KUBECONFIG is not set: skipping the live examples");
+        if !live_cluster_given("the live examples") {
             return None;
         }
-        let ns = format!("poddebug-examples-{tag}-{}", std::process::id());
-        ok(&["create", "namespace", &ns], None);
-        let sandbox = Sandbox { ns };
         let pod = serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "web", "namespace": sandbox.ns},
+            "metadata": {"name": "web"},
             "spec": {
                 "terminationGracePeriodSeconds": 1,
                 "containers": [{"name": "app", "image": "busybox:1.36", "command": ["sleep", "3600"]}]
             }
         });
-        ok(&["apply", "-f", "-"], Some(&pod.to_string()));
-        ok(
-            &[
-                "wait",
-                "-n",
-                &sandbox.ns,
-                "--for=condition=Ready",
-                "pod/web",
-                "--timeout=120s",
-            ],
-            None,
+        let stage = PodSandbox::new(
+            format!("poddebug-examples-{tag}-{}", std::process::id()),
+            pod,
         );
-        Some(sandbox)
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        let _ = kubectl(&["delete", "namespace", &self.ns, "--wait=false"], None);
+        Some(Sandbox {
+            ns: stage.ns().to_owned(),
+            _stage: stage,
+        })
     }
 }
 

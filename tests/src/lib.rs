@@ -12,6 +12,7 @@ pub mod channel;
 pub mod client;
 pub mod fake;
 pub mod kubeconfig;
+pub mod kubectl;
 pub mod pki;
 pub mod server;
 pub mod spdy;

@@ -2,13 +2,14 @@
 //! kube-apiserver built from the kubeconfig, a direct client to the poddebug server, bounded
 //! polling, and [`Sandbox`], a namespace with one running pod that is deleted on drop.
 
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use http::StatusCode;
 use poddebug_tests::TestClient;
+use poddebug_tests::kubectl::PodSandbox;
 use serde_json::{Value, json};
 
 /// The API group/version prefix.
@@ -64,32 +65,7 @@ pub fn impersonating() -> bool {
     std::env::var("PODDEBUG_LIVE_IMPERSONATE").is_ok_and(|v| v == "1" || v == "true")
 }
 
-/// Runs kubectl (optionally with stdin).
-pub fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    let mut cmd = Command::new("kubectl");
-    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    if stdin.is_some() {
-        cmd.stdin(Stdio::piped());
-    }
-    let mut child = cmd.spawn().expect("kubectl on PATH");
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes())
-            .expect("write kubectl's stdin");
-    }
-    child.wait_with_output().expect("kubectl")
-}
-
-/// kubectl that must succeed; its stdout.
-pub fn ok(args: &[&str], stdin: Option<&str>) -> String {
-    let out = kubectl(args, stdin);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+pub use poddebug_tests::kubectl::{kubectl, kubectl_ok as ok};
 
 /// kubectl that must succeed, its output parsed as JSON.
 pub fn ok_json(args: &[&str]) -> Value {
@@ -209,33 +185,17 @@ pub struct Sandbox {
     pub ns: String,
     /// kube-apiserver, as the kubeconfig's user.
     pub api: TestClient,
+    /// The namespace and the pod (the namespace is deleted when this is dropped).
+    _stage: PodSandbox,
 }
 
 impl Sandbox {
     /// Creates the namespace and the pod and waits (bounded) for the pod to be Ready.
     pub fn new(tag: &str) -> Sandbox {
         assert!(enabled());
-        let ns = format!("pdlive-{tag}-{}", std::process::id());
-        ok(&["create", "namespace", &ns], None);
-        // A pod needs the namespace's `default` ServiceAccount, which the controller-manager
-        // adds a moment later (longer right after a control-plane restart).
-        poll(
-            "the default ServiceAccount",
-            Duration::from_secs(60),
-            Duration::from_millis(200),
-            || {
-                let o = kubectl(&["get", "serviceaccount", "default", "-n", &ns], None);
-                if o.status.success() {
-                    Ok(())
-                } else {
-                    Err(String::from_utf8_lossy(&o.stderr).into_owned())
-                }
-            },
-        );
-        let sb = Sandbox { ns, api: cluster() };
         let pod = json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "web", "namespace": sb.ns, "labels": {"app": "web"}},
+            "metadata": {"name": "web", "labels": {"app": "web"}},
             "spec": {
                 "terminationGracePeriodSeconds": 1,
                 "containers": [{"name": "app", "image": BUSYBOX, "command": ["sleep", "3600"],
@@ -243,19 +203,12 @@ impl Sandbox {
                 "volumes": [{"name": "data", "emptyDir": {}}]
             }
         });
-        ok(&["apply", "-f", "-"], Some(&pod.to_string()));
-        ok(
-            &[
-                "wait",
-                "-n",
-                &sb.ns,
-                "--for=condition=Ready",
-                "pod/web",
-                "--timeout=120s",
-            ],
-            None,
-        );
-        sb
+        let stage = PodSandbox::new(format!("pdlive-{tag}-{}", std::process::id()), pod);
+        Sandbox {
+            ns: stage.ns().to_owned(),
+            api: cluster(),
+            _stage: stage,
+        }
     }
 
     /// `GV/namespaces/NS/pods/web/REST`.
@@ -399,7 +352,7 @@ impl Drop for Sandbox {
             ],
             None,
         );
-        let _ = kubectl(&["delete", "namespace", &self.ns, "--wait=false"], None);
+        // The namespace goes with `_stage`.
     }
 }
 
