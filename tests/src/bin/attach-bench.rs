@@ -13,11 +13,11 @@
 //! `attach-bench --kubeconfig K --namespace NS --pod POD [--mib 16] [--runs 5]
 //!  [--image busybox:1.36]`
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
+use poddebug_tests::kubeconfig::BenchCommandLine;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -25,65 +25,33 @@ const CHUNK: usize = 32 * 1024;
 /// No single run may take longer than this (a stalled stream ends the benchmark).
 const RUN_LIMIT: Duration = Duration::from_secs(300);
 
+const USAGE: &str = "usage: attach-bench --kubeconfig K --namespace NS --pod POD [--mib N] \
+                     [--runs N] [--image IMAGE]";
+
 struct Args {
-    kubeconfig: PathBuf,
-    namespace: String,
-    pod: String,
+    cl: BenchCommandLine,
     mib: usize,
     runs: usize,
     image: String,
 }
 
-fn usage(problem: &str) -> ! {
-    eprintln!(
-        "{problem}\nusage: attach-bench --kubeconfig K --namespace NS --pod POD [--mib N] \
-         [--runs N] [--image IMAGE]"
-    );
-    std::process::exit(2);
-}
-
 fn args() -> Args {
-    let mut kubeconfig = std::env::var_os("KUBECONFIG").map(PathBuf::from);
-    let mut a = Args {
-        kubeconfig: PathBuf::new(),
-        namespace: "default".to_owned(),
-        pod: String::new(),
-        mib: 16,
-        runs: 5,
-        image: "busybox:1.36".to_owned(),
-    };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    for pair in argv.chunks(2) {
-        let Some(v) = pair.get(1).cloned() else {
-            usage(&format!("{} needs a value", pair[0]));
-        };
-        let number = |v: &str, what: &str| -> usize {
-            v.parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .unwrap_or_else(|| usage(&format!("{what} must be a positive number")))
-        };
-        match pair[0].as_str() {
-            "--kubeconfig" => kubeconfig = Some(PathBuf::from(v)),
-            "--namespace" => a.namespace = v,
-            "--pod" => a.pod = v,
-            "--mib" => a.mib = number(&v, "--mib"),
-            "--runs" => a.runs = number(&v, "--runs"),
-            "--image" => a.image = v,
-            k => usage(&format!("unknown argument {k}")),
+    let cl = BenchCommandLine::parse(USAGE);
+    let (mut mib, mut runs, mut image) = (16, 5, "busybox:1.36".to_owned());
+    for (k, v) in &cl.other {
+        match k.as_str() {
+            "--mib" => mib = cl.positive(k, v),
+            "--runs" => runs = cl.positive(k, v),
+            "--image" => image = v.clone(),
+            k => cl.fail(&format!("unknown argument {k}")),
         }
     }
-    a.kubeconfig = kubeconfig.unwrap_or_else(|| usage("--kubeconfig (or KUBECONFIG) is required"));
-    if a.pod.is_empty() {
-        usage("--pod is required");
+    Args {
+        cl,
+        mib,
+        runs,
+        image,
     }
-    a
-}
-
-async fn client(path: &std::path::Path) -> Client {
-    poddebug_tests::kubeconfig::client(path)
-        .await
-        .unwrap_or_else(|e| usage(&e))
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> ! {
@@ -177,16 +145,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[tokio::main]
 async fn main() {
     let a = args();
-    let kube = client(&a.kubeconfig).await;
+    let kube = a.cl.client(&a.cl.kubeconfig).await;
     let name = format!("abench-{:x}", std::process::id() % 0x10000);
     let body = json!({"container": {"image": a.image, "command": ["cat"], "stdin": true}});
     let req = http::Request::post(format!(
         "/apis/poddebug.dev/v1alpha1/namespaces/{}/pods/{}/debug/{name}?wait=true&timeoutSeconds=60",
-        a.namespace, a.pod
+        a.cl.namespace, a.cl.pod
     ))
     .header("content-type", "application/json")
     .body(body.to_string().into_bytes())
-    .unwrap_or_else(|e| usage(&format!("bad request: {e}")));
+    .unwrap_or_else(|e| a.cl.fail(&format!("bad request: {e}")));
     let created: serde_json::Value = kube
         .request(req)
         .await
@@ -194,15 +162,15 @@ async fn main() {
     let Some(container) = created["status"]["ephemeralContainerName"].as_str() else {
         fail("create the cat debug container", created);
     };
-    let dc = poddebug_client::DebugContainers::new(kube.clone(), &a.namespace);
+    let dc = poddebug_client::DebugContainers::new(kube.clone(), &a.cl.namespace);
     let total = a.mib << 20;
 
-    direct(&kube, &a.namespace, &a.pod, container, 1 << 20).await;
-    through(&dc, &a.pod, &name, 1 << 20).await;
+    direct(&kube, &a.cl.namespace, &a.cl.pod, container, 1 << 20).await;
+    through(&dc, &a.cl.pod, &name, 1 << 20).await;
     let (mut d, mut t) = (Vec::new(), Vec::new());
     for _ in 0..a.runs {
-        d.push(direct(&kube, &a.namespace, &a.pod, container, total).await);
-        t.push(through(&dc, &a.pod, &name, total).await);
+        d.push(direct(&kube, &a.cl.namespace, &a.cl.pod, container, total).await);
+        t.push(through(&dc, &a.cl.pod, &name, total).await);
     }
     let fmt = |v: &[f64]| {
         v.iter()
@@ -227,6 +195,6 @@ async fn main() {
     println!("share: {:.1}%", median(t) / median(d) * 100.0);
     println!(
         "(debug container {name} keeps running cat in pod {}: delete the pod)",
-        a.pod
+        a.cl.pod
     );
 }

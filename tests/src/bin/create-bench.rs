@@ -18,68 +18,37 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use kube::Client;
+use poddebug_tests::kubeconfig::BenchCommandLine;
 use serde_json::json;
 
+const USAGE: &str = "usage: create-bench --kubeconfig K --namespace NS --pod POD [--count N] \
+                     [--image IMAGE] [--poddebug-kubeconfig P]";
+
 struct Args {
-    kubeconfig: PathBuf,
+    cl: BenchCommandLine,
     poddebug_kubeconfig: Option<PathBuf>,
-    namespace: String,
-    pod: String,
     count: usize,
     image: String,
 }
 
-fn usage(problem: &str) -> ! {
-    eprintln!(
-        "{problem}\nusage: create-bench --kubeconfig K --namespace NS --pod POD [--count N] \
-         [--image IMAGE] [--poddebug-kubeconfig P]"
-    );
-    std::process::exit(2);
-}
-
 fn args() -> Args {
-    let mut kubeconfig = std::env::var_os("KUBECONFIG").map(PathBuf::from);
-    let mut a = Args {
-        kubeconfig: PathBuf::new(),
-        poddebug_kubeconfig: None,
-        namespace: "default".to_owned(),
-        pod: String::new(),
-        count: 100,
-        image: "registry.k8s.io/pause:3.10".to_owned(),
-    };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    for pair in argv.chunks(2) {
-        let Some(v) = pair.get(1).cloned() else {
-            usage(&format!("{} needs a value", pair[0]));
-        };
-        match pair[0].as_str() {
-            "--kubeconfig" => kubeconfig = Some(PathBuf::from(v)),
-            "--poddebug-kubeconfig" => a.poddebug_kubeconfig = Some(PathBuf::from(v)),
-            "--namespace" => a.namespace = v,
-            "--pod" => a.pod = v,
-            "--count" => {
-                a.count = v
-                    .parse()
-                    .unwrap_or_else(|_| usage("--count must be a number"))
-            }
-            "--image" => a.image = v,
-            k => usage(&format!("unknown argument {k}")),
+    let cl = BenchCommandLine::parse(USAGE);
+    let mut poddebug_kubeconfig = None;
+    let (mut count, mut image) = (100, "registry.k8s.io/pause:3.10".to_owned());
+    for (k, v) in &cl.other {
+        match k.as_str() {
+            "--poddebug-kubeconfig" => poddebug_kubeconfig = Some(PathBuf::from(v)),
+            "--count" => count = cl.positive(k, v),
+            "--image" => image = v.clone(),
+            k => cl.fail(&format!("unknown argument {k}")),
         }
     }
-    a.kubeconfig = kubeconfig.unwrap_or_else(|| usage("--kubeconfig (or KUBECONFIG) is required"));
-    if a.pod.is_empty() {
-        usage("--pod is required");
+    Args {
+        cl,
+        poddebug_kubeconfig,
+        count,
+        image,
     }
-    if a.count == 0 {
-        usage("--count must be at least 1");
-    }
-    a
-}
-
-async fn client(path: &std::path::Path) -> Client {
-    poddebug_tests::kubeconfig::client(path)
-        .await
-        .unwrap_or_else(|e| usage(&e))
 }
 
 /// Time one request; a failure ends the benchmark with its answer.
@@ -105,9 +74,9 @@ fn ms(d: Duration) -> f64 {
 #[tokio::main]
 async fn main() {
     let a = args();
-    let kube = client(&a.kubeconfig).await;
+    let kube = a.cl.client(&a.cl.kubeconfig).await;
     let poddebug = match &a.poddebug_kubeconfig {
-        Some(p) => client(p).await,
+        Some(p) => a.cl.client(p).await,
         None => kube.clone(),
     };
     let run = format!("{:x}", std::process::id() % 0x10000);
@@ -117,22 +86,22 @@ async fn main() {
         let body = json!({"container": {"image": a.image}, "profile": "general"});
         let req = http::Request::post(format!(
             "/apis/poddebug.dev/v1alpha1/namespaces/{}/pods/{}/debug/{name}",
-            a.namespace, a.pod
+            a.cl.namespace, a.cl.pod
         ))
         .header("content-type", "application/json")
         .body(body.to_string().into_bytes())
-        .unwrap_or_else(|e| usage(&format!("bad request: {e}")));
+        .unwrap_or_else(|e| a.cl.fail(&format!("bad request: {e}")));
         through.push(timed(&poddebug, req, "poddebug create").await);
 
         let name = format!("b{run}-d{i}");
         let patch = json!({"spec": {"ephemeralContainers": [{"name": name, "image": a.image}]}});
         let req = http::Request::patch(format!(
             "/api/v1/namespaces/{}/pods/{}/ephemeralcontainers",
-            a.namespace, a.pod
+            a.cl.namespace, a.cl.pod
         ))
         .header("content-type", "application/strategic-merge-patch+json")
         .body(patch.to_string().into_bytes())
-        .unwrap_or_else(|e| usage(&format!("bad request: {e}")));
+        .unwrap_or_else(|e| a.cl.fail(&format!("bad request: {e}")));
         direct.push(timed(&kube, req, "direct patch").await);
     }
     through.sort();
