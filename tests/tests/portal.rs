@@ -54,14 +54,17 @@ async fn create_shell(e: &Env) {
 /// alice opens the pod's page through her proxy and clicks Terminal on `shell`.
 async fn alice_attaches_to_the_shell(e: &Env) -> (UserProxy, Browser) {
     let proxy = UserProxy::start(&e.fake, &e.server, "alice", &["system:authenticated"]).await;
-    let b = Browser::start(1100, 800).await;
-    b.goto(&format!(
-        "{}{PORTAL}#/namespaces/{NS}/pods/{POD}",
-        proxy.url()
-    ))
-    .await;
-    b.click("button.attach[data-name=shell]").await;
+    let b = terminal_on_the_shell(&proxy.url()).await;
     (proxy, b)
+}
+
+/// A browser on the pod's page of the portal served under `base`, Terminal clicked on `shell`.
+async fn terminal_on_the_shell(base: &str) -> Browser {
+    let b = Browser::start(1100, 800).await;
+    b.goto(&format!("{base}{PORTAL}#/namespaces/{NS}/pods/{POD}"))
+        .await;
+    b.click("button.attach[data-name=shell]").await;
+    b
 }
 
 #[tokio::test]
@@ -398,13 +401,7 @@ async fn the_portal_works_under_a_proxy_prefix() {
         "/k8s/",
     )
     .await;
-    let b = Browser::start(1100, 800).await;
-    b.goto(&format!(
-        "{}/k8s{PORTAL}#/namespaces/{NS}/pods/{POD}",
-        proxy.url()
-    ))
-    .await;
-    b.click("button.attach[data-name=shell]").await;
+    let b = terminal_on_the_shell(&format!("{}/k8s", proxy.url())).await;
     b.fill("#terminal textarea", "under-a-prefix").await;
     wait_terminal(&b, "under-a-prefix").await;
     b.click("#crumbs a:nth-of-type(2)").await;
