@@ -113,8 +113,8 @@ impl Cluster {
 
     /// Record an Event like [`Cluster::record_event_within`], but off the caller's path: the
     /// write runs in a task of its own (bounded by the Event timeout), so the answer does not
-    /// wait for the events API. When [`EVENTS_IN_FLIGHT`] writes are already running, it is written before
-    /// returning instead. [`Cluster::flush_events`] waits for those in flight.
+    /// wait for the events API. When [`EVENTS_IN_FLIGHT`] writes are already running, it is
+    /// written before returning instead. [`Cluster::flush_events`] waits for those in flight.
     pub(crate) async fn record_event_detached(
         &self,
         pod: &Pod,

@@ -212,7 +212,6 @@ impl Recorder {
                 buf: Vec::new(),
                 header,
                 header_written: false,
-                record_input: self.record_input,
                 capped: Capped::new(self.max_bytes),
                 out_text: Utf8Carry::default(),
                 in_text: Utf8Carry::default(),
@@ -560,7 +559,6 @@ struct Lines {
     buf: Vec<u8>,
     header: Header,
     header_written: bool,
-    record_input: bool,
     capped: Capped,
     out_text: Utf8Carry,
     in_text: Utf8Carry,
@@ -622,9 +620,8 @@ impl Lines {
     /// Turn one queued item at `t` seconds into its line, if it has one.
     fn item(&mut self, t: f64, item: Item) {
         match item {
-            Item::Text { input: false, data } => self.text_event(t, "o", &data),
-            Item::Text { input: true, data } if self.record_input => self.text_event(t, "i", &data),
-            Item::Text { .. } => {}
+            // The tap queues input only with --record-input.
+            Item::Text { input, data } => self.text_event(t, if input { "i" } else { "o" }, &data),
             Item::Resize { width, height } if !self.header_written => {
                 self.header.width = width;
                 self.header.height = height;

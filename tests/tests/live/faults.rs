@@ -130,10 +130,7 @@ async fn containers_named(sb: &Sandbox, name: &str) -> usize {
 }
 
 async fn attach(sb: &Sandbox) -> ChannelClient<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>> {
-    match try_attach(sb).await {
-        Ok(c) => c,
-        Err(e) => panic!("{e}"),
-    }
+    try_attach(sb).await.unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn try_attach(
