@@ -33,9 +33,9 @@ fn is_dry_run(path: &str) -> bool {
     path.contains("dryRun=All")
 }
 
-/// The pod's resourceVersion and its ephemeral containers' names.
-fn pod_state(e: &common::Env) -> (Value, Vec<String>) {
-    let pod = e.fake.pod_json(NS, POD).expect("pod");
+/// The resourceVersion of `pod` and its ephemeral containers' names.
+fn state_of(e: &common::Env, pod: &str) -> (Value, Vec<String>) {
+    let pod = e.fake.pod_json(NS, pod).expect("pod");
     let names = pod["spec"]["ephemeralContainers"]
         .as_array()
         .map(|a| {
@@ -45,6 +45,11 @@ fn pod_state(e: &common::Env) -> (Value, Vec<String>) {
         })
         .unwrap_or_default();
     (pod["metadata"]["resourceVersion"].clone(), names)
+}
+
+/// [`state_of`] the test pod.
+fn pod_state(e: &common::Env) -> (Value, Vec<String>) {
+    state_of(e, POD)
 }
 
 /// The server's `/metrics` text.
@@ -396,11 +401,16 @@ async fn unknown_container_fields_reach_the_cluster() {
 }
 
 /// The create benchmark (`create-bench`) runs against the fake, through poddebug directly: it
-/// makes its creates on both paths and prints p50/p99 side by side. (Its figures on the fake
-/// mean nothing; the real-cluster run is described in docs/benchmarks.md.)
+/// makes its creates on both paths, round by round across the pods listed, and prints p50/p99
+/// side by side. (Its figures on the fake mean nothing; the real-cluster run is described in
+/// docs/benchmarks.md.)
 #[tokio::test]
 async fn the_create_benchmark_runs_against_the_fake() {
-    let e = env(&["--max-debug-containers-per-pod=0"]).await;
+    const SECOND: &str = "second";
+    let e = env_with(&["--max-debug-containers-per-pod=0"], |fake| {
+        fake.add_simple_pod(NS, SECOND);
+    })
+    .await;
     let dir = poddebug_tests::TempDir::new("create-bench");
     let kube = e.fake.write_kubeconfig(poddebug_tests::ADMIN_TOKEN);
     let direct = e
@@ -415,7 +425,7 @@ async fn the_create_benchmark_runs_against_the_fake() {
             "--namespace",
             NS,
             "--pod",
-            POD,
+            &format!("{POD},{SECOND}"),
             "--count",
             "3",
             "--image",
@@ -431,7 +441,10 @@ async fn the_create_benchmark_runs_against_the_fake() {
         String::from_utf8_lossy(&out.stderr),
         e.logs()
     );
-    assert!(stdout.contains("creates per path: 3"), "{stdout}");
+    assert!(
+        stdout.contains("creates per path: 3 on 2 pod(s)"),
+        "{stdout}"
+    );
     for row in [
         "poddebug create",
         "direct ephemeralcontainers patch",
@@ -442,9 +455,14 @@ async fn the_create_benchmark_runs_against_the_fake() {
             "{row} missing: {stdout}"
         );
     }
-    let (_, names) = pod_state(&e);
-    assert_eq!(names.len(), 6, "{names:?}");
-    assert_eq!(names.iter().filter(|n| n.contains("-p")).count(), 3);
+    // Rounds 0 and 2 on the first pod, round 1 on the second; each round adds one container
+    // by each path.
+    let (first, second) = (state_of(&e, POD).1, state_of(&e, SECOND).1);
+    assert_eq!(first.len(), 4, "{first:?}");
+    assert_eq!(first.iter().filter(|n| n.contains("-p")).count(), 2);
+    assert_eq!(second.len(), 2, "{second:?}");
+    assert!(second.iter().any(|n| n.ends_with("-p1")), "{second:?}");
+    assert!(second.iter().any(|n| n.ends_with("-d1")), "{second:?}");
 }
 
 /// Local rules refuse, the cluster's validation passes, its Pod Security admission refuses:

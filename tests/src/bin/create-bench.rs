@@ -2,12 +2,19 @@
 //! container with a direct `pods/ephemeralcontainers` patch, on the same pod, side by side.
 //!
 //! Each round makes one poddebug create (`POST .../pods/POD/debug/NAME`, a valid body) and one
-//! direct strategic-merge patch of `pods/POD/ephemeralcontainers`, and times both; at the end
-//! the p50 and p99 of each and their ratio are printed. Every request adds a container to the
-//! pod (ephemeral containers can never be removed), so use a throw-away pod.
+//! direct strategic-merge patch of `pods/POD/ephemeralcontainers`, and times both; which of the
+//! two goes first alternates from round to round, so neither always meets the pod the other
+//! just changed. At the end the p50 and p99 of each and their ratio are printed. Every request
+//! adds a container to the pod (ephemeral containers can never be removed), so use throw-away
+//! pods.
+//!
+//! `--pod` takes one pod or a comma-separated list: round `i` works on pod `i mod N`. Every
+//! request makes the pod bigger (each ephemeral container adds its spec and status), and the
+//! cost of both paths grows with it, so one pod given 200 containers measures a pod no debugging
+//! session meets; a list of pods keeps each to a handful.
 //!
 //! Usage (ends by itself after `--count` rounds):
-//! `create-bench --kubeconfig K --namespace NS --pod POD [--count 100] [--image IMAGE]
+//! `create-bench --kubeconfig K --namespace NS --pod POD[,POD...] [--count 100] [--image IMAGE]
 //!  [--poddebug-kubeconfig P]`
 //!
 //! `--kubeconfig` reaches kube-apiserver; poddebug is reached through the same kubeconfig
@@ -21,8 +28,8 @@ use kube::Client;
 use poddebug_tests::kubeconfig::BenchCommandLine;
 use serde_json::json;
 
-const USAGE: &str = "usage: create-bench --kubeconfig K --namespace NS --pod POD [--count N] \
-                     [--image IMAGE] [--poddebug-kubeconfig P]";
+const USAGE: &str = "usage: create-bench --kubeconfig K --namespace NS --pod POD[,POD...] \
+                     [--count N] [--image IMAGE] [--poddebug-kubeconfig P]";
 
 struct Args {
     cl: BenchCommandLine,
@@ -79,36 +86,47 @@ async fn main() {
         Some(p) => a.cl.client(p).await,
         None => kube.clone(),
     };
+    let pods: Vec<&str> = a.cl.pod.split(',').collect();
+    if pods.iter().any(|p| p.is_empty()) {
+        a.cl.fail("--pod: a pod name is empty");
+    }
     let run = format!("{:x}", std::process::id() % 0x10000);
     let (mut through, mut direct) = (Vec::new(), Vec::new());
     for i in 0..a.count {
+        let pod = pods[i % pods.len()];
         let name = format!("b{run}-p{i}");
         let body = json!({"container": {"image": a.image}, "profile": "general"});
-        let req = http::Request::post(format!(
-            "/apis/poddebug.dev/v1alpha1/namespaces/{}/pods/{}/debug/{name}",
-            a.cl.namespace, a.cl.pod
+        let create = http::Request::post(format!(
+            "/apis/poddebug.dev/v1alpha1/namespaces/{}/pods/{pod}/debug/{name}",
+            a.cl.namespace
         ))
         .header("content-type", "application/json")
         .body(body.to_string().into_bytes())
         .unwrap_or_else(|e| a.cl.fail(&format!("bad request: {e}")));
-        through.push(timed(&poddebug, req, "poddebug create").await);
 
         let name = format!("b{run}-d{i}");
         let patch = json!({"spec": {"ephemeralContainers": [{"name": name, "image": a.image}]}});
-        let req = http::Request::patch(format!(
-            "/api/v1/namespaces/{}/pods/{}/ephemeralcontainers",
-            a.cl.namespace, a.cl.pod
+        let patch = http::Request::patch(format!(
+            "/api/v1/namespaces/{}/pods/{pod}/ephemeralcontainers",
+            a.cl.namespace
         ))
         .header("content-type", "application/strategic-merge-patch+json")
         .body(patch.to_string().into_bytes())
         .unwrap_or_else(|e| a.cl.fail(&format!("bad request: {e}")));
-        direct.push(timed(&kube, req, "direct patch").await);
+
+        if i % 2 == 0 {
+            through.push(timed(&poddebug, create, "poddebug create").await);
+            direct.push(timed(&kube, patch, "direct patch").await);
+        } else {
+            direct.push(timed(&kube, patch, "direct patch").await);
+            through.push(timed(&poddebug, create, "poddebug create").await);
+        }
     }
     through.sort();
     direct.sort();
     let (p50t, p99t) = (quantile(&through, 0.5), quantile(&through, 0.99));
     let (p50d, p99d) = (quantile(&direct, 0.5), quantile(&direct, 0.99));
-    println!("creates per path: {}", a.count);
+    println!("creates per path: {} on {} pod(s)", a.count, pods.len());
     println!("{:<34} {:>10} {:>10}", "path", "p50 ms", "p99 ms");
     println!(
         "{:<34} {:>10.1} {:>10.1}",
