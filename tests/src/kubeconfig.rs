@@ -25,7 +25,7 @@ pub struct BenchCommandLine {
     pub kubeconfig: PathBuf,
     /// The namespace of the pod.
     pub namespace: String,
-    /// The pod the benchmark works on.
+    /// The pod the benchmark works on (`create-bench` takes a comma-separated list).
     pub pod: String,
     /// The other `--flag value` pairs, in order.
     pub other: Vec<(String, String)>,

@@ -8,7 +8,8 @@
 //! * a valid body makes no dry run;
 //! * the order is 400, then 422, then 403 (image, profile, per-pod limit), then the create;
 //! * `?dryRun=All` creates nothing and answers the would-be object;
-//! * unknown container fields reach kube-apiserver.
+//! * unknown container fields reach kube-apiserver, and those of existing ephemeral containers
+//!   are sent back as stored.
 
 // Shared with debug_containers.rs, which uses the rest of it.
 #[allow(dead_code)]
@@ -398,6 +399,33 @@ async fn unknown_container_fields_reach_the_cluster() {
         )
         .await;
     assert_eq!(code, StatusCode::BAD_REQUEST, "{got}");
+}
+
+/// The next create reads the pod as raw JSON and sends every existing ephemeral container back
+/// as stored, fields poddebug's types do not know included (dropping one is "existing
+/// ephemeral containers may not be changed" on a real cluster).
+#[tokio::test]
+async fn an_existing_containers_unknown_fields_survive_the_next_create() {
+    let e = env(&[]).await;
+    let future =
+        json!({"container": {"image": "busybox:1.36", "fieldOfAFutureRelease": {"on": true}}});
+    let (code, obj) = e.create("first", &future).await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());
+    let (code, obj) = e
+        .create("second", &json!({"container": {"image": "busybox:1.36"}}))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());
+    let pod = e.fake.pod_json(NS, POD).expect("pod");
+    let ecs = &pod["spec"]["ephemeralContainers"];
+    assert_eq!(ecs[0]["name"], "first", "{ecs}");
+    assert_eq!(
+        ecs[0]["fieldOfAFutureRelease"],
+        json!({"on": true}),
+        "{ecs}"
+    );
+    assert_eq!(ecs[1]["name"], "second", "{ecs}");
+    let updates = ec_updates(&e);
+    assert_eq!(updates.len(), 2, "one update per create: {updates:?}");
 }
 
 /// The create benchmark (`create-bench`) runs against the fake, through poddebug directly: it
