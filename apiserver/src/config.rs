@@ -80,6 +80,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Paths authorized without a SubjectAccessReview.
     pub always_allow_paths: Vec<String>,
+    /// Which browser contexts may act on the API (`--allowed-origins`).
+    pub cross_site: crate::cross_site::Policy,
     /// Max non-long-running requests in flight (0 = unlimited).
     pub max_requests_inflight: usize,
     /// Timeout of non-long-running requests.
@@ -193,6 +195,7 @@ impl Config {
                 default_image: o.default_image.clone(),
                 default_profile: o.default_profile,
                 max_debug_containers_per_pod: o.max_debug_containers_per_pod,
+                default_target: o.default_target,
             },
             impersonate: o.impersonate,
             ttl: poddebug_storage::TtlPolicy {
@@ -214,6 +217,8 @@ impl Config {
             },
             listen: SocketAddr::new(o.bind_address, o.secure_port),
             always_allow_paths: o.authorization_always_allow_paths.clone(),
+            // Validated above.
+            cross_site: crate::cross_site::Policy::new(&o.allowed_origins).unwrap_or_default(),
             max_requests_inflight: o.max_requests_inflight,
             request_timeout: o.request_timeout,
             max_request_body_bytes: o.max_request_body_bytes,

@@ -72,7 +72,20 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
         Err(e) => (status_response(&e), None),
         Ok(auth) => {
             let user = auth.user.user.clone();
-            let resp = match authorize(&st, &path, &auth.user, &attrs).await {
+            // A page on another origin driving the user's browser is refused before anything
+            // is asked or done on its behalf.
+            let browser = if crate::cross_site::guarded(&method, req.headers(), &attrs) {
+                st.config
+                    .cross_site
+                    .judge(req.headers(), &attrs, auth.method)
+            } else {
+                Ok(())
+            };
+            let authorized = match browser {
+                Ok(()) => authorize(&st, &path, &auth.user, &attrs).await,
+                Err(e) => Err(e),
+            };
+            let resp = match authorized {
                 Err(e) => status_response(&e),
                 Ok(()) => {
                     req.extensions_mut().insert(auth);
@@ -88,6 +101,13 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
     };
 
     st.metrics.inflight.dec();
+    let mut resp = resp;
+    // No answer is ever to be sniffed into another type (a recording as HTML, a Status as
+    // script).
+    resp.headers_mut().insert(
+        http::header::X_CONTENT_TYPE_OPTIONS,
+        http::HeaderValue::from_static("nosniff"),
+    );
     let code = resp.status().as_u16();
     let elapsed = start.elapsed();
     st.metrics

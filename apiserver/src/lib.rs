@@ -13,6 +13,7 @@ pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod config;
+pub mod cross_site;
 pub mod error;
 pub mod expiry;
 pub mod filters;

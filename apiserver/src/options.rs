@@ -183,6 +183,12 @@ pub struct Options {
     /// The duration to cache 'unauthorized' responses from the webhook authorizer.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Authorization")]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
+    /// Origins (scheme://host[:port]) of web pages, besides the server's own, that may change
+    /// things, open streams and read resources from a user's browser. Requests a browser makes
+    /// for a page of any other origin are refused with 403 (Fetch Metadata and Origin decide;
+    /// clients that are not browsers are not affected).
+    #[arg(long, value_delimiter = ',', help_heading = "Authorization")]
+    pub allowed_origins: Vec<String>,
 
     // ----- Policy -----
     /// Image used when a debug container names none.
@@ -203,6 +209,12 @@ pub struct Options {
     /// (kubectl debug's and other tools' count too). Zero for no limit.
     #[arg(long, default_value_t = 10, help_heading = "Policy")]
     pub max_debug_containers_per_pod: usize,
+    /// targetContainerName of a debug container whose request names none, in a pod that shares
+    /// no process namespace: 'first-container' (the pod's first container, so that DELETE and
+    /// the time limit can stop it) or 'none' (it then runs as PID 1 of its own PID namespace,
+    /// which nothing can stop, and a create with a time limit is refused).
+    #[arg(long, default_value = "first-container", value_parser = parse_default_target, help_heading = "Policy")]
+    pub default_target: poddebug_storage::DefaultTarget,
     /// Make pod calls as the requesting user (Impersonate-* headers) instead of as this server's
     /// service account, so that RBAC, Pod Security admission and the audit log see the user.
     #[arg(long, help_heading = "Policy")]
@@ -324,6 +336,11 @@ fn gated_by_default() -> Vec<Profile> {
         .collect()
 }
 
+fn parse_default_target(s: &str) -> Result<poddebug_storage::DefaultTarget, String> {
+    poddebug_storage::DefaultTarget::parse(s)
+        .ok_or_else(|| format!("unknown value {s:?}; supported: first-container, none"))
+}
+
 fn parse_profile(s: &str) -> Result<Profile, String> {
     Profile::parse(s).ok_or_else(|| {
         let names: Vec<&str> = Profile::ALL.iter().map(|p| p.as_str()).collect();
@@ -414,6 +431,13 @@ impl Options {
         }
         if self.cert_reload_interval < Duration::from_millis(100) {
             errs.push("--cert-reload-interval must be at least 100ms".to_owned());
+        }
+        if let Err(bad) = crate::cross_site::Policy::new(&self.allowed_origins) {
+            for o in bad {
+                errs.push(format!(
+                    "--allowed-origins: {o:?} is not an origin (scheme://host[:port], http or https)"
+                ));
+            }
         }
         errs.extend(self.validate_ttl_and_leader_election());
         errs.extend(self.recording.validate());

@@ -46,7 +46,7 @@ async fn create(c: &TestClient, name: &str, query: &str) -> (StatusCode, Value) 
         .request(
             Method::POST,
             &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/{name}{query}"),
-            &[],
+            &[("content-type", "application/json")],
             r#"{"container":{"image":"busybox"}}"#,
         )
         .await

@@ -119,7 +119,12 @@ async fn hostile_bodies_and_content_types_get_a_status() {
     // Nesting far past serde_json's recursion limit: a 400, not a stack overflow.
     let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
     let (code, _, body) = c
-        .request(Method::POST, &create_path("deep"), &[], deep)
+        .request(
+            Method::POST,
+            &create_path("deep"),
+            &[("content-type", "application/json")],
+            deep,
+        )
         .await
         .expect("deep");
     assert_status(code, &body, 400, "BadRequest");
@@ -129,7 +134,12 @@ async fn hostile_bodies_and_content_types_get_a_status() {
         "]".repeat(5000)
     );
     let (code, _, body) = c
-        .request(Method::POST, &create_path("deep"), &[], deep_obj)
+        .request(
+            Method::POST,
+            &create_path("deep"),
+            &[("content-type", "application/json")],
+            deep_obj,
+        )
         .await
         .expect("deep object");
     assert_status(code, &body, 400, "BadRequest");
@@ -141,7 +151,12 @@ async fn hostile_bodies_and_content_types_get_a_status() {
         r#"{"container":{"securityContext":{"privileged":false,"privileged":true}}}"#,
     ] {
         let (code, _, body) = c
-            .request(Method::POST, &create_path("d"), &[], dup)
+            .request(
+                Method::POST,
+                &create_path("d"),
+                &[("content-type", "application/json")],
+                dup,
+            )
             .await
             .expect("dup");
         let s = assert_status(code, &body, 400, "BadRequest");
@@ -163,7 +178,12 @@ async fn hostile_bodies_and_content_types_get_a_status() {
         b"\xef\xbb\xbf{}",
     ] {
         let (code, _, body) = c
-            .request(Method::POST, &create_path("d"), &[], bad.to_vec())
+            .request(
+                Method::POST,
+                &create_path("d"),
+                &[("content-type", "application/json")],
+                bad.to_vec(),
+            )
             .await
             .expect("bad");
         assert_status(code, &body, 400, "BadRequest");
@@ -220,7 +240,12 @@ async fn over_long_names_and_odd_encodings_get_a_status() {
     // A debug name past the 63 characters of a container name: 422 on the name.
     let long = "a".repeat(300);
     let (code, _, body) = c
-        .request(Method::POST, &create_path(&long), &[], "{}")
+        .request(
+            Method::POST,
+            &create_path(&long),
+            &[("content-type", "application/json")],
+            "{}",
+        )
         .await
         .expect("long name");
     let s = assert_status(code, &body, 422, "Invalid");
@@ -229,7 +254,12 @@ async fn over_long_names_and_odd_encodings_get_a_status() {
     // A pod name no pod can have: a Status, and the cluster is asked nothing about it.
     let long_pod = format!("{GV}/namespaces/{NS}/pods/{}/debug/d", "p".repeat(5000));
     let (code, _, body) = c
-        .request(Method::POST, &long_pod, &[], "{}")
+        .request(
+            Method::POST,
+            &long_pod,
+            &[("content-type", "application/json")],
+            "{}",
+        )
         .await
         .expect("long pod");
     assert!(code.is_client_error(), "{code}");

@@ -151,7 +151,7 @@ async fn front_proxy_user_is_authorized_with_its_identity() {
         .request(
             Method::POST,
             &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/dbg"),
-            &[],
+            &[("content-type", "application/json")],
             "{}",
         )
         .await
@@ -589,7 +589,7 @@ async fn an_unreachable_authorizer_is_never_an_allow() {
         .request(
             Method::POST,
             &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/dbg"),
-            &[],
+            &[("content-type", "application/json")],
             "{}",
         )
         .await
@@ -775,7 +775,7 @@ async fn limits_answer_413_429_and_504() {
         .request(
             Method::POST,
             &format!("{GV}/namespaces/{NS}/pods/{POD}/debug/big"),
-            &[],
+            &[("content-type", "application/json")],
             big,
         )
         .await
@@ -789,7 +789,15 @@ async fn limits_answer_413_429_and_504() {
     let path = format!("{GV}/namespaces/{NS}/pods/{POD}/debug/slow?wait=true&timeoutSeconds=30");
     let slow = {
         let c = c.clone();
-        tokio::spawn(async move { c.request(Method::POST, &path, &[], "{}").await })
+        tokio::spawn(async move {
+            c.request(
+                Method::POST,
+                &path,
+                &[("content-type", "application/json")],
+                "{}",
+            )
+            .await
+        })
     };
     let mut saw_429 = false;
     for _ in 0..40 {
@@ -966,7 +974,15 @@ async fn graceful_shutdown_lets_a_request_in_flight_finish() {
     let path = format!("{GV}/namespaces/{NS}/pods/{POD}/debug/late?wait=true&timeoutSeconds=20");
     let inflight = {
         let c = c.clone();
-        tokio::spawn(async move { c.request(Method::POST, &path, &[], "{}").await })
+        tokio::spawn(async move {
+            c.request(
+                Method::POST,
+                &path,
+                &[("content-type", "application/json")],
+                "{}",
+            )
+            .await
+        })
     };
     // Wait until the container was added (the request is now waiting for it to run).
     assert!(
@@ -1027,7 +1043,15 @@ async fn require_core_permissions_checks_what_kubectl_would_need() {
         .front_proxy(&pki, "zoe", &["devs"], &[])
         .build();
     let path = format!("{GV}/namespaces/{NS}/pods/{POD}/debug/dbg");
-    let (code, _, body) = zoe.request(Method::POST, &path, &[], "{}").await.unwrap();
+    let (code, _, body) = zoe
+        .request(
+            Method::POST,
+            &path,
+            &[("content-type", "application/json")],
+            "{}",
+        )
+        .await
+        .unwrap();
     assert_eq!(code, StatusCode::FORBIDDEN);
     assert_eq!(
         json_of(&body)["message"],
@@ -1043,7 +1067,15 @@ async fn require_core_permissions_checks_what_kubectl_would_need() {
     );
     // With the core right too, the same request goes through.
     policy(&fake, |_| false);
-    let (code, _, body) = zoe.request(Method::POST, &path, &[], "{}").await.unwrap();
+    let (code, _, body) = zoe
+        .request(
+            Method::POST,
+            &path,
+            &[("content-type", "application/json")],
+            "{}",
+        )
+        .await
+        .unwrap();
     assert_eq!(
         code,
         StatusCode::CREATED,
@@ -1138,7 +1170,7 @@ async fn hostile_paths_and_queries_are_refused_consistently() {
         .request(
             Method::POST,
             &format!("{GV}/namespaces/{NS}/pods/..%2F..%2Fkube-system%2Fpods%2Fvictim/debug/x"),
-            &[],
+            &[("content-type", "application/json")],
             "{}",
         )
         .await

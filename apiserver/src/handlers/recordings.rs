@@ -69,7 +69,16 @@ pub async fn get(
         Err(e) => return Err(storage_failed(&e)),
     };
     let mut resp = Response::new(Body::from_stream(tokio_util::io::ReaderStream::new(file)));
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(ASCIICAST));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ASCIICAST));
+    // A recording holds whatever the session printed: never a document a browser runs.
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; sandbox"),
+    );
     Ok(resp)
 }

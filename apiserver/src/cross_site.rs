@@ -1,0 +1,355 @@
+//! The browser-context guard: requests that a page on another origin made the user's browser
+//! send are refused before they are authorized.
+//!
+//! Why: the portal's access path is `kubectl proxy`, which adds the user's credentials to every
+//! request that reaches its port, whoever made it. A page on any other origin open in the same
+//! browser can make the browser send such requests: a `POST` with `mode: 'no-cors'` (no
+//! preflight) or a WebSocket handshake (no CORS at all). kubectl proxy refuses core
+//! `…/pods/…/attach|exec` for this reason; poddebug's paths are not on its list, so the server
+//! defends itself here, for every client path (the aggregator, kubectl proxy, an authenticating
+//! proxy, direct access).
+//!
+//! What browsers send, and no page can forge (both are forbidden header names):
+//! - `Sec-Fetch-Site` (Fetch Metadata; Chromium, Firefox, Safari ≥ 16.4): `same-origin`,
+//!   `same-site`, `cross-site`, or `none` for a navigation the user started (address bar,
+//!   bookmark). WebSocket handshakes carry it too.
+//! - `Origin`: on every cross-origin request, every non-GET request, and every WebSocket
+//!   handshake.
+//!
+//! The verdict for a guarded request ([`guarded`]):
+//! 1. `Origin` listed in `--allowed-origins` → allowed.
+//! 2. `Sec-Fetch-Site` present → allowed only when `same-origin` or `none`.
+//! 3. Else `Origin` present → allowed only when it is the origin the request was addressed to:
+//!    `X-Forwarded-Proto`/`X-Forwarded-Host` when the request came through the authenticated
+//!    front proxy (the aggregator sets them from what it received), else `https://` + `Host`.
+//!    Behind `kubectl proxy` neither shows the proxy's own origin (it rewrites `Host` to
+//!    kube-apiserver's), so a browser without Fetch Metadata cannot use the portal there
+//!    unless its origin is in `--allowed-origins`; with Fetch Metadata (every current browser)
+//!    rule 2 decides and needs no knowledge of the proxy.
+//! 4. Neither header → allowed: the client is not a browser (kubectl, client-go, kube-rs, curl),
+//!    or it is an old browser's same-origin `GET`.
+//!
+//! Which requests are guarded: every method but `GET`/`HEAD`/`OPTIONS`, every upgrade (attach
+//! over WebSocket is a `GET`), and every read of an API resource (debug containers, logs,
+//! recordings). Discovery, OpenAPI, health, metrics and the portal's own files stay readable,
+//! so that a link from another site can open the portal; what the portal then does is
+//! same-origin.
+
+use http::{HeaderMap, Method, header};
+use poddebug_types::ApiError;
+
+use crate::authn::Method as AuthMethod;
+use crate::authz::Attributes;
+
+/// The resource the portal's files are served as (readable from any context).
+const PORTAL_RESOURCE: &str = "portal";
+
+/// Whether the browser check applies to a request.
+pub fn guarded(method: &Method, headers: &HeaderMap, attrs: &Attributes) -> bool {
+    let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+    if !safe || is_upgrade(headers) {
+        return true;
+    }
+    match attrs {
+        Attributes::NonResource { .. } => false,
+        Attributes::Resource { resource, .. } => resource != PORTAL_RESOURCE,
+    }
+}
+
+/// Whether the request asks for a protocol upgrade (WebSocket or SPDY).
+fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::UPGRADE)
+        || headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+fn one<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"))
+}
+
+/// An origin as browsers serialize it (`scheme://host[:port]`), lower-cased, with the default
+/// port of its scheme dropped; `None` when it is not one (`null`, a path, garbage).
+pub fn normalize_origin(origin: &str) -> Option<String> {
+    let origin = origin.trim().to_ascii_lowercase();
+    let (scheme, rest) = origin.split_once("://")?;
+    if !matches!(scheme, "http" | "https") || rest.is_empty() || rest.contains(['/', '?', '#', '@'])
+    {
+        return None;
+    }
+    let default_port = if scheme == "https" { ":443" } else { ":80" };
+    let host = rest.strip_suffix(default_port).unwrap_or(rest);
+    Some(format!("{scheme}://{host}"))
+}
+
+/// The browser-context policy (`--allowed-origins`).
+#[derive(Clone, Debug, Default)]
+pub struct Policy {
+    /// Normalized origins whose pages may act on the API from a browser.
+    allowed_origins: Vec<String>,
+}
+
+impl Policy {
+    /// A policy allowing `origins` besides the server's own; the invalid ones are returned.
+    pub fn new(origins: &[String]) -> Result<Policy, Vec<String>> {
+        let mut allowed = Vec::new();
+        let mut bad = Vec::new();
+        for o in origins.iter().filter(|o| !o.trim().is_empty()) {
+            match normalize_origin(o) {
+                Some(n) => allowed.push(n),
+                None => bad.push(o.clone()),
+            }
+        }
+        if bad.is_empty() {
+            Ok(Policy {
+                allowed_origins: allowed,
+            })
+        } else {
+            Err(bad)
+        }
+    }
+
+    /// Judge a guarded request (module docs); `Err` is the 403 to answer. `auth` says how the
+    /// request was authenticated: only the front proxy's `X-Forwarded-*` headers are believed.
+    pub fn judge(
+        &self,
+        headers: &HeaderMap,
+        attrs: &Attributes,
+        auth: AuthMethod,
+    ) -> Result<(), ApiError> {
+        let origin = one(headers, "origin");
+        let normalized = origin.and_then(normalize_origin);
+        if let Some(o) = &normalized
+            && self.allowed_origins.contains(o)
+        {
+            return Ok(());
+        }
+        if let Some(site) = one(headers, "sec-fetch-site") {
+            return match site.trim().to_ascii_lowercase().as_str() {
+                "same-origin" | "none" => Ok(()),
+                other => Err(refusal(
+                    attrs,
+                    &format!(
+                        "the request came from a page on another origin (Sec-Fetch-Site: {other})"
+                    ),
+                )),
+            };
+        }
+        let Some(origin) = origin else {
+            return Ok(());
+        };
+        match (&normalized, addressed_origin(headers, auth)) {
+            (Some(o), Some(own)) if *o == own => Ok(()),
+            _ => Err(refusal(
+                attrs,
+                &format!(
+                    "the request came from a page on another origin (Origin: {})",
+                    origin.chars().take(200).collect::<String>()
+                ),
+            )),
+        }
+    }
+}
+
+/// The origin the client addressed: the aggregator's `X-Forwarded-Proto`/`-Host` when the front
+/// proxy authenticated the request, else `https://` and `Host` (this server only serves TLS).
+fn addressed_origin(headers: &HeaderMap, auth: AuthMethod) -> Option<String> {
+    let forwarded = |name: &str| {
+        one(headers, name)
+            .and_then(|v| v.split(',').next())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    let (scheme, host) = match auth {
+        AuthMethod::FrontProxy => (
+            forwarded("x-forwarded-proto").unwrap_or("https"),
+            forwarded("x-forwarded-host").or_else(|| one(headers, "host"))?,
+        ),
+        _ => ("https", one(headers, "host")?),
+    };
+    normalize_origin(&format!("{scheme}://{host}"))
+}
+
+/// The 403 of a refused cross-site request, worded as kube-apiserver words a denial.
+fn refusal(attrs: &Attributes, why: &str) -> ApiError {
+    let reason = format!(
+        "cross-site requests are forbidden: {why}; poddebug accepts state-changing requests, \
+         streams and resource reads from a browser only when they come from a page of its own \
+         origin (see --allowed-origins)"
+    );
+    match attrs {
+        Attributes::Resource {
+            group,
+            resource,
+            name,
+            ..
+        } => ApiError::forbidden(resource, group, name, reason),
+        Attributes::NonResource { .. } => ApiError::ForbiddenMessage(reason),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(verb: &str, resource: &str, subresource: &str) -> Attributes {
+        Attributes::Resource {
+            verb: verb.into(),
+            group: "poddebug.dev".into(),
+            version: "v1alpha1".into(),
+            resource: resource.into(),
+            subresource: subresource.into(),
+            namespace: "ns".into(),
+            name: "web".into(),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    fn discovery() -> Attributes {
+        Attributes::NonResource {
+            path: "/apis".into(),
+            verb: "get".into(),
+        }
+    }
+
+    #[test]
+    fn what_is_guarded() {
+        let none = HeaderMap::new();
+        let create = attrs("create", "pods", "debug");
+        assert!(guarded(&Method::POST, &none, &create));
+        assert!(guarded(&Method::DELETE, &none, &create));
+        assert!(guarded(&Method::PUT, &none, &create));
+        assert!(guarded(&Method::PATCH, &none, &create));
+        let ws = headers(&[
+            ("connection", "keep-alive, Upgrade"),
+            ("upgrade", "websocket"),
+        ]);
+        assert!(guarded(&Method::GET, &ws, &attrs("get", "pods", "attach")));
+        assert!(
+            guarded(&Method::GET, &ws, &discovery()),
+            "an upgrade anywhere"
+        );
+        assert!(guarded(
+            &Method::GET,
+            &none,
+            &attrs("get", "pods", "recordings")
+        ));
+        assert!(guarded(&Method::GET, &none, &attrs("get", "pods", "log")));
+        assert!(guarded(
+            &Method::GET,
+            &none,
+            &attrs("list", "poddebugcontainers", "")
+        ));
+        assert!(!guarded(&Method::GET, &none, &discovery()));
+        assert!(!guarded(&Method::GET, &none, &attrs("list", "portal", "")));
+        assert!(!guarded(&Method::HEAD, &none, &attrs("get", "portal", "")));
+    }
+
+    #[test]
+    fn fetch_metadata_decides_when_present() {
+        let p = Policy::default();
+        let a = attrs("create", "pods", "debug");
+        for ok in ["same-origin", "none", "Same-Origin"] {
+            let h = headers(&[("sec-fetch-site", ok), ("origin", "http://127.0.0.1:9999")]);
+            assert!(p.judge(&h, &a, AuthMethod::FrontProxy).is_ok(), "{ok}");
+        }
+        for bad in ["same-site", "cross-site", "weird"] {
+            let h = headers(&[("sec-fetch-site", bad), ("origin", "http://127.0.0.1:9999")]);
+            let e = p.judge(&h, &a, AuthMethod::FrontProxy).unwrap_err();
+            assert_eq!(e.code(), 403);
+            assert_eq!(e.reason(), "Forbidden");
+            assert!(
+                e.message().starts_with(
+                    "pods.poddebug.dev \"web\" is forbidden: cross-site requests are forbidden: \
+                     the request came from a page on another origin (Sec-Fetch-Site: "
+                ),
+                "{}",
+                e.message()
+            );
+        }
+    }
+
+    #[test]
+    fn without_fetch_metadata_the_origin_must_be_the_addressed_one() {
+        let p = Policy::default();
+        let a = attrs("get", "pods", "attach");
+        // A client that sends the origin of the URL it dials (Python's websocket-client does),
+        // through the aggregator: X-Forwarded-Host is kube-apiserver's address.
+        let via_aggregator = headers(&[
+            ("origin", "https://127.0.0.1:6443"),
+            ("x-forwarded-host", "127.0.0.1:6443"),
+            ("x-forwarded-proto", "https"),
+            ("host", "poddebug-apiserver.poddebug-system.svc"),
+        ]);
+        assert!(p.judge(&via_aggregator, &a, AuthMethod::FrontProxy).is_ok());
+        // The same forwarded headers from a client the front proxy did not authenticate are not
+        // believed.
+        assert!(p.judge(&via_aggregator, &a, AuthMethod::Token).is_err());
+        let direct = headers(&[
+            ("origin", "https://debug.example:443"),
+            ("host", "debug.example"),
+        ]);
+        assert!(p.judge(&direct, &a, AuthMethod::Token).is_ok());
+        for bad in ["http://127.0.0.1:9999", "null", "https://evil.example", ""] {
+            let h = headers(&[("origin", bad), ("host", "debug.example")]);
+            let e = p.judge(&h, &a, AuthMethod::Token).unwrap_err();
+            assert!(e.message().contains("(Origin: "), "{}", e.message());
+        }
+    }
+
+    #[test]
+    fn no_browser_headers_no_refusal() {
+        let p = Policy::default();
+        let h = headers(&[("user-agent", "kubectl/v1.32.4"), ("host", "x")]);
+        assert!(
+            p.judge(
+                &h,
+                &attrs("create", "pods", "debug"),
+                AuthMethod::FrontProxy
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn allowed_origins_pass_whatever_the_site() {
+        let p = Policy::new(&[
+            "https://portal.example".into(),
+            "HTTP://Tools.Example:80".into(),
+        ])
+        .unwrap();
+        let a = attrs("create", "pods", "debug");
+        for origin in ["https://portal.example", "http://tools.example"] {
+            let h = headers(&[("origin", origin), ("sec-fetch-site", "cross-site")]);
+            assert!(p.judge(&h, &a, AuthMethod::FrontProxy).is_ok(), "{origin}");
+        }
+        let h = headers(&[
+            ("origin", "https://portal.example.evil"),
+            ("sec-fetch-site", "cross-site"),
+        ]);
+        assert!(p.judge(&h, &a, AuthMethod::FrontProxy).is_err());
+        assert_eq!(
+            Policy::new(&["portal.example".into(), "https://x/y".into()]).unwrap_err(),
+            vec!["portal.example".to_owned(), "https://x/y".to_owned()]
+        );
+    }
+
+    #[test]
+    fn non_resource_refusals_have_no_object() {
+        let h = headers(&[("sec-fetch-site", "cross-site")]);
+        let e = Policy::default()
+            .judge(&h, &discovery(), AuthMethod::FrontProxy)
+            .unwrap_err();
+        assert!(e.message().starts_with("cross-site requests are forbidden"));
+    }
+}

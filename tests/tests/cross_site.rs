@@ -1,0 +1,376 @@
+//! The browser-context guard end to end, against the real binary: requests carrying what a
+//! browser sends for a page on another origin (the headers `kubectl proxy` and the aggregator
+//! pass through unchanged) are refused with 403 before anything is done; the same requests
+//! from the page's own origin, and from clients that are not browsers, are not affected; bodies
+//! must declare JSON. The same attack in a real Chromium through `kubectl proxy` on a real
+//! cluster is `tests/tests/live/portal.rs`.
+//!
+//! Needs the binary: `cargo build -p poddebug-apiserver` first.
+
+mod common;
+
+use bytes::Bytes;
+use common::{GV, NS, POD, debug_path, env};
+use http::{HeaderMap, Method, StatusCode};
+use poddebug_tests::TestClient;
+use serde_json::{Value, json};
+
+/// What Chromium sends for a `fetch` or WebSocket from `http://127.0.0.1:9999` to
+/// `http://127.0.0.1:8001` (kubectl proxy): same site (IP hosts ignore the port), another
+/// origin.
+const FROM_OTHER_PAGE: &[(&str, &str)] = &[
+    ("origin", "http://127.0.0.1:9999"),
+    ("sec-fetch-site", "same-site"),
+    ("sec-fetch-mode", "no-cors"),
+];
+/// The portal's own requests through the same proxy.
+const FROM_OWN_PAGE: &[(&str, &str)] = &[
+    ("origin", "http://127.0.0.1:8001"),
+    ("sec-fetch-site", "same-origin"),
+    ("sec-fetch-mode", "cors"),
+];
+
+fn json_of(body: &[u8]) -> Value {
+    serde_json::from_slice(body).unwrap_or(Value::Null)
+}
+
+fn with<'a>(base: &[(&'a str, &'a str)], more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    base.iter().chain(more).copied().collect()
+}
+
+/// A 403 that names cross-site requests.
+fn assert_cross_site_refusal(code: StatusCode, body: &[u8]) {
+    let status = json_of(body);
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Forbidden");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cross-site requests are forbidden"),
+        "{status}"
+    );
+}
+
+async fn request(
+    c: &TestClient,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, HeaderMap, Bytes) {
+    c.request(method, path, headers, body.to_owned())
+        .await
+        .expect("answered")
+}
+
+fn ws_headers(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, String)> {
+    let mut h = TestClient::websocket_headers("v4.channel.k8s.io");
+    h.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+    h
+}
+
+async fn ws_attach(
+    c: &TestClient,
+    container: &str,
+    extra: &[(&'static str, &'static str)],
+) -> poddebug_tests::UpgradeResponse {
+    let headers = ws_headers(extra);
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    c.upgrade(
+        Method::GET,
+        &format!(
+            "{GV}/namespaces/{NS}/pods/{POD}/attach?container={container}&stdin=true&stdout=true"
+        ),
+        &headers,
+    )
+    .await
+    .expect("upgrade answered")
+}
+
+/// Requests the server made to the pod's attach endpoint.
+fn upstream_attaches(e: &common::Env) -> usize {
+    e.fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/attach"))
+        .count()
+}
+
+#[tokio::test]
+async fn a_page_on_another_origin_creates_nothing_opens_no_stream_and_reads_nothing() {
+    let e = env(&[]).await;
+    e.create_running(
+        "dbg",
+        &json!({"container": {"command": ["sh"], "stdin": true}}),
+    )
+    .await;
+    let before = e.fake.pod_json(NS, POD).expect("pod");
+    e.fake.clear_requests();
+
+    // The create as `fetch(url, {method: 'POST', mode: 'no-cors', body: blob})` sends it: no
+    // Content-Type.
+    let path = debug_path(NS, POD, Some("pwn"), "");
+    let (code, _, body) = request(&e.alice, Method::POST, &path, FROM_OTHER_PAGE, "{}").await;
+    assert_cross_site_refusal(code, &body);
+    assert!(
+        json_of(&body)["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("(Sec-Fetch-Site: same-site)"),
+        "{}",
+        json_of(&body)
+    );
+    // With a type a form may send, cross-site proper, and as a DELETE of the running one.
+    let form = with(
+        &[
+            ("origin", "https://evil.example"),
+            ("sec-fetch-site", "cross-site"),
+        ],
+        &[("content-type", "text/plain")],
+    );
+    let (code, _, body) = request(&e.alice, Method::POST, &path, &form, "{}").await;
+    assert_cross_site_refusal(code, &body);
+    let (code, _, body) = request(
+        &e.alice,
+        Method::DELETE,
+        &debug_path(NS, POD, Some("dbg"), ""),
+        FROM_OTHER_PAGE,
+        "",
+    )
+    .await;
+    assert_cross_site_refusal(code, &body);
+
+    // The shell: a WebSocket handshake from the page, and a SPDY upgrade with an Origin.
+    let resp = ws_attach(
+        &e.alice,
+        "dbg",
+        &[
+            ("origin", "http://127.0.0.1:9999"),
+            ("sec-fetch-site", "same-site"),
+        ],
+    )
+    .await;
+    assert_cross_site_refusal(resp.status, &resp.body);
+    assert!(resp.io.is_none());
+    // An old browser without Fetch Metadata: the Origin alone decides.
+    let resp = ws_attach(&e.alice, "dbg", &[("origin", "http://127.0.0.1:9999")]).await;
+    assert_cross_site_refusal(resp.status, &resp.body);
+    let resp = e
+        .alice
+        .upgrade(
+            Method::POST,
+            &format!("{GV}/namespaces/{NS}/pods/{POD}/attach?container=dbg&stdin=true"),
+            &[
+                ("connection", "Upgrade"),
+                ("upgrade", "SPDY/3.1"),
+                ("x-stream-protocol-version", "v4.channel.k8s.io"),
+                ("origin", "null"),
+            ],
+        )
+        .await
+        .expect("answered");
+    assert_cross_site_refusal(resp.status, &resp.body);
+
+    // Reads of what a session printed: its log, and (even with recording off) recordings.
+    for read in [
+        format!("{GV}/namespaces/{NS}/pods/{POD}/log?container=dbg&follow=true"),
+        format!("{GV}/namespaces/{NS}/pods/{POD}/recordings"),
+        format!("{GV}/namespaces/{NS}/pods/{POD}/recordings/20260101T000000Z-0000000000000000"),
+        debug_path(NS, POD, Some("dbg"), ""),
+    ] {
+        let (code, _, body) = request(&e.alice, Method::GET, &read, FROM_OTHER_PAGE, "").await;
+        assert_cross_site_refusal(code, &body);
+    }
+
+    // Nothing reached the pod (not even a read), and the pod is as it was.
+    assert_eq!(upstream_attaches(&e), 0, "{:?}", e.fake.requests());
+    let touched: Vec<String> = e
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains(&format!("/pods/{POD}")))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+    assert_eq!(e.fake.pod_json(NS, POD).expect("pod"), before);
+    assert_eq!(e.fake.container_state(NS, POD, "dbg"), Some("running"));
+}
+
+#[tokio::test]
+async fn the_pages_own_origin_and_clients_that_are_not_browsers_are_not_affected() {
+    let e = env(&[]).await;
+    // The portal: JSON, same-origin.
+    let own = with(FROM_OWN_PAGE, &[("content-type", "application/json")]);
+    let (code, _, body) = request(
+        &e.alice,
+        Method::POST,
+        &debug_path(NS, POD, Some("mine"), ""),
+        &own,
+        r#"{"container": {"command": ["sh"], "stdin": true}}"#,
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{}", json_of(&body));
+    e.wait_state(POD, "mine", "running").await;
+    let resp = ws_attach(
+        &e.alice,
+        "mine",
+        &[
+            ("origin", "http://127.0.0.1:8001"),
+            ("sec-fetch-site", "same-origin"),
+        ],
+    )
+    .await;
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    drop(resp);
+    // A URL the user typed (Sec-Fetch-Site: none) reads.
+    let (code, _, _) = request(
+        &e.alice,
+        Method::GET,
+        &debug_path(NS, POD, Some("mine"), ""),
+        &[("sec-fetch-site", "none"), ("sec-fetch-mode", "navigate")],
+        "",
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+
+    // kubectl create --raw: no Content-Type, kubectl's User-Agent, no browser headers.
+    let (code, _, body) = request(
+        &e.alice,
+        Method::POST,
+        &debug_path(NS, POD, Some("raw"), ""),
+        &[(
+            "user-agent",
+            "kubectl/v1.32.4 (linux/amd64) kubernetes/4cb5f07",
+        )],
+        "{}",
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{}", json_of(&body));
+    // A client that sends the origin of the URL it dials (Python's websocket-client): through
+    // the aggregator that is kube-apiserver's own address, which the aggregator forwards.
+    e.wait_state(POD, "raw", "running").await;
+    let resp = ws_attach(
+        &e.alice,
+        "raw",
+        &[
+            ("origin", "https://127.0.0.1:6443"),
+            ("x-forwarded-host", "127.0.0.1:6443"),
+            ("x-forwarded-proto", "https"),
+        ],
+    )
+    .await;
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    drop(resp);
+
+    // Discovery, OpenAPI and the portal page stay readable from anywhere (a link to the
+    // portal from another site opens it).
+    for path in [
+        GV.to_owned(),
+        "/openapi/v2".to_owned(),
+        format!("{GV}/portal/"),
+    ] {
+        let (code, headers, _) = request(
+            &e.alice,
+            Method::GET,
+            &path,
+            &[
+                ("sec-fetch-site", "cross-site"),
+                ("sec-fetch-mode", "navigate"),
+            ],
+            "",
+        )
+        .await;
+        assert_eq!(code, StatusCode::OK, "{path}");
+        assert_eq!(headers["x-content-type-options"], "nosniff", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn allowed_origins_may_act_from_a_browser() {
+    let e = env(&["--allowed-origins=https://portal.example"]).await;
+    let headers = [
+        ("origin", "https://portal.example"),
+        ("sec-fetch-site", "cross-site"),
+        ("content-type", "application/json"),
+    ];
+    let (code, _, body) = request(
+        &e.alice,
+        Method::POST,
+        &debug_path(NS, POD, Some("listed"), ""),
+        &headers,
+        "{}",
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{}", json_of(&body));
+    let other = [
+        ("origin", "https://portal.example.evil"),
+        ("sec-fetch-site", "cross-site"),
+        ("content-type", "application/json"),
+    ];
+    let (code, _, body) = request(
+        &e.alice,
+        Method::POST,
+        &debug_path(NS, POD, Some("other"), ""),
+        &other,
+        "{}",
+    )
+    .await;
+    assert_cross_site_refusal(code, &body);
+}
+
+#[tokio::test]
+async fn a_body_must_declare_json() {
+    let e = env(&[]).await;
+    let path = debug_path(NS, POD, Some("typed"), "");
+    for (what, headers) in [
+        ("no Content-Type", vec![("user-agent", "curl/8.5.0")]),
+        ("text/plain", vec![("content-type", "text/plain")]),
+        ("*/*", vec![("content-type", "*/*")]),
+        (
+            "a form",
+            vec![("content-type", "application/x-www-form-urlencoded")],
+        ),
+        ("YAML", vec![("content-type", "application/yaml")]),
+    ] {
+        let (code, _, body) = request(&e.alice, Method::POST, &path, &headers, "{}").await;
+        let status = json_of(&body);
+        assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{what}: {status}");
+        assert_eq!(status["reason"], "UnsupportedMediaType", "{what}");
+        assert_eq!(status["code"], 415, "{what}");
+    }
+    // kubectl's User-Agent does not help a request that comes from a browser.
+    let (code, _, _) = request(
+        &e.alice,
+        Method::POST,
+        &path,
+        &[
+            ("user-agent", "kubectl/v1.32.4"),
+            ("origin", "http://127.0.0.1:8001"),
+            ("sec-fetch-site", "same-origin"),
+        ],
+        "{}",
+    )
+    .await;
+    assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert!(
+        e.fake.pod_json(NS, POD).expect("pod")["spec"]["ephemeralContainers"].is_null(),
+        "nothing was created"
+    );
+    // A DELETE without a body needs no type; with one, it must be JSON.
+    let (code, _, body) = request(
+        &e.alice,
+        Method::DELETE,
+        &debug_path(NS, POD, Some("nope"), ""),
+        &[("content-type", "text/plain")],
+        r#"{"gracePeriodSeconds": 1}"#,
+    )
+    .await;
+    assert_eq!(
+        code,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "{}",
+        json_of(&body)
+    );
+}
