@@ -37,11 +37,13 @@ fn audit_record(e: &Expired) -> AuditRecord {
     r
 }
 
-/// One round at `now`; counts and audits what it did. Containers that refused to be stopped
-/// are added to `refused` and left alone from then on (one warning and one audit record each,
-/// not one per round).
+/// One round at `now`; counts and audits what it did. Containers that cannot be stopped are
+/// added to `refused` and left alone from then on (one warning, one Warning Event, one audit
+/// record and one count each, not one per round).
 async fn round(backend: &KubeBackend, metrics: &Metrics, refused: &mut BTreeSet<(String, String)>) {
-    match backend.expire_due(jiff::Timestamp::now(), refused).await {
+    let result = backend.expire_due(jiff::Timestamp::now(), refused).await;
+    metrics.expiry_rounds.inc();
+    match result {
         Ok(done) => {
             for e in &done {
                 match &e.result {
@@ -53,6 +55,7 @@ async fn round(backend: &KubeBackend, metrics: &Metrics, refused: &mut BTreeSet<
                             error = %msg, "could not stop an expired debug container; retrying next round");
                     }
                     ExpiryResult::Refused(msg) => {
+                        metrics.debug_containers_not_stoppable.inc();
                         tracing::warn!(namespace = %e.namespace, pod = %e.pod, container = %e.container,
                             error = %msg, "an expired debug container cannot be stopped; it ends with its own exit or its pod");
                         refused.insert((e.pod_uid.clone(), e.container.clone()));

@@ -92,6 +92,10 @@ pub struct Metrics {
     product: Registry,
     /// Debug containers the expiry loop stopped because their time limit passed.
     pub debug_containers_expired: Counter,
+    /// Debug containers whose time limit passed and that the expiry loop cannot stop.
+    pub debug_containers_not_stoppable: Counter,
+    /// Rounds of the expiry loop made by this replica (while it leads).
+    pub expiry_rounds: Counter,
     /// 1 while this replica holds the leader Lease (runs the expiry loop), else 0.
     pub leader: Gauge,
     /// Requests by verb, resource and code.
@@ -180,11 +184,23 @@ impl Metrics {
         );
         let mut product = Registry::with_prefix("poddebug");
         let debug_containers_expired = Counter::default();
+        let debug_containers_not_stoppable = Counter::default();
+        let expiry_rounds = Counter::default();
         let leader = Gauge::default();
         product.register(
             "debug_containers_expired",
             "Debug containers stopped because their time limit (ttlSeconds) passed",
             debug_containers_expired.clone(),
+        );
+        product.register(
+            "debug_containers_not_stoppable",
+            "Debug containers whose time limit passed and that the server cannot stop (counted once per container and leader)",
+            debug_containers_not_stoppable.clone(),
+        );
+        product.register(
+            "expiry_rounds",
+            "Rounds of the expiry loop this replica made while it led",
+            expiry_rounds.clone(),
         );
         product.register(
             "leader",
@@ -195,6 +211,8 @@ impl Metrics {
             registry: Mutex::new(registry),
             product,
             debug_containers_expired,
+            debug_containers_not_stoppable,
+            expiry_rounds,
             leader,
             requests,
             request_duration,

@@ -37,6 +37,40 @@ pub struct Policy {
     pub default_profile: Profile,
     /// Maximum number of ephemeral containers a pod may carry (0 = unlimited).
     pub max_debug_containers_per_pod: usize,
+    /// The target given to a debug container that names none (`--default-target`).
+    pub default_target: DefaultTarget,
+}
+
+/// What `targetContainerName` a create that names none gets (`--default-target`), so that
+/// the debug container does not run as PID 1 of its own PID namespace, which no stop can end
+/// (see `poddebug_types::stoppable`). Only applied when the pod shares no process namespace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DefaultTarget {
+    /// The pod's first container in `spec.containers` (`first-container`, the default).
+    #[default]
+    FirstContainer,
+    /// None: the debug container runs in its own PID namespace, as `kubectl debug` without
+    /// `--target` (`none`).
+    None,
+}
+
+impl DefaultTarget {
+    /// Parse the flag value (`first-container`, `none`).
+    pub fn parse(s: &str) -> Option<DefaultTarget> {
+        match s {
+            "first-container" => Some(DefaultTarget::FirstContainer),
+            "none" => Some(DefaultTarget::None),
+            _ => None,
+        }
+    }
+
+    /// The flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DefaultTarget::FirstContainer => "first-container",
+            DefaultTarget::None => "none",
+        }
+    }
 }
 
 /// A create request, after authorization and profile permission checks.
@@ -178,6 +212,10 @@ pub struct StreamTarget {
     pub pod: String,
     /// The ephemeral container's name in the pod spec (after name-reuse mapping).
     pub container: String,
+    /// The gated profiles the container runs with: the one it was created with (when recorded)
+    /// and those its security context amounts to. Attaching to it or reading its log needs the
+    /// same `use` permission as creating it.
+    pub profiles: Vec<poddebug_types::privilege::Elevation>,
 }
 
 /// The verbs of the debug API, mapped onto the pod.

@@ -20,6 +20,7 @@ fn config() -> BackendConfig {
         default_image: "busybox:1.36".into(),
         default_profile: Profile::General,
         max_debug_containers_per_pod: 0,
+        default_target: crate::DefaultTarget::None,
     })
 }
 

@@ -35,6 +35,7 @@ use kube::api::{GetParams, PostParams};
 use kube::core::Status;
 use poddebug_types::convert::{set_expires_at, to_ephemeral_container};
 use poddebug_types::decode::PassThroughFields;
+use poddebug_types::stoppable::stop_blocker;
 use poddebug_types::validation::{
     KubeVersion, debug_container_invalid, validate_ephemeral_container_add_on,
 };
@@ -77,10 +78,50 @@ pub(crate) fn plan(
         req.profile,
         &policy.default_image,
     );
+    let mut ec = ec;
+    default_target(policy.default_target, pod, &mut ec);
     // The command runs as given, never rewritten: a container that is its own PID 1 says in its
     // status that DELETE cannot stop it (poddebug_types::stoppable).
     let index = ephemeral_containers(pod).len();
     Ok(Plan { names, ec, index })
+}
+
+/// `--default-target`: a container that names no target, in a pod that shares no process
+/// namespace, targets the pod's first container, so that it does not run as its own PID 1
+/// (which nothing can stop from inside).
+fn default_target(target: crate::DefaultTarget, pod: &Pod, ec: &mut EphemeralContainer) {
+    if target != crate::DefaultTarget::FirstContainer || stop_blocker(pod, ec).is_none() {
+        return;
+    }
+    if let Some(first) = pod.spec.as_ref().and_then(|s| s.containers.first()) {
+        ec.target_container_name = Some(first.name.clone());
+    }
+}
+
+/// A debug container with a time limit must be one the expiry loop can stop: 422 on
+/// `targetContainerName` otherwise (a promise the server could not keep).
+pub(crate) fn check_stoppable_with_deadline(
+    pod: &Pod,
+    plan: &Plan,
+    has_deadline: bool,
+) -> Result<(), ApiError> {
+    if !has_deadline || stop_blocker(pod, &plan.ec).is_none() {
+        return Ok(());
+    }
+    let mut errs = ErrorList::new();
+    errs.push(poddebug_types::FieldError::required(
+        "targetContainerName",
+        "a debug container with a time limit (ttlSeconds, or the server's --default-debug-ttl \
+         or --max-debug-ttl) must be stoppable, and without a target container it would run as \
+         PID 1 of its own PID namespace, which no signal from inside can end; name a container \
+         of the pod to target, or ask for no time limit (ttlSeconds: 0) where the server allows it",
+    ));
+    Err(ApiError::invalid(
+        poddebug_types::GROUP,
+        poddebug_types::api::KIND_POD_DEBUG_CONTAINER,
+        &plan.names.debug_name,
+        errs,
+    ))
 }
 
 /// The local validator's answer for the planned container, with the rules of `version`.
@@ -339,6 +380,11 @@ pub(crate) async fn create(
             ApiError::Internal("the pod read from the cluster cannot be decoded".to_owned())
         })?;
         let mut plan = confirm_with_quorum_read!(plan(policy, &pod, &req, &mut rand::rng()));
+        confirm_with_quorum_read!(check_stoppable_with_deadline(
+            &pod,
+            &plan,
+            expires_at.is_some()
+        ));
         if let Some(at) = expires_at {
             set_expires_at(&mut plan.ec, at);
         }
@@ -471,6 +517,7 @@ mod tests {
             default_image: "busybox:1.36".to_owned(),
             default_profile: Profile::General,
             max_debug_containers_per_pod: max,
+            default_target: crate::DefaultTarget::None,
         }
     }
 

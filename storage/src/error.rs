@@ -11,6 +11,10 @@ pub enum StorageError {
     /// The Kubernetes API could not be reached or answered garbage.
     #[error("kubernetes API call failed")]
     Kube(#[source] kube::Error),
+    /// An expiry stop found, on the pod it read, that the container it was to stop is not
+    /// running or not past its deadline (it ended, or it is another container): nothing done.
+    #[error("the debug container is no longer due to expire")]
+    NotDue,
 }
 
 impl From<kube::Error> for StorageError {
@@ -30,6 +34,9 @@ impl StorageError {
             }
             StorageError::Kube(_) => {
                 ApiError::ServiceUnavailable("the Kubernetes API is unreachable".to_owned())
+            }
+            StorageError::NotDue => {
+                ApiError::conflict("pods", poddebug_types::GROUP, "", self.to_string())
             }
         }
     }

@@ -24,6 +24,9 @@ pub const REASON_STOPPED: &str = "DebugContainerStopped";
 /// Reason of the Event recorded when the server stops a debug container whose time limit
 /// (`ttlSeconds`) passed.
 pub const REASON_EXPIRED: &str = "DebugContainerExpired";
+/// Reason of the `Warning` Event recorded when the time limit of a debug container passed and
+/// the server cannot stop it.
+pub const REASON_NOT_STOPPABLE: &str = "DebugContainerNotStoppable";
 
 /// Who records the Events.
 #[derive(Clone, Debug)]
@@ -63,13 +66,23 @@ pub(crate) fn build_event(
         },
         reason: Some(reason.to_owned()),
         message: Some(message),
-        type_: Some("Normal".to_owned()),
+        type_: Some(
+            if reason == REASON_NOT_STOPPABLE {
+                "Warning"
+            } else {
+                "Normal"
+            }
+            .to_owned(),
+        ),
         count: Some(1),
         first_timestamp: Some(Time(now)),
         last_timestamp: Some(Time(now)),
         event_time: Some(MicroTime(now)),
         action: Some(
-            if reason == REASON_STOPPED || reason == REASON_EXPIRED {
+            if reason == REASON_STOPPED
+                || reason == REASON_EXPIRED
+                || reason == REASON_NOT_STOPPABLE
+            {
                 "Stop"
             } else {
                 "Create"

@@ -1,18 +1,30 @@
 //! Expiry: stop the debug containers whose time limit passed.
 //!
-//! One round ([`KubeBackend::expire_due`](crate::KubeBackend::expire_due)) lists the pods of
-//! every namespace with the server's own identity, finds the running debug containers whose
-//! deadline ([`EXPIRES_AT_ENV`](poddebug_types::convert::EXPIRES_AT_ENV)) is past, and stops
-//! each with the same stop as `DELETE` (the stop script, the record in the termination message),
-//! recording the Event `DebugContainerExpired` instead of `DebugContainerStopped`. Because the
-//! deadline lives in the pod, a round finds every container that expired while no server ran.
+//! One round ([`KubeBackend::expire_due`](crate::KubeBackend::expire_due)) finds the running
+//! debug containers whose deadline ([`EXPIRES_AT_ENV`](poddebug_types::convert::EXPIRES_AT_ENV))
+//! is past and stops each with the same stop as `DELETE` (the stop script, the record in the
+//! termination message), recording the Event `DebugContainerExpired` instead of
+//! `DebugContainerStopped`. Because the deadline lives in the pod, a round finds every container
+//! that expired while no server ran.
+//!
+//! Where it looks: in the server's pod cache ([`PodCache`], the reflector lists and watches are
+//! served from; it keeps only pods with ephemeral containers), so a round costs no request to
+//! kube-apiserver until something is due. Without a cache, a paged LIST of running pods.
+//!
+//! What it stops: exactly the ephemeral container whose deadline passed, by its own name. The
+//! stop reads the pod again and acts only if, on that read, the container is still running and
+//! past its deadline ([`StorageError::NotDue`] otherwise): a container that ended meanwhile, and
+//! a later container that reuses its debug name, are left alone.
 //!
 //! Containers that never started have no process to stop and are left alone until they run (or
-//! stay waiting for good); a container whose main process is PID 1 of its own PID namespace
-//! cannot be stopped from inside (`status.stoppable: false`) and is skipped, as `DELETE` refuses
-//! it.
+//! stay waiting for good). A due container that cannot be stopped — its main process is PID 1 of
+//! its own PID namespace (`status.stoppable: false`), or the stop is refused once tried (no `sh`
+//! or `/proc` in its image) — is reported once ([`ExpiryResult::Refused`]): the caller writes a
+//! `Warning` Event `DebugContainerNotStoppable`, an audit record and a metric, and skips it from
+//! then on.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -22,7 +34,9 @@ use kube::api::ListParams;
 use poddebug_types::convert::{debug_containers_of, expires_at_of};
 use poddebug_types::stoppable::stop_blocker;
 
+use crate::cache::PodCache;
 use crate::cluster::Cluster;
+use crate::events::REASON_NOT_STOPPABLE;
 use crate::state::{EcState, ec_state};
 use crate::stop::{StopKind, stop_as};
 use crate::{Caller, StopOutcome, StopRequest, StorageError};
@@ -36,6 +50,10 @@ const CONCURRENT_STOPS: usize = 4;
 const EXPIRY_GRACE: Duration = Duration::from_secs(10);
 /// Time one expiry stop may take.
 const EXPIRY_STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Page size of the LIST a round makes without a pod cache.
+const LIST_PAGE: u32 = 500;
+/// Time the Warning Event of a container that cannot be stopped may take.
+const WARNING_EVENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How the stop of one expired debug container went.
 #[derive(Clone, Debug)]
@@ -49,9 +67,10 @@ pub enum ExpiryResult {
     InProgress,
     /// The stop failed (it is tried again on the next round); the error's message.
     Failed(String),
-    /// The stop was refused with 409 Conflict: the container cannot be stopped from inside (no
-    /// `sh` or `/proc` in its image, or its main process is its own PID 1); the message says
-    /// which. Trying again would change nothing.
+    /// The container cannot be stopped: its main process is its own PID 1 (found before any
+    /// stop), or the stop was refused with 409 Conflict (no `sh` or `/proc` in its image); the
+    /// message says which. Trying again would change nothing; a `Warning` Event
+    /// `DebugContainerNotStoppable` was recorded on the pod.
     Refused(String),
 }
 
@@ -79,32 +98,30 @@ pub struct Expired {
     pub pod_uid: String,
 }
 
-/// A running, stoppable debug container of `pod` whose deadline is at or before `now`.
+/// A running debug container of a pod whose deadline is at or before `now`.
 struct Due {
+    pod: Arc<Pod>,
     pod_uid: String,
     namespace: String,
-    pod: String,
+    pod_name: String,
     name: String,
     container: String,
     image: String,
     started_at: Option<jiff::Timestamp>,
     expires_at: jiff::Timestamp,
+    /// Why no stop can end it, when none can.
+    blocked: Option<&'static str>,
 }
 
-/// The debug containers of `pod` due at `now` (the newest of each debug name; older ones have
-/// terminated, or the name could not have been reused).
-fn due_in(pod: &Pod, now: jiff::Timestamp) -> Vec<Due> {
+/// The debug containers of `pod` due at `now`: every running ephemeral container past its
+/// deadline (by its own name; an older container of a reused debug name has terminated).
+fn due_in(pod: &Arc<Pod>, now: jiff::Timestamp) -> Vec<Due> {
     let mut out = Vec::new();
     for (name, ec) in debug_containers_of(pod) {
         let Some(at) = expires_at_of(ec) else {
             continue;
         };
         if at > now || ec_state(pod, &ec.name) != EcState::Running {
-            continue;
-        }
-        if let Some(why) = stop_blocker(pod, ec) {
-            tracing::debug!(pod = ?pod.metadata.name, container = %ec.name, %why,
-                "expired debug container cannot be stopped");
             continue;
         }
         let started_at = pod
@@ -115,14 +132,16 @@ fn due_in(pod: &Pod, now: jiff::Timestamp) -> Vec<Due> {
             .and_then(|s| s.state.as_ref()?.running.as_ref()?.started_at.clone())
             .map(|t| t.0);
         out.push(Due {
+            pod: pod.clone(),
             pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
-            pod: pod.metadata.name.clone().unwrap_or_default(),
+            pod_name: pod.metadata.name.clone().unwrap_or_default(),
             name,
             container: ec.name.clone(),
             image: ec.image.clone().unwrap_or_default(),
             started_at,
             expires_at: at,
+            blocked: stop_blocker(pod, ec),
         });
     }
     out
@@ -142,61 +161,113 @@ fn exit_code(outcome: &StopOutcome) -> Option<i32> {
         .map(|t| t.exit_code)
 }
 
+/// The pods a round looks at: the cache's (pods with ephemeral containers only), else every
+/// running pod, listed a page at a time.
+async fn candidates(b: &Cluster, cache: Option<&PodCache>) -> Result<Vec<Arc<Pod>>, StorageError> {
+    if let Some(cache) = cache.filter(|c| c.is_synced()) {
+        return Ok(cache.snapshot().0);
+    }
+    let api: Api<Pod> = Api::all(b.server_client());
+    // Only running pods can hold a running debug container.
+    let mut params = ListParams::default()
+        .fields("status.phase=Running")
+        .limit(LIST_PAGE);
+    let mut pods = Vec::new();
+    loop {
+        let page = api.list(&params).await?;
+        pods.extend(page.items.into_iter().map(Arc::new));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(pods),
+        }
+    }
+}
+
+/// Stop one due container, or report why it cannot be; `None` when the stop's own read found
+/// it no longer due (nothing was done).
+async fn expire_one(b: &Cluster, d: Due, now: jiff::Timestamp) -> Option<Expired> {
+    let result = match d.blocked {
+        Some(why) => ExpiryResult::Refused(format!("the debug container cannot be stopped: {why}")),
+        None => {
+            let req = StopRequest {
+                namespace: d.namespace.clone(),
+                pod: d.pod_name.clone(),
+                name: d.name.clone(),
+                grace_period: EXPIRY_GRACE,
+                caller: Caller {
+                    user: EXPIRY_USER.to_owned(),
+                    ..Caller::default()
+                },
+                timeout: EXPIRY_STOP_TIMEOUT,
+            };
+            let kind = StopKind::Expired {
+                container: d.container.clone(),
+                at: d.expires_at,
+                now,
+            };
+            match stop_as(b, req, kind).await {
+                Ok(o @ StopOutcome::Terminated(_)) => ExpiryResult::Terminated {
+                    exit_code: exit_code(&o),
+                },
+                Ok(StopOutcome::InProgress(_)) => ExpiryResult::InProgress,
+                Err(StorageError::NotDue) => return None,
+                Err(e) if e.to_api_error().code() == 409 => {
+                    ExpiryResult::Refused(e.to_api_error().message().to_owned())
+                }
+                Err(e) => ExpiryResult::Failed(e.to_string()),
+            }
+        }
+    };
+    if let ExpiryResult::Refused(why) = &result {
+        let message = format!(
+            "The time limit of debug container {:?} (ephemeral container {:?}) passed at {}, \
+             and the server cannot stop it: {why}. It ends with its own exit or with the pod.",
+            d.name, d.container, d.expires_at
+        );
+        b.record_event_within(
+            &d.pod,
+            &d.container,
+            REASON_NOT_STOPPABLE,
+            message,
+            WARNING_EVENT_TIMEOUT,
+        )
+        .await;
+    }
+    Some(Expired {
+        pod_uid: d.pod_uid,
+        namespace: d.namespace,
+        pod: d.pod_name,
+        name: d.name,
+        container: d.container,
+        image: d.image,
+        started_at: d.started_at,
+        expires_at: d.expires_at,
+        result,
+    })
+}
+
 /// One expiry round at `now` (see the module docs): every due container is stopped, except
 /// those in `skip` (pod UID, ephemeral container name: earlier [`ExpiryResult::Refused`]), and
 /// the list of what was done is returned. Only the listing of pods can fail the round.
 pub(crate) async fn expire_due(
     b: &Cluster,
+    cache: Option<&PodCache>,
     now: jiff::Timestamp,
     skip: &BTreeSet<(String, String)>,
 ) -> Result<Vec<Expired>, StorageError> {
-    let api: Api<Pod> = Api::all(b.server_client());
-    // Only running pods can hold a running debug container.
-    let pods = api
-        .list(&ListParams::default().fields("status.phase=Running"))
-        .await?;
+    let pods = candidates(b, cache).await?;
     let due: Vec<Due> = pods
-        .items
         .iter()
         .flat_map(|p| due_in(p, now))
         .filter(|d| !skip.contains(&(d.pod_uid.clone(), d.container.clone())))
         .collect();
-    let stops = due.into_iter().map(|d| async move {
-        let req = StopRequest {
-            namespace: d.namespace.clone(),
-            pod: d.pod.clone(),
-            name: d.name.clone(),
-            grace_period: EXPIRY_GRACE,
-            caller: Caller {
-                user: EXPIRY_USER.to_owned(),
-                ..Caller::default()
-            },
-            timeout: EXPIRY_STOP_TIMEOUT,
-        };
-        let result = match stop_as(b, req, StopKind::Expired { at: d.expires_at }).await {
-            Ok(o @ StopOutcome::Terminated(_)) => ExpiryResult::Terminated {
-                exit_code: exit_code(&o),
-            },
-            Ok(StopOutcome::InProgress(_)) => ExpiryResult::InProgress,
-            Err(e) if e.to_api_error().code() == 409 => ExpiryResult::Refused(e.to_string()),
-            Err(e) => ExpiryResult::Failed(e.to_string()),
-        };
-        Expired {
-            pod_uid: d.pod_uid,
-            namespace: d.namespace,
-            pod: d.pod,
-            name: d.name,
-            container: d.container,
-            image: d.image,
-            started_at: d.started_at,
-            expires_at: d.expires_at,
-            result,
-        }
-    });
-    Ok(futures::stream::iter(stops)
-        .buffer_unordered(CONCURRENT_STOPS)
-        .collect()
-        .await)
+    let done: Vec<Option<Expired>> =
+        futures::stream::iter(due.into_iter().map(|d| expire_one(b, d, now)))
+            .buffer_unordered(CONCURRENT_STOPS)
+            .collect()
+            .await;
+    // Containers the stop's own read found no longer due did nothing and are not reported.
+    Ok(done.into_iter().flatten().collect())
 }
 
 #[cfg(test)]
@@ -204,21 +275,23 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod_with(expires_at: &str, state: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "ns"},
-            "spec": {
-                "shareProcessNamespace": true,
-                "containers": [{"name": "app", "image": "nginx"}],
-                "ephemeralContainers": [{"name": "dbg", "image": "busybox",
-                    "env": [{"name": "PODDEBUG_EXPIRES_AT", "value": expires_at}]}]
-            },
-            "status": {"phase": "Running", "ephemeralContainerStatuses": [
-                {"name": "dbg", "image": "busybox", "imageID": "", "ready": false,
-                 "restartCount": 0, "state": state}
-            ]}
-        }))
-        .expect("pod")
+    fn pod_with(expires_at: &str, state: serde_json::Value) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "spec": {
+                    "shareProcessNamespace": true,
+                    "containers": [{"name": "app", "image": "nginx"}],
+                    "ephemeralContainers": [{"name": "dbg", "image": "busybox",
+                        "env": [{"name": "PODDEBUG_EXPIRES_AT", "value": expires_at}]}]
+                },
+                "status": {"phase": "Running", "ephemeralContainerStatuses": [
+                    {"name": "dbg", "image": "busybox", "imageID": "", "ready": false,
+                     "restartCount": 0, "state": state}
+                ]}
+            }))
+            .expect("pod"),
+        )
     }
 
     fn ts(s: &str) -> jiff::Timestamp {
@@ -243,5 +316,52 @@ mod tests {
         assert!(due_in(&waiting, ts("2026-01-03T00:00:00Z")).is_empty());
         let garbage = pod_with("tomorrow", running);
         assert!(due_in(&garbage, ts("2026-01-03T00:00:00Z")).is_empty());
+    }
+
+    #[test]
+    fn a_container_that_is_its_own_pid_1_is_due_and_reported_blocked() {
+        let running = json!({"running": {"startedAt": "2026-01-02T03:00:00Z"}});
+        let mut pod = (*pod_with("2026-01-02T03:04:05Z", running)).clone();
+        if let Some(spec) = pod.spec.as_mut() {
+            spec.share_process_namespace = None;
+        }
+        let due = due_in(&Arc::new(pod), ts("2026-01-03T00:00:00Z"));
+        assert_eq!(due.len(), 1);
+        assert!(due[0].blocked.is_some());
+    }
+
+    #[test]
+    fn a_reused_debug_name_is_judged_by_each_containers_own_deadline() {
+        // dbg (ended, deadline passed long ago) and its successor dbg-xyz reusing the debug
+        // name (running, deadline tomorrow): nothing is due.
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+            "spec": {
+                "shareProcessNamespace": true,
+                "containers": [{"name": "app", "image": "nginx"}],
+                "ephemeralContainers": [
+                    {"name": "dbg", "image": "busybox",
+                     "env": [{"name": "PODDEBUG_EXPIRES_AT", "value": "2026-01-01T00:00:00Z"}]},
+                    {"name": "dbg-xyz", "image": "busybox",
+                     "env": [{"name": "PODDEBUG_NAME", "value": "dbg"},
+                             {"name": "PODDEBUG_EXPIRES_AT", "value": "2026-01-04T00:00:00Z"}]}
+                ]
+            },
+            "status": {"phase": "Running", "ephemeralContainerStatuses": [
+                {"name": "dbg", "image": "busybox", "imageID": "", "ready": false,
+                 "restartCount": 0, "state": {"terminated": {"exitCode": 0}}},
+                {"name": "dbg-xyz", "image": "busybox", "imageID": "", "ready": false,
+                 "restartCount": 0, "state": {"running": {}}}
+            ]}
+        }))
+        .expect("pod");
+        let pod = Arc::new(pod);
+        assert!(due_in(&pod, ts("2026-01-03T00:00:00Z")).is_empty());
+        let due = due_in(&pod, ts("2026-01-04T00:00:00Z"));
+        assert_eq!(due.len(), 1);
+        assert_eq!(
+            (due[0].name.as_str(), due[0].container.as_str()),
+            ("dbg", "dbg-xyz")
+        );
     }
 }

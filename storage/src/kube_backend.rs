@@ -90,14 +90,15 @@ impl KubeBackend {
 
     /// One expiry round at `now`: stop every running debug container whose time limit passed,
     /// with the server's own identity (see `expiry`), except those in `skip` (pod UID and
-    /// ephemeral container name of earlier refusals). The pod listing's failure is the only
-    /// error; each container's own outcome is in the list.
+    /// ephemeral container name of earlier refusals). The candidates come from the pod cache
+    /// when there is one. The pod listing's failure is the only error; each container's own
+    /// outcome is in the list.
     pub async fn expire_due(
         &self,
         now: jiff::Timestamp,
         skip: &std::collections::BTreeSet<(String, String)>,
     ) -> Result<Vec<crate::Expired>, StorageError> {
-        crate::expiry::expire_due(&self.cluster, now, skip).await
+        crate::expiry::expire_due(&self.cluster, self.cache.as_ref(), now, skip).await
     }
 
     /// With impersonation, reads served from the cache (made with the server's identity) are

@@ -57,7 +57,7 @@ pub use cluster_version::ClusterVersion;
 pub use config::BackendConfig;
 pub use disagreements::{Disagreement, DisagreementLabels, Disagreements};
 pub use error::StorageError;
-pub use events::{REASON_CREATED, REASON_EXPIRED, REASON_STOPPED};
+pub use events::{REASON_CREATED, REASON_EXPIRED, REASON_NOT_STOPPABLE, REASON_STOPPED};
 pub use expiry::{EXPIRY_USER, Expired, ExpiryResult};
 pub use impersonation::{ImpersonationLayer, impersonation_headers};
 pub use kube_backend::KubeBackend;

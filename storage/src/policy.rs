@@ -95,6 +95,7 @@ mod tests {
             default_image: "busybox:1.36".to_owned(),
             default_profile: Profile::General,
             max_debug_containers_per_pod: max,
+            default_target: crate::DefaultTarget::None,
         }
     }
 

@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, Time};
 use kube::Api;
 use kube::api::AttachParams;
+use poddebug_types::convert::expires_at_of;
 use poddebug_types::stoppable::stop_blocker;
 use poddebug_types::{ApiError, GROUP, PodDebugContainer, StopRequest as StopRecord};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -31,7 +32,7 @@ use tokio::time::Instant;
 use crate::cluster::Cluster;
 use crate::events::{REASON_EXPIRED, REASON_STOPPED, expired_message, stopped_message};
 use crate::policy::RESOURCE;
-use crate::state::{EcState, ec_state};
+use crate::state::{EcState, ec_state, ephemeral_container};
 use crate::stop_record::{DEFAULT_TERMINATION_MESSAGE_PATH, record_line};
 use crate::stop_script::{ScriptOutcome, StopInvocation, interpret, is_missing_shell};
 use crate::wait::{Waited, wait_for};
@@ -179,15 +180,22 @@ fn message_path(ec: &EphemeralContainer) -> String {
 }
 
 /// Why a stop is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum StopKind {
     /// `DELETE` by the caller (as the caller with `--impersonate`); Event `DebugContainerStopped`.
+    /// The newest ephemeral container of the request's debug name is stopped.
     Requested,
-    /// The debug container's time limit passed (deadline `at`): the server's own identity,
-    /// Event `DebugContainerExpired`.
+    /// The time limit of ephemeral container `container` (exactly that one, not the newest of
+    /// its debug name) passed at `at`, by the clock of `now`: the server's own identity, Event
+    /// `DebugContainerExpired`. The stop re-checks on the pod it reads that this container is
+    /// still running and due, and does nothing otherwise ([`StorageError::NotDue`]).
     Expired {
+        /// The ephemeral container's own name.
+        container: String,
         /// The deadline that passed.
         at: jiff::Timestamp,
+        /// The time the deadline is judged at.
+        now: jiff::Timestamp,
     },
 }
 
@@ -198,7 +206,7 @@ pub(crate) async fn stop(b: &Cluster, req: StopRequest) -> Result<StopOutcome, S
 
 /// The Event of a stop that sent (or may have sent) its signals.
 fn stop_event(
-    kind: StopKind,
+    kind: &StopKind,
     req: &StopRequest,
     ec_name: &str,
     record: &StopRecord,
@@ -209,9 +217,9 @@ fn stop_event(
             REASON_STOPPED,
             stopped_message(&req.caller, &req.name, ec_name, record, terminated),
         ),
-        StopKind::Expired { at } => (
+        StopKind::Expired { at, .. } => (
             REASON_EXPIRED,
-            expired_message(&req.name, ec_name, at, record, terminated),
+            expired_message(&req.name, ec_name, *at, record, terminated),
         ),
     }
 }
@@ -234,7 +242,21 @@ pub(crate) async fn stop_as(
     let pod = tokio::time::timeout_at(work_end, api.get(&req.pod))
         .await
         .map_err(|_| too_late("read the pod"))??;
-    let ec = read::newest(&pod, &req.name)?;
+    let ec = match &kind {
+        StopKind::Requested => read::newest(&pod, &req.name)?,
+        StopKind::Expired { container, now, .. } => {
+            // The pod this stop acts on, not the one the expiry round listed, decides.
+            match ephemeral_container(&pod, container) {
+                Some(ec)
+                    if expires_at_of(ec).is_some_and(|at| at <= *now)
+                        && ec_state(&pod, &ec.name) == EcState::Running =>
+                {
+                    ec
+                }
+                _ => return Err(StorageError::NotDue),
+            }
+        }
+    };
     let ec_name = ec.name.clone();
     match ec_state(&pod, &ec_name) {
         EcState::Terminated { .. } => {
@@ -320,7 +342,7 @@ pub(crate) async fn stop_as(
         // The signals are out whatever the status read says: keep the record before answering.
         Err(e) => {
             if signalled {
-                let (reason, message) = stop_event(kind, &req, &ec_name, &record, false);
+                let (reason, message) = stop_event(&kind, &req, &ec_name, &record, false);
                 b.record_event_within(&pod, &ec_name, reason, message, remaining(deadline))
                     .await;
             }
@@ -328,7 +350,7 @@ pub(crate) async fn stop_as(
         }
     };
     if signalled {
-        let (reason, message) = stop_event(kind, &req, &ec_name, &record, terminated);
+        let (reason, message) = stop_event(&kind, &req, &ec_name, &record, terminated);
         b.record_event_within(&pod, &ec_name, reason, message, remaining(deadline))
             .await;
     }
@@ -369,6 +391,7 @@ mod tests {
             default_image: "busybox".into(),
             default_profile: Profile::General,
             max_debug_containers_per_pod: 0,
+            default_target: crate::DefaultTarget::None,
         })
     }
 

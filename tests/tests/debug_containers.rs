@@ -598,15 +598,21 @@ async fn a_terminated_name_can_be_reused_and_reads_follow_the_newest() {
         ec_name.starts_with("dbg-") && ec_name.len() == 9,
         "{ec_name}"
     );
-    // The reserved env vars carry the debug name (and the default time limit's deadline) in the
-    // pod, and never show in the object.
+    // The reserved env vars carry the debug name, the profile and the default time limit's
+    // deadline in the pod, and never show in the object's container (the profile shows as
+    // `profile`).
     let ec = ec_of(&e.fake, POD, &ec_name);
     let env = ec["env"].as_array().expect("env");
-    assert_eq!(env.len(), 2, "{ec}");
+    assert_eq!(env.len(), 3, "{ec}");
     assert_eq!(env[0], json!({"name": "PODDEBUG_NAME", "value": "dbg"}));
-    assert_eq!(env[1]["name"], "PODDEBUG_EXPIRES_AT");
-    assert_eq!(env[1]["value"], obj["status"]["expiresAt"]);
+    assert_eq!(
+        env[1],
+        json!({"name": "PODDEBUG_PROFILE", "value": "general"})
+    );
+    assert_eq!(env[2]["name"], "PODDEBUG_EXPIRES_AT");
+    assert_eq!(env[2]["value"], obj["status"]["expiresAt"]);
     assert!(obj["container"]["env"].is_null(), "{obj}");
+    assert_eq!(obj["profile"], "general");
     e.wait_state(POD, &ec_name, "running").await;
 
     let (code, got) = e.get(&debug_path(NS, POD, Some("dbg"), "")).await;
@@ -981,11 +987,16 @@ async fn stop_execs_in_the_debug_container_only_and_is_idempotent() {
 
 #[tokio::test]
 async fn stop_refusals_touch_nothing() {
-    let e = env(&[]).await;
+    // No default target: a container without one runs as its own PID 1 (allowed only without a
+    // time limit).
+    let e = env(&["--default-target=none"]).await;
     e.create_running("dbg", &busybox_shell()).await;
     // The main process would be PID 1 of its own namespace, and no command could be wrapped.
-    e.create_running("entry", &json!({"container": {"image": "busybox:1.36"}}))
-        .await;
+    e.create_running(
+        "entry",
+        &json!({"container": {"image": "busybox:1.36"}, "ttlSeconds": 0}),
+    )
+    .await;
     e.fake.set_exec_behaviour(ExecBehaviour::NoShell);
     let before = e.fake.pod_json(NS, POD).expect("pod");
 

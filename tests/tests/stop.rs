@@ -60,13 +60,88 @@ fn pod_writes(e: &common::Env) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_command_runs_as_given_and_an_own_pid_1_is_reported_unstoppable() {
+async fn the_default_target_makes_a_bare_create_stoppable_by_delete_and_by_its_time_limit() {
     let e = env(&[]).await;
-    // No target, no shared process namespace: the command becomes PID 1 of its own namespace.
+    // `{}` on a one-container pod that shares no process namespace: the first container is the
+    // target, the answer says so, and nothing warns.
+    let (code, warnings, obj) = create_with_headers(&e, "bare", &json!({})).await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());
+    assert_eq!(obj["targetContainerName"], "app", "{obj}");
+    assert_eq!(ec_of(&e.fake, POD, "bare")["targetContainerName"], "app");
+    assert_eq!(obj["status"]["stoppable"], true, "{obj}");
+    assert!(
+        obj["status"]["expiresAt"].is_string(),
+        "the default time limit: {obj}"
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+    e.wait_state(POD, "bare", "running").await;
+    let (code, obj) = e
+        .delete(&debug_path(NS, POD, Some("bare"), "gracePeriodSeconds=1"))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{obj}\n{}", e.logs());
+    assert_eq!(obj["status"]["phase"], "Terminated");
+    assert_eq!(
+        e.fake.execs()[0].container,
+        "bare",
+        "the stop ran in the debug container"
+    );
+}
+
+#[tokio::test]
+async fn a_create_that_could_not_be_stopped_at_its_time_limit_is_invalid() {
+    // Without a default target, a create with no target in a pod that shares no process
+    // namespace would run as its own PID 1: refused while any time limit applies.
+    let e = env(&["--default-target=none"]).await;
+    let before = e.fake.pod_json(NS, POD).expect("pod");
+    for body in [json!({}), json!({"ttlSeconds": 15})] {
+        let (code, status) = e.create("dbg", &body).await;
+        assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {status}");
+        assert_eq!(status["reason"], "Invalid");
+        assert_eq!(status["details"]["kind"], "PodDebugContainer");
+        let causes = status["details"]["causes"].as_array().expect("causes");
+        assert_eq!(causes.len(), 1, "{status}");
+        assert_eq!(causes[0]["field"], "targetContainerName");
+        assert_eq!(causes[0]["reason"], "FieldValueRequired");
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("PodDebugContainer.poddebug.dev \"dbg\" is invalid: targetContainerName: Required value: a debug container with a time limit"),
+            "{status}"
+        );
+    }
+    assert_eq!(
+        e.fake.pod_json(NS, POD).expect("pod"),
+        before,
+        "nothing added"
+    );
+    // With a target, or with no time limit at all, it is created.
+    let (code, obj) = e
+        .create(
+            "dbg",
+            &json!({"targetContainerName": "app", "ttlSeconds": 15}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}");
+    let (code, obj) = e.create("free", &json!({"ttlSeconds": 0})).await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}");
+    assert_eq!(obj["status"]["stoppable"], false);
+    // With a maximum there is always a time limit.
+    let e = env(&["--default-target=none", "--max-debug-ttl=1h"]).await;
+    let (code, status) = e.create("dbg", &json!({})).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{status}");
+}
+
+#[tokio::test]
+async fn a_command_runs_as_given_and_an_own_pid_1_is_reported_unstoppable() {
+    let e = env(&["--default-target=none"]).await;
+    // No target, no shared process namespace, no time limit: the command becomes PID 1 of its
+    // own namespace.
     let (code, warnings, obj) = create_with_headers(
         &e,
         "top",
-        &json!({"container": {"image": "busybox:1.36", "command": ["top", "-b"], "args": ["-d", "5"]}}),
+        &json!({"container": {"image": "busybox:1.36", "command": ["top", "-b"], "args": ["-d", "5"]},
+                "ttlSeconds": 0}),
     )
     .await;
     assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());

@@ -64,6 +64,17 @@ async fn wait_metric(client: &TestClient, name: &str, value: f64) -> bool {
     false
 }
 
+/// Wait (bounded, polling) until `/metrics` of `client` shows `name` at `value` or above.
+async fn wait_metric_at_least(client: &TestClient, name: &str, value: f64) -> bool {
+    for _ in 0..100 {
+        if metric(&metrics(client).await, name).is_some_and(|v| v >= value) {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
 fn ts(v: &Value) -> jiff::Timestamp {
     v.as_str().expect("a timestamp").parse().expect("RFC 3339")
 }
@@ -320,16 +331,43 @@ async fn an_expired_container_without_a_shell_is_tried_once_and_then_left_alone(
     );
     let tried = e.fake.execs().len();
     assert_eq!(tried, 1, "{:?}", e.fake.execs());
-    // Later rounds list the pods again (the next fieldSelector list) without another exec.
-    let lists = |f: &poddebug_tests::FakeKube| {
-        f.requests()
-            .iter()
-            .filter(|r| r.path.starts_with("/api/v1/pods?"))
-            .count()
-    };
-    let seen = lists(&e.fake);
-    assert!(e.fake.wait_until(T, |f| lists(f) >= seen + 2).await);
+    // Later rounds look again without another exec.
+    let text = metrics(&e.alice).await;
+    let seen = metric(&text, "poddebug_expiry_rounds_total")
+        .unwrap_or_else(|| panic!("rounds are counted: {text}"));
+    assert_eq!(
+        metric(&text, "poddebug_debug_containers_not_stoppable_total"),
+        Some(1.0)
+    );
+    assert!(wait_metric_at_least(&e.alice, "poddebug_expiry_rounds_total", seen + 2.0).await);
     assert_eq!(e.fake.execs().len(), tried, "no second try");
+    // The rounds read the server's pod cache: no LIST of pods of their own.
+    let lists: Vec<String> = e
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/api/v1/pods?") && r.path.contains("fieldSelector"))
+        .map(|r| r.path.clone())
+        .collect();
+    assert!(lists.is_empty(), "{lists:?}");
+    // A Warning Event says so on the pod, once.
+    let warnings = e.events("DebugContainerNotStoppable");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0]["type"], "Warning");
+    assert!(
+        warnings[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("has no `sh`"),
+        "{warnings:?}"
+    );
+    assert_eq!(
+        metric(
+            &metrics(&e.alice).await,
+            "poddebug_debug_containers_not_stoppable_total"
+        ),
+        Some(1.0)
+    );
     assert!(
         e.events("DebugContainerExpired").is_empty(),
         "nothing was signalled"
