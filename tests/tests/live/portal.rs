@@ -97,7 +97,10 @@ async fn portal_debugs_a_pod_through_kubectl_proxy() {
     let sb = Sandbox::new("portal");
     // Its own user (kubectl proxy impersonates it): other tests grant alice cluster-wide
     // profile rights while this one runs.
+    // edit for the core pod reads the portal makes; poddebug-debugger is bound on its own (it is
+    // not aggregated into edit).
     sb.bind("edit", PORTAL_USER);
+    sb.bind("poddebug-debugger", PORTAL_USER);
     sb.bind_cluster("poddebug-viewer", PORTAL_USER);
     let proxy = Proxy::start(PORTAL_USER);
     let b = Browser::start(1100, 800).await;
