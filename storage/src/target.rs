@@ -8,7 +8,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use poddebug_types::ApiError;
-use poddebug_types::convert::newest_for;
+use poddebug_types::convert::{newest_for, profile_of};
+use poddebug_types::privilege::{Elevation, elevations};
 
 use crate::state::{EcState, ec_state, ephemeral_container};
 use crate::wait::{Waited, wait_for};
@@ -47,6 +48,25 @@ fn attachable(
     }
 }
 
+/// The profiles a debug container runs with: the one recorded at its create, then those its
+/// security context amounts to (for containers made before profiles were recorded, or by other
+/// means), each profile once.
+fn profiles_of(ec: &k8s_openapi::api::core::v1::EphemeralContainer) -> Vec<Elevation> {
+    let mut out: Vec<Elevation> = profile_of(ec)
+        .map(|profile| Elevation {
+            profile,
+            setting: String::new(),
+        })
+        .into_iter()
+        .collect();
+    for e in elevations(ec) {
+        if !out.iter().any(|o| o.profile == e.profile) {
+            out.push(e);
+        }
+    }
+    out
+}
+
 /// Resolve (and for attach, wait for) a stream target.
 pub(crate) async fn stream_target(
     api: &Api<Pod>,
@@ -56,18 +76,19 @@ pub(crate) async fn stream_target(
     wait_running: Option<Duration>,
 ) -> Result<StreamTarget, StorageError> {
     let pod = api.get(pod_name).await?;
-    let ec_name = newest_for(&pod, container)
+    let ec = newest_for(&pod, container)
         .or_else(|| ephemeral_container(&pod, container))
-        .map(|ec| ec.name.clone())
         .ok_or_else(|| {
             ApiError::BadRequest(format!(
                 "container {container} is not a debug container of pod {pod_name}"
             ))
         })?;
+    let ec_name = ec.name.clone();
     let target = StreamTarget {
         namespace: namespace.to_owned(),
         pod: pod_name.to_owned(),
         container: ec_name.clone(),
+        profiles: profiles_of(ec),
     };
     let Some(timeout) = wait_running else {
         return Ok(target);

@@ -221,14 +221,19 @@ async fn a_websocket_session_is_recorded_and_replays_its_output() {
         last = at;
     }
 
-    // One audit record for the session, naming the recording.
-    assert!(e.server.wait_for_log("debug session ended", T).await);
+    // One audit record for the session, naming the recording, in the schema of every other.
+    assert!(e.server.wait_for_log("\"action\":\"session\"", T).await);
     let audit = e
         .server
         .logs()
         .into_iter()
-        .find(|l| l.contains("debug session ended"))
+        .find(|l| l.contains("\"action\":\"session\""))
         .unwrap_or_default();
+    let record: Value = serde_json::from_str(&audit).expect("one JSON line");
+    assert_eq!(record["target"], "poddebug::audit");
+    let groups: Vec<String> =
+        serde_json::from_str(record["groups"].as_str().expect("groups")).expect("a JSON array");
+    assert!(groups.contains(&"devs".to_owned()), "{groups:?}");
     for needle in [
         "poddebug::audit",
         "alice",
@@ -390,6 +395,94 @@ async fn output_over_the_rate_bound_leaves_a_marked_gap_and_the_session_whole() 
     assert_eq!(
         gap[2],
         format!("{skipped} bytes not recorded: over --max-recording-rate")
+    );
+}
+
+#[tokio::test]
+async fn strict_mode_slows_a_flood_to_the_rate_and_records_every_byte() {
+    // 768 bytes/s: a burst of 6144 bytes, and 8040 bytes of output. best-effort would skip
+    // the rest (the test above); strict makes the stream wait instead.
+    let e = env(&["--recording-mode=strict", "--max-recording-rate=768"]).await;
+    let t = forty_lines(&e, "s").await;
+    let items = ended_recordings(&e.client, 1).await;
+    assert_eq!(items[0]["truncated"], false);
+    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    assert_eq!(lines[0]["poddebug"]["recordingMode"], "strict");
+    assert!(
+        events(&lines, "m").is_empty(),
+        "no gap: {:?}",
+        events(&lines, "m")
+    );
+    assert_eq!(replay(&lines), t.stdout_text(), "every byte the client got");
+}
+
+#[tokio::test]
+async fn strict_mode_ends_the_session_when_its_recording_cannot_go_on() {
+    let e = env(&["--recording-mode=strict", "--max-recording-bytes=4096"]).await;
+    let mut c = ws(&e.client, TTY).await;
+    let line = "z".repeat(200) + "\n";
+    // One line at a time, each echoed before the next: the output passes the cap at line 21.
+    let mut sent = 0;
+    for i in 1..=40 {
+        if c.transcript().ended || c.stdin(line.as_bytes()).await.is_err() {
+            break;
+        }
+        sent = i;
+        c.read_until(T, |t| t.stdout.len() >= i * line.len() || t.error_done)
+            .await;
+    }
+    let t = c.finish(T).await.clone();
+    assert!((20..40).contains(&sent), "{sent} lines sent");
+    // Ended by the server, with a Status on the error channel and a policy close.
+    let status = t
+        .status()
+        .unwrap_or_else(|| panic!("a Status on the error channel: {t:?}"));
+    assert_eq!(status["status"], "Failure");
+    assert_eq!(status["code"], 503);
+    assert_eq!(status["reason"], "ServiceUnavailable");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(
+            "its recording cannot go on (its size limit (--max-recording-bytes) was reached)"
+        ) && message.contains("--recording-mode=strict"),
+        "{message}"
+    );
+    assert_eq!(t.close.as_ref().map(|c| c.0), Some(1008), "{:?}", t.close);
+    assert!(
+        t.stdout.len() < 40 * line.len(),
+        "the session was cut short"
+    );
+    // Everything the client got is in the recording, which says how the session ended.
+    let items = ended_recordings(&e.client, 1).await;
+    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    assert_eq!(replay(&lines), t.stdout_text());
+    assert_eq!(
+        events(&lines, "m"),
+        ["session ended by the server: its size limit (--max-recording-bytes) was reached"]
+    );
+    // The session's audit record says so too.
+    assert!(e.server.wait_for_log("\"action\":\"session\"", T).await);
+    let audit = e
+        .server
+        .logs()
+        .into_iter()
+        .find(|l| l.contains("\"action\":\"session\""))
+        .unwrap_or_default();
+    assert!(audit.contains("ended by the server"), "{audit}");
+}
+
+#[tokio::test]
+async fn strict_mode_needs_a_recording_dir() {
+    // The flags are checked before anything else is started.
+    let mut server = PodDebugServer::spawn_raw(&["--recording-mode=strict".to_owned()]);
+    let status = server.wait_exit(T).await.expect("the server exits");
+    assert!(!status.success());
+    assert!(
+        server
+            .logs_text()
+            .contains("--recording-mode=strict needs a place to record: set --recording-dir"),
+        "{}",
+        server.logs_text()
     );
 }
 

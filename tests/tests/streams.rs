@@ -1121,3 +1121,135 @@ async fn real_kubectl_attaches_through_poddebug() {
         "{stderr}"
     );
 }
+
+/// A pod with debug containers made with a gated profile (recorded), with a gated profile's
+/// privileges but no record (an earlier version, or another route), and with an ungated one.
+async fn gated_env() -> Env {
+    let fake = FakeKube::start_with_pki(TestPki::new()).await;
+    fake.add_pod_json(json!({
+        "metadata": {"name": POD, "namespace": NS},
+        "spec": {
+            "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"]}],
+            "ephemeralContainers": [
+                {"name": "priv", "image": "busybox", "stdin": true, "tty": true,
+                 "targetContainerName": "app",
+                 "env": [{"name": "PODDEBUG_PROFILE", "value": "sysadmin"}],
+                 "securityContext": {"privileged": true}},
+                {"name": "net", "image": "busybox", "stdin": true, "tty": true,
+                 "targetContainerName": "app",
+                 "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}},
+                {"name": "plain", "image": "busybox", "stdin": true, "tty": true,
+                 "targetContainerName": "app",
+                 "env": [{"name": "PODDEBUG_PROFILE", "value": "general"}],
+                 "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}},
+            ],
+        },
+    }));
+    for c in ["priv", "net", "plain"] {
+        assert!(fake.set_ec_state(NS, POD, c, ContainerState::Running));
+    }
+    // bob holds every verb but `use` on debugprofiles: one verb less than alice.
+    fake.set_policy(|a| !(a.user == "bob" && a.is("use", "debugprofiles")));
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let client = server.front_proxy_client("alice", &["system:authenticated", "devs"]);
+    Env {
+        fake,
+        server,
+        client,
+    }
+}
+
+#[tokio::test]
+async fn profiles_hold_at_attach_and_log() {
+    let e = gated_env().await;
+    let bob = e
+        .server
+        .front_proxy_client("bob", &["system:authenticated"]);
+    e.fake.clear_requests();
+    let sysadmin = "debugprofiles.poddebug.dev \"sysadmin\" is forbidden: User \"bob\" cannot use \
+         resource \"debugprofiles\" in API group \"poddebug.dev\" at the cluster scope: debug \
+         container \"priv\" was created with the sysadmin profile, which its streams need too";
+
+    // WebSocket and SPDY attach, and the log: 403, worded as the create's refusal.
+    let resp = ws_upgrade(
+        &bob,
+        "container=priv&stdin=true&stdout=true&tty=true",
+        "v5.channel.k8s.io",
+    )
+    .await;
+    assert_eq!(resp.status, StatusCode::FORBIDDEN, "{resp:?}");
+    let status = status_of(&resp.body);
+    assert_eq!(status["reason"], "Forbidden");
+    assert_eq!(status["message"], sysadmin);
+    assert_eq!(status["details"]["kind"], "debugprofiles");
+    assert_eq!(status["details"]["name"], "sysadmin");
+    let resp = spdy_upgrade(
+        &bob,
+        "container=priv&stdin=true&stdout=true&tty=true",
+        &SPDY_VERSIONS,
+    )
+    .await;
+    assert_eq!(resp.status, StatusCode::FORBIDDEN, "{resp:?}");
+    assert_eq!(status_of(&resp.body)["message"], sysadmin);
+    let (code, _, body) = bob
+        .request(
+            Method::GET,
+            &log_path("container=priv"),
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("log");
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(status_of(&body)["message"], sysadmin);
+
+    // No record, but NET_ADMIN: the netadmin profile's permission, naming the setting.
+    let resp = ws_upgrade(
+        &bob,
+        "container=net&stdin=true&stdout=true&tty=true",
+        "v5.channel.k8s.io",
+    )
+    .await;
+    assert_eq!(resp.status, StatusCode::FORBIDDEN, "{resp:?}");
+    let message = status_of(&resp.body)["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.starts_with("debugprofiles.poddebug.dev \"netadmin\" is forbidden:")
+            && message.contains("sets securityContext.capabilities.add: NET_ADMIN"),
+        "{message}"
+    );
+    // Nothing was dialled for the refused streams.
+    assert!(
+        e.fake
+            .requests()
+            .iter()
+            .all(|r| !r.path.contains("/attach") && !r.path.contains("/log")),
+        "{:?}",
+        e.fake.requests()
+    );
+
+    // An ungated profile needs nothing more; alice, who may use every profile, attaches to all.
+    let resp = ws_upgrade(
+        &bob,
+        "container=plain&stdin=true&stdout=true&tty=true",
+        "v5.channel.k8s.io",
+    )
+    .await;
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    for c in ["priv", "net"] {
+        let resp = ws_upgrade(
+            &e.client,
+            &format!("container={c}&stdin=true&stdout=true&tty=true"),
+            "v5.channel.k8s.io",
+        )
+        .await;
+        assert_eq!(
+            resp.status,
+            StatusCode::SWITCHING_PROTOCOLS,
+            "{c}: {resp:?}"
+        );
+    }
+}

@@ -27,9 +27,24 @@ pub const DEBUG_NAME_ENV: &str = "PODDEBUG_NAME";
 /// deadline survives restarts. Reserved like [`DEBUG_NAME_ENV`].
 pub const EXPIRES_AT_ENV: &str = "PODDEBUG_EXPIRES_AT";
 
+/// Environment variable that carries the profile a debug container was created with, so that
+/// attaching to it later can ask for the same `use` permission as its create. Reserved like
+/// [`DEBUG_NAME_ENV`].
+pub const PROFILE_ENV: &str = "PODDEBUG_PROFILE";
+
 /// Whether `name` is an environment variable poddebug reserves for its own bookkeeping.
 pub fn is_reserved_env(name: &str) -> bool {
-    name == DEBUG_NAME_ENV || name == EXPIRES_AT_ENV
+    name == DEBUG_NAME_ENV || name == EXPIRES_AT_ENV || name == PROFILE_ENV
+}
+
+/// The profile an ephemeral container was created with ([`PROFILE_ENV`]), if recorded.
+pub fn profile_of(ec: &EphemeralContainer) -> Option<Profile> {
+    ec.env
+        .iter()
+        .flatten()
+        .find(|e| e.name == PROFILE_ENV && e.value_from.is_none())
+        .and_then(|e| e.value.as_deref())
+        .and_then(Profile::parse)
 }
 
 fn non_empty(s: Option<&str>) -> Option<&str> {
@@ -90,6 +105,11 @@ pub fn to_ephemeral_container(
             value_from: None,
         });
     }
+    env.get_or_insert_with(Vec::new).push(EnvVar {
+        name: PROFILE_ENV.to_owned(),
+        value: Some(profile.as_str().to_owned()),
+        value_from: None,
+    });
 
     let image = match non_empty(image.as_deref()) {
         Some(i) => i.to_owned(),
@@ -264,8 +284,8 @@ fn started_at(status: Option<&ContainerStatus>) -> Option<Time> {
 ///
 /// `metadata.name` is the debug name, `namespace` and `labels` are the pod's, and
 /// `creationTimestamp` is when the container started if known, else when the pod was created.
-/// `container` holds the ephemeral container's fields; the profile used to create it cannot be
-/// recovered and is left out. The status comes from `status.ephemeralContainerStatuses`: no
+/// `container` holds the ephemeral container's fields; `profile` is the one recorded at its
+/// create ([`PROFILE_ENV`]; absent for containers made before it was recorded or by other means). The status comes from `status.ephemeralContainerStatuses`: no
 /// entry (or no state yet) is `Waiting`; `stoppable` from [`stop_blocker`].
 pub fn from_pod(
     pod: &Pod,
@@ -287,7 +307,7 @@ pub fn from_pod(
         },
         container: container_of(ec),
         target_container_name: ec.target_container_name.clone(),
-        profile: None,
+        profile: profile_of(ec).map(|p| p.as_str().to_owned()),
         ttl_seconds: None,
         status: Some(PodDebugContainerStatus {
             pod_name: pod.metadata.name.clone().unwrap_or_default(),
@@ -334,6 +354,19 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
+    /// `want` with the profile recorded last in its env, as every debug container has it.
+    fn with_profile(mut want: serde_json::Value, profile: Profile) -> serde_json::Value {
+        let env = want
+            .as_object_mut()
+            .unwrap()
+            .entry("env")
+            .or_insert_with(|| json!([]));
+        env.as_array_mut()
+            .unwrap()
+            .push(json!({"name": PROFILE_ENV, "value": profile.as_str()}));
+        want
+    }
+
     /// A container with every one of its 25 fields set.
     fn full_container() -> serde_json::Value {
         json!({
@@ -372,7 +405,11 @@ mod tests {
         let mut want = full_container();
         want["name"] = json!("dbg");
         want["targetContainerName"] = json!("app");
-        assert_eq!(serde_json::to_value(&ec).unwrap(), want);
+        assert_eq!(
+            serde_json::to_value(&ec).unwrap(),
+            with_profile(want, Profile::Legacy)
+        );
+        assert_eq!(profile_of(&ec), Some(Profile::Legacy));
         // 26 keys: the 25 Container fields plus targetContainerName.
         assert_eq!(
             serde_json::to_value(&ec)
@@ -464,7 +501,12 @@ mod tests {
                 c.profile,
                 "default:img",
             );
-            assert_eq!(serde_json::to_value(&ec).unwrap(), c.want, "{}", c.what);
+            assert_eq!(
+                serde_json::to_value(&ec).unwrap(),
+                with_profile(c.want, c.profile),
+                "{}",
+                c.what
+            );
         }
     }
 

@@ -63,6 +63,20 @@ pub fn forbidden(user: &Caller, attrs: &Attributes, reason: &str) -> ApiError {
     }
 }
 
+/// `use` on `debugprofiles/<p>`: the permission a gated profile needs, at create, attach and
+/// log alike.
+pub fn profile_use(p: poddebug_types::Profile) -> Attributes {
+    Attributes::Resource {
+        verb: "use".to_owned(),
+        group: poddebug_types::GROUP.to_owned(),
+        version: poddebug_types::VERSION.to_owned(),
+        resource: "debugprofiles".to_owned(),
+        subresource: String::new(),
+        namespace: String::new(),
+        name: p.as_str().to_owned(),
+    }
+}
+
 /// Whether a path is in the always-allow list (exact, or prefix with a trailing `*`).
 pub fn always_allowed_path(paths: &[String], path: &str) -> bool {
     paths.iter().any(|p| match p.strip_suffix('*') {

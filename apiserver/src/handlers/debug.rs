@@ -14,12 +14,11 @@ use poddebug_storage::{
     AdmissionCheck, CreateOptions, CreateRequest, ListOptions, StopOutcome, StopRequest,
 };
 use poddebug_types::field::go_quote;
-use poddebug_types::{ApiError, FieldError, FieldValue, GROUP, Profile, VERSION};
+use poddebug_types::{ApiError, FieldError, FieldValue, GROUP, Profile};
 
 use super::{json_response, list};
 use crate::audit::{Action, AuditRecord};
 use crate::authn::Authenticated;
-use crate::authz::Attributes;
 use crate::error::Error;
 use crate::state::AppState;
 
@@ -290,15 +289,7 @@ async fn authorize_profiles(
         if !st.config.profile_requires_permission(p) {
             continue;
         }
-        let attrs = Attributes::Resource {
-            verb: "use".to_owned(),
-            group: GROUP.to_owned(),
-            version: VERSION.to_owned(),
-            resource: "debugprofiles".to_owned(),
-            subresource: String::new(),
-            namespace: String::new(),
-            name: p.as_str().to_owned(),
-        };
+        let attrs = crate::authz::profile_use(p);
         let why = setting
             .map(|s| format!("the debug container sets {s}, which only the {p} profile grants"));
         crate::filters::check_explained(st, &auth.user, &attrs, why.as_deref()).await?;
@@ -370,8 +361,8 @@ pub async fn delete(
 ) -> Result<Response, Error> {
     // DeleteOptions may come in the body (kubectl sends them); only gracePeriodSeconds matters.
     refuse_dry_run(&q)?;
-    super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
+    super::body::require_json_if_any(&headers, &bytes)?;
     let mut grace = seconds(&q, "gracePeriodSeconds")?;
     if !bytes.iter().all(u8::is_ascii_whitespace) {
         let opts: serde_json::Value = serde_json::from_slice(&bytes)

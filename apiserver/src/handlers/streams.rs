@@ -20,14 +20,15 @@ use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use poddebug_types::ApiError;
 
+use crate::audit::{Action, AuditRecord};
 use crate::authn::Authenticated;
 use crate::error::Error;
 use crate::query::query_map;
 use crate::recording::{Session, SessionInfo};
 use crate::state::AppState;
+use crate::stream::ending::EndSignal;
 use crate::stream::protocol::{self, AttachOptions, Negotiated};
 use crate::stream::relay::{self, StreamGuard, StreamInfo};
-use crate::stream::session_audit;
 use crate::stream::upstream::AttachOutcome;
 
 /// How long the client's side of the upgrade may take to complete after our 101.
@@ -35,6 +36,36 @@ const CLIENT_UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn shutting_down() -> Error {
     ApiError::ServiceUnavailable(relay::SHUTDOWN_MESSAGE.to_owned()).into()
+}
+
+/// Profiles hold at attach and log: a debug container made with (or running with the
+/// privileges of) a gated profile is reached only by a caller who may `use` that profile, the
+/// same permission its create needed, worded as the create words its refusal.
+async fn authorize_profiles(
+    st: &AppState,
+    auth: &Authenticated,
+    target: &poddebug_storage::StreamTarget,
+    container: &str,
+) -> Result<(), Error> {
+    for gate in &target.profiles {
+        let p = gate.profile;
+        if !st.config.profile_requires_permission(p) {
+            continue;
+        }
+        let why = if gate.setting.is_empty() {
+            format!(
+                "debug container {container:?} was created with the {p} profile, which its streams need too"
+            )
+        } else {
+            format!(
+                "debug container {container:?} sets {}, which only the {p} profile grants, and its streams need that profile too",
+                gate.setting
+            )
+        };
+        crate::filters::check_explained(st, &auth.user, &crate::authz::profile_use(p), Some(&why))
+            .await?;
+    }
+    Ok(())
 }
 
 /// `GET|POST .../pods/POD/attach?container=NAME`.
@@ -63,6 +94,7 @@ pub async fn attach(
             &auth.user,
         )
         .await?;
+    authorize_profiles(&st, &auth, &target, &opts.container).await?;
     let outcome = st
         .upstream
         .attach(
@@ -79,28 +111,34 @@ pub async fn attach(
         AttachOutcome::Switched { io, headers } => (io, headers),
     };
     let negotiated = Negotiated::from_switching(kind, &headers);
+    // How the server ends this session of its own accord (its recording, in strict mode).
+    let end = EndSignal::default();
     // With recording on, a session that cannot be recorded is not started.
     let recording = match &st.recorder {
         None => None,
         Some(recorder) => match recorder
-            .start(SessionInfo {
-                namespace: ns.clone(),
-                pod: pod.clone(),
-                container: opts.container.clone(),
-                user: auth.user.user.clone(),
-                protocol: negotiated.label(),
-                spdy: negotiated.kind == protocol::UpgradeKind::Spdy,
-                base64: negotiated.base64(),
-            })
+            .start(
+                SessionInfo {
+                    namespace: ns.clone(),
+                    pod: pod.clone(),
+                    container: opts.container.clone(),
+                    user: auth.user.user.clone(),
+                    protocol: negotiated.label(),
+                    spdy: negotiated.kind == protocol::UpgradeKind::Spdy,
+                    base64: negotiated.base64(),
+                },
+                &end,
+            )
             .await
         {
             Ok(session) => Some(session),
             Err(e) => {
                 tracing::error!(error = %e, "a session recording cannot be written; attach refused");
-                return Err(ApiError::ServiceUnavailable(
-                    "session recording is unavailable on this server, so the session was not started"
-                        .to_owned(),
-                )
+                return Err(ApiError::ServiceUnavailable(format!(
+                    "session recording is unavailable on this server, so the session was not \
+                     started (every session is recorded; --recording-mode={})",
+                    recorder.mode().as_str()
+                ))
                 .into());
             }
         },
@@ -135,6 +173,7 @@ pub async fn attach(
                     upstream_io,
                     &negotiated,
                     drain.clone(),
+                    end.subscribe(),
                     &guard,
                     tap,
                 )
@@ -151,7 +190,7 @@ pub async fn attach(
                 false
             }
         };
-        let end = jiff::Timestamp::now();
+        let finished_at = jiff::Timestamp::now();
         // No lookup for a stream that never ran, nor while the server is going down.
         let look_up = relayed && !*drain.borrow();
         let fallback = async move {
@@ -169,16 +208,25 @@ pub async fn attach(
             None => (None, fallback.await),
         };
         let (bytes_in, bytes_out) = guard.bytes();
-        session_audit::emit(&session_audit::SessionRecord {
-            caller: &caller,
-            info: guard.info(),
-            start,
-            end,
-            bytes_in,
-            bytes_out,
-            exit_code,
-            recording_id: recording_id.as_deref(),
-        });
+        let info = guard.info();
+        let mut record = AuditRecord::new(
+            Action::Session,
+            &caller,
+            &info.namespace,
+            &info.pod,
+            &info.container,
+        );
+        record.protocol = Some(info.protocol.clone());
+        record.start = Some(start);
+        record.end = Some(finished_at);
+        record.bytes_in = Some(bytes_in);
+        record.bytes_out = Some(bytes_out);
+        record.exit_code = exit_code;
+        record.recording_id = recording_id;
+        record.outcome = end
+            .current()
+            .map(|e| format!("ended by the server: {}", e.error.message()));
+        record.emit();
     });
 
     let mut resp = Response::new(axum::body::Body::empty());
@@ -234,6 +282,7 @@ pub async fn log(
         .backend
         .stream_target(&ns, &pod, &container, None, &auth.user)
         .await?;
+    authorize_profiles(&st, &auth, &target, &container).await?;
     let upstream = match st
         .upstream
         .log(

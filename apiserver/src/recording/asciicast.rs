@@ -51,6 +51,8 @@ pub struct HeaderInfo {
     pub protocol: String,
     /// Whether input events are recorded.
     pub input_recorded: bool,
+    /// `--recording-mode`: `strict` when nothing reached the client unrecorded.
+    pub recording_mode: String,
 }
 
 /// Text of a byte stream, carrying an incomplete trailing UTF-8 sequence to the next call.

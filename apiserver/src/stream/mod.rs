@@ -2,9 +2,9 @@
 //! WebSocket and SPDY framings, and the relay. The HTTP handlers that use it are in
 //! [`crate::handlers::streams`].
 
+pub mod ending;
 pub mod protocol;
 pub mod relay;
-pub mod session_audit;
 pub mod spdy_frames;
 pub mod upstream;
 pub mod websocket_frames;

@@ -18,6 +18,7 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
+use super::ending::{Ending, ended};
 use super::protocol::{Negotiated, UpgradeKind};
 use super::{spdy_frames, websocket_frames};
 use crate::metrics::{DirectionLabels, Metrics};
@@ -221,8 +222,9 @@ enum End {
     Eof,
     /// Reading or writing failed.
     Error(std::io::Error),
-    /// The shutdown message was written (or the stream was closed at shutdown).
-    Drained,
+    /// The server ended the stream (shutdown, or an [`Ending`] of its own): the message was
+    /// written, or the stream was closed when no frame boundary came in time.
+    Ended(&'static str),
 }
 
 /// Frame tracking of the server→client direction.
@@ -261,11 +263,18 @@ where
         if let Some(session) = spdy {
             tracker.consume(buf.filled(), &mut |e| session.client_event(e));
         }
-        if let Err(e) = write_chunk(w, buf.filled()).await {
+        // The recording takes the chunk before it goes on (in --recording-mode=strict it may
+        // make the stream wait for it).
+        let written = match tap {
+            Some(tap) => {
+                let chunk = buf.take();
+                tap.inbound(chunk.clone()).await;
+                write_chunk(w, &chunk).await
+            }
+            None => write_chunk(w, buf.filled()).await,
+        };
+        if let Err(e) = written {
             return End::Error(e);
-        }
-        if let Some(tap) = tap {
-            tap.inbound(buf.take());
         }
         guard.add_in(n);
         buf.after_read(n);
@@ -288,79 +297,97 @@ async fn write_chunk<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::
     w.flush().await
 }
 
-/// What the server→client direction knows to end a stream cleanly at shutdown.
-struct Shutdown<'a> {
+/// What the server→client direction knows to end a stream cleanly: the framing, and how the
+/// error channel is written.
+struct Closing<'a> {
     tracker: OutTracker,
     spdy: Option<&'a spdy_frames::Session>,
-    payload: &'a [u8],
+    status_errors: bool,
     base64: bool,
     tap: Option<&'a Tap>,
 }
 
-/// upstream → client, with the shutdown message.
+/// What ends a stream from the server's side: the drain signal (shutdown) and the stream's own
+/// [`Ending`]s.
+struct Enders<'a> {
+    drain: &'a mut watch::Receiver<bool>,
+    end: &'a mut watch::Receiver<Option<Ending>>,
+}
+
+/// upstream → client, ended by the server with a message at a frame boundary.
 async fn pump_out<R, W>(
     r: &mut R,
     w: &mut W,
     guard: &StreamGuard,
-    sd: Shutdown<'_>,
-    drain: &mut watch::Receiver<bool>,
+    closing: Closing<'_>,
+    enders: Enders<'_>,
 ) -> End
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let Shutdown {
+    let Closing {
         mut tracker,
         spdy,
-        payload: shutdown_payload,
+        status_errors,
         base64,
         tap,
-    } = sd;
+    } = closing;
+    let Enders { drain, end } = enders;
     let mut buf = AdaptiveBuf::new();
-    let mut draining: Option<tokio::time::Instant> = None;
+    // The ending under way, and until when a frame boundary is waited for.
+    let mut ending: Option<(Ending, tokio::time::Instant)> = None;
     loop {
-        if draining.is_some() {
+        if let Some((e, _)) = &ending {
+            let payload = e.payload(status_errors);
             let injection = match &tracker {
                 OutTracker::WebSocket(t) if t.injection_impossible() => Some(Vec::new()),
                 OutTracker::WebSocket(t) if t.at_message_boundary() => {
-                    let mut out = websocket_frames::error_channel_message(shutdown_payload, base64);
+                    let mut out = websocket_frames::error_channel_message(&payload, base64);
                     out.extend(websocket_frames::close_frame(
-                        websocket_frames::CLOSE_GOING_AWAY,
-                        SHUTDOWN_MESSAGE,
+                        e.close_code,
+                        &e.error.message(),
                     ));
                     Some(out)
                 }
                 OutTracker::Spdy(t) if t.at_frame_boundary() => Some(
-                    spdy.map(|s| s.shutdown_frames(shutdown_payload))
+                    spdy.map(|s| s.shutdown_frames(&payload))
                         .unwrap_or_default(),
                 ),
                 _ => None,
             };
             if let Some(frames) = injection {
-                if !frames.is_empty() && write_chunk(w, &frames).await.is_ok() {
-                    guard.add_out(frames.len());
+                if !frames.is_empty() {
+                    let frames = Bytes::from(frames);
                     if let Some(tap) = tap {
-                        tap.outbound(Bytes::from(frames));
+                        tap.outbound(frames.clone()).await;
+                    }
+                    if write_chunk(w, &frames).await.is_ok() {
+                        guard.add_out(frames.len());
                     }
                 }
                 let _ = w.shutdown().await;
-                return End::Drained;
+                return End::Ended(e.label);
             }
         }
-        let limit = match (&tracker, draining) {
+        let limit = match (&tracker, &ending) {
             (_, None) => MAX_BUF,
             (OutTracker::WebSocket(t), Some(_)) => t.wanted(),
             (OutTracker::Spdy(t), Some(_)) => t.wanted(),
         };
         let read = tokio::select! {
             biased;
-            _ = drained(drain), if draining.is_none() => {
-                draining = Some(tokio::time::Instant::now() + DRAIN_FINISH);
+            _ = drained(drain), if ending.is_none() => {
+                ending = Some((Ending::shutdown(), tokio::time::Instant::now() + DRAIN_FINISH));
                 continue;
             }
-            _ = sleep_until_opt(draining) => {
+            e = ended(end), if ending.is_none() => {
+                ending = Some((e, tokio::time::Instant::now() + DRAIN_FINISH));
+                continue;
+            }
+            _ = sleep_until_opt(ending.as_ref().map(|(_, at)| *at)) => {
                 let _ = w.shutdown().await;
-                return End::Drained;
+                return End::Ended(ending.as_ref().map_or("server shutting down", |(e, _)| e.label));
             }
             read = buf.read_from(r, limit) => read,
         };
@@ -386,14 +413,21 @@ where
                 });
             }
         }
-        if let Err(e) = write_chunk(w, buf.filled()).await {
+        // The recording takes the chunk before the client gets it: in --recording-mode=strict
+        // no output reaches the client unrecorded, and the stream waits for the recorder.
+        let written = match tap {
+            Some(tap) => {
+                let chunk = buf.take();
+                tap.outbound(chunk.clone()).await;
+                write_chunk(w, &chunk).await
+            }
+            None => write_chunk(w, buf.filled()).await,
+        };
+        if let Err(e) = written {
             return End::Error(e);
         }
-        if let Some(tap) = tap {
-            tap.outbound(buf.take());
-        }
         guard.add_out(n);
-        if draining.is_none() {
+        if ending.is_none() {
             buf.after_read(n);
         }
     }
@@ -406,23 +440,15 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// The Status (v4/v5) or text (older protocols) a stream ends with at shutdown.
-fn shutdown_payload(negotiated: &Negotiated) -> Vec<u8> {
-    if negotiated.status_errors() {
-        poddebug_types::ApiError::ServiceUnavailable(SHUTDOWN_MESSAGE.to_owned()).to_json()
-    } else {
-        SHUTDOWN_MESSAGE.as_bytes().to_vec()
-    }
-}
-
 /// Relay until both sides are done, one side closed and the other finished (or [`LINGER`]
-/// passed), or the drain signal ended the stream. `tap`, when recording, gets every chunk
-/// after it was written (shared, not copied).
+/// passed), or the server ended the stream: the drain signal (shutdown) or an [`Ending`] on
+/// `end`. `tap`, when recording, gets every chunk before it is written (shared, not copied).
 pub async fn relay<C, U>(
     client: C,
     upstream: U,
     negotiated: &Negotiated,
     mut drain: watch::Receiver<bool>,
+    mut end: watch::Receiver<Option<Ending>>,
     guard: &StreamGuard,
     tap: Option<&Tap>,
 ) where
@@ -437,46 +463,48 @@ pub async fn relay<C, U>(
         UpgradeKind::WebSocket => OutTracker::WebSocket(Default::default()),
         UpgradeKind::Spdy => OutTracker::Spdy(Default::default()),
     };
-    let payload = shutdown_payload(negotiated);
     let mut in_drain = drain.clone();
     let inbound = pump_in(&mut cr, &mut uw, guard, spdy, tap);
     let outbound = pump_out(
         &mut ur,
         &mut cw,
         guard,
-        Shutdown {
+        Closing {
             tracker,
             spdy,
-            payload: &payload,
+            status_errors: negotiated.status_errors(),
             base64: negotiated.base64(),
             tap,
         },
-        &mut drain,
+        Enders {
+            drain: &mut drain,
+            end: &mut end,
+        },
     );
     tokio::pin!(inbound);
     tokio::pin!(outbound);
     tokio::select! {
-        end = &mut inbound => {
-            if let End::Error(e) = &end {
+        finished = &mut inbound => {
+            if let End::Error(e) = &finished {
                 tracing::debug!(error = %e, "attach stream: client side failed");
             }
-            guard.set_end(match end {
+            guard.set_end(match finished {
                 End::Eof => "client closed",
                 End::Error(_) => "client connection error",
-                End::Drained => "server shutting down",
+                End::Ended(why) => why,
             });
             let _ = tokio::time::timeout(LINGER, &mut outbound).await;
         }
-        end = &mut outbound => {
-            if let End::Error(e) = &end {
+        finished = &mut outbound => {
+            if let End::Error(e) = &finished {
                 tracing::debug!(error = %e, "attach stream: upstream side failed");
             }
-            guard.set_end(match end {
+            guard.set_end(match finished {
                 End::Eof => "upstream closed",
                 End::Error(_) => "upstream connection error",
-                End::Drained => "server shutting down",
+                End::Ended(why) => why,
             });
-            if !matches!(end, End::Drained) {
+            if !matches!(finished, End::Ended(_)) {
                 // Let the client's last frames (a WebSocket close reply) reach the upstream,
                 // unless the server is going down.
                 tokio::select! {
@@ -500,6 +528,11 @@ mod tests {
         }
     }
 
+    /// An end signal nobody sends on.
+    fn no_ending() -> watch::Receiver<Option<Ending>> {
+        watch::channel(None).1
+    }
+
     fn guard() -> StreamGuard {
         StreamGuard::new(Arc::new(Metrics::new()), StreamInfo::default())
     }
@@ -511,7 +544,7 @@ mod tests {
         let (_tx, rx) = watch::channel(false);
         let g = guard();
         let n = negotiated(UpgradeKind::WebSocket, "v5.channel.k8s.io");
-        let relay = relay(client, upstream, &n, rx, &g, None);
+        let relay = relay(client, upstream, &n, rx, no_ending(), &g, None);
         let peers = async {
             client_peer.write_all(b"to upstream").await.expect("write");
             let mut buf = [0u8; 11];
@@ -541,7 +574,7 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let g = guard();
         let n = negotiated(UpgradeKind::WebSocket, "v5.channel.k8s.io");
-        let relay = relay(client, upstream, &n, rx, &g, None);
+        let relay = relay(client, upstream, &n, rx, no_ending(), &g, None);
         let peers = async {
             // Half a frame: header says 4 payload bytes, only 2 sent before the drain.
             upstream_peer
@@ -593,7 +626,7 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let g = guard();
         let n = negotiated(UpgradeKind::Spdy, "v4.channel.k8s.io");
-        let relay = relay(client, upstream, &n, rx, &g, None);
+        let relay = relay(client, upstream, &n, rx, no_ending(), &g, None);
         let peers = async {
             // SYN_STREAM id 1 from the client, SYN_REPLY id 1 from the server.
             let syn = |kind: u8, id: u8| vec![0x80, 3, 0, kind, 0, 0, 0, 4, 0, 0, 0, id];
@@ -614,7 +647,7 @@ mod tests {
             tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(relay, peers) })
                 .await
                 .expect("relay ends");
-        let payload = shutdown_payload(&n);
+        let payload = Ending::shutdown().payload(n.status_errors());
         let mut expected = spdy_frames::data_frame(1, true, &payload);
         expected.extend(spdy_frames::goaway_frame(1));
         assert_eq!(got, expected);

@@ -17,6 +17,8 @@ const OP_CLOSE: u8 = 0x8;
 
 /// Close code "going away" (RFC 6455 §7.4.1): the server is shutting down.
 pub const CLOSE_GOING_AWAY: u16 = 1001;
+/// Close code of a session the server ended by policy (its recording, a termination).
+pub const CLOSE_POLICY_VIOLATION: u16 = 1008;
 
 /// Where the tracker is in the byte stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1375,6 +1375,12 @@ fn pod_debug_container_table() {
             vec!["container.env[0].name: Invalid value: \"PODDEBUG_EXPIRES_AT\": is reserved by poddebug for the debug container's deadline".into()],
         ),
         (
+            "reserved profile env var",
+            json!({"container": {"env": [{"name": "PODDEBUG_PROFILE", "value": "legacy"}]}}),
+            None,
+            vec!["container.env[0].name: Invalid value: \"PODDEBUG_PROFILE\": is reserved by poddebug for the debug container's profile".into()],
+        ),
+        (
             "negative ttlSeconds",
             json!({"ttlSeconds": -3}),
             None,

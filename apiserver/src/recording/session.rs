@@ -1,0 +1,129 @@
+//! A recording in progress ([`Session`]) and how it ends ([`Session::finish`]): the writer
+//! finishes the file, the exit code is settled, and the metadata is completed.
+
+use super::store::{Metadata, Store};
+use super::tap::Tap;
+use super::writer::WriterEnd;
+
+/// How long the end of a session waits for its writer to finish the file.
+const WRITER_FINISH: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A recording in progress.
+#[derive(Debug)]
+pub struct Session {
+    pub(super) tap: Tap,
+    pub(super) writer: tokio::task::JoinHandle<WriterEnd>,
+    pub(super) meta: Metadata,
+    pub(super) store: Store,
+}
+
+/// How a recording ended.
+#[derive(Clone, Debug)]
+pub struct Finished {
+    /// The recording id.
+    pub id: String,
+    /// The exit code (from the stream's error channel, else the fallback).
+    pub exit_code: Option<i32>,
+    /// Whether the recording was truncated.
+    pub truncated: bool,
+}
+
+impl Session {
+    /// The tap the relay hands its chunks to.
+    pub fn tap(&self) -> &Tap {
+        &self.tap
+    }
+
+    /// The recording id.
+    pub fn id(&self) -> &str {
+        &self.meta.id
+    }
+
+    /// End the recording: the writer finishes the file, the exit code is the one the stream
+    /// reported, else `fallback`'s, and the metadata is completed.
+    pub async fn finish(
+        self,
+        fallback: impl std::future::Future<Output = Option<i32>>,
+    ) -> Finished {
+        let Session {
+            tap,
+            mut writer,
+            mut meta,
+            store,
+        } = self;
+        tap.close();
+        drop(tap);
+        let end = match tokio::time::timeout(WRITER_FINISH, &mut writer).await {
+            Ok(Ok(end)) => end,
+            Ok(Err(_)) | Err(_) => {
+                writer.abort();
+                tracing::warn!(id = %meta.id, "the recording could not be finished in time");
+                WriterEnd {
+                    bytes: 0,
+                    truncated: true,
+                    exit_code: None,
+                }
+            }
+        };
+        // A non-zero code on the stream is the container's. A zero ("Success") is not proof:
+        // containerd reports Success on the attach stream whatever the exit code, so the
+        // container's own status decides when it has one; no code at all on the stream (the
+        // user detached) is the status's or none.
+        let exit_code = match end.exit_code {
+            Some(c) if c != 0 => Some(c),
+            Some(_) => fallback.await.or(Some(0)),
+            None => fallback.await,
+        };
+        meta.end = Some(jiff::Timestamp::now().to_string());
+        meta.bytes = tokio::fs::metadata(store.cast_path(&meta.namespace, &meta.pod, &meta.id))
+            .await
+            .map(|m| m.len())
+            .unwrap_or(end.bytes);
+        meta.exit_code = exit_code;
+        meta.truncated = end.truncated;
+        if let Err(e) = store.write_meta(&meta).await {
+            tracing::warn!(id = %meta.id, error = %e, "recording metadata could not be written");
+        }
+        Finished {
+            id: meta.id,
+            exit_code,
+            truncated: end.truncated,
+        }
+    }
+}
+
+/// The exit code a k8s error-channel Status reports: 0 for Success, the `ExitCode` cause of a
+/// `NonZeroExitCode` failure; None for anything else.
+pub fn exit_code_of_status(msg: &[u8]) -> Option<i32> {
+    let v: serde_json::Value = serde_json::from_slice(msg).ok()?;
+    if v["status"] == "Success" {
+        return Some(0);
+    }
+    v["details"]["causes"]
+        .as_array()?
+        .iter()
+        .find(|c| c["reason"] == "ExitCode")
+        .and_then(|c| c["message"].as_str())
+        .and_then(|m| m.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_from_the_error_channel() {
+        assert_eq!(exit_code_of_status(br#"{"status":"Success"}"#), Some(0));
+        assert_eq!(
+            exit_code_of_status(
+                br#"{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"42"}]}}"#
+            ),
+            Some(42)
+        );
+        assert_eq!(
+            exit_code_of_status(br#"{"status":"Failure","message":"x"}"#),
+            None
+        );
+        assert_eq!(exit_code_of_status(b"plain text"), None);
+    }
+}

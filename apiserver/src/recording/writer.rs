@@ -1,0 +1,255 @@
+//! A session's writer task: turns the items the [`Tap`](super::tap::Tap) queued into asciicast
+//! event lines and appends them to the recording's file, a batch at a time.
+//!
+//! Writers run at the server's normal priority: at a low one (nice 19 was tried) a busy
+//! machine could starve them past the end-of-session limit and lose the recording, which is
+//! worse than the CPU they take.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::asciicast::{self, Capped, Header, Utf8Carry};
+use super::session::exit_code_of_status;
+use super::tap::{Item, TapShared};
+
+/// How long a writer, once woken by a chunk, lets more gather before it writes them.
+const BATCH: Duration = Duration::from_millis(10);
+
+/// What the writer reports.
+#[derive(Debug)]
+pub(super) struct WriterEnd {
+    pub(super) bytes: u64,
+    pub(super) truncated: bool,
+    pub(super) exit_code: Option<i32>,
+}
+
+/// The writer writes what it has gathered once this much is waiting (and after each batch).
+const FLUSH_AT: usize = 1 << 20;
+
+/// A session's writer task: turns the queued items into event lines and appends them to the
+/// file.
+pub(super) struct Writer {
+    /// The file (moved to a blocking thread and back for each write).
+    pub(super) file: Option<std::fs::File>,
+    pub(super) lines: Lines,
+    pub(super) started: Instant,
+    pub(super) shared: Arc<TapShared>,
+}
+
+/// The event lines of a recording, gathered for the next write.
+pub(super) struct Lines {
+    pub(super) buf: Vec<u8>,
+    pub(super) header: Header,
+    pub(super) header_written: bool,
+    pub(super) capped: Capped,
+    pub(super) out_text: Utf8Carry,
+    pub(super) in_text: Utf8Carry,
+    pub(super) exit_code: Option<i32>,
+}
+
+impl Lines {
+    /// Turn one queued item at `t` seconds into its line, if it has one.
+    fn item(&mut self, t: f64, item: Item) {
+        match item {
+            // The tap queues input only with --record-input.
+            Item::Text { input, data } => self.text_event(t, if input { "i" } else { "o" }, &data),
+            Item::Resize { width, height } if !self.header_written => {
+                self.header.width = width;
+                self.header.height = height;
+            }
+            Item::Resize { width, height } => {
+                let line = asciicast::event_line(t, "r", &format!("{width}x{height}"));
+                let start = self.buf.len();
+                self.buf.extend_from_slice(&line);
+                self.admit(start);
+            }
+            Item::Error(msg) => self.exit_code = exit_code_of_status(&msg).or(self.exit_code),
+            Item::Gap(skipped) => self.gap_marker(t, skipped),
+            Item::Ended(why) => self.marker(t, &format!("session ended by the server: {why}")),
+            // Handled by the writer.
+            Item::Undecodable(_) => {}
+        }
+    }
+
+    /// An output ("o") or input ("i") event; its text is escaped straight into the buffer.
+    fn text_event(&mut self, t: f64, code: &str, data: &[u8]) {
+        let carry = if code == "o" {
+            &mut self.out_text
+        } else {
+            &mut self.in_text
+        };
+        let start = self.buf.len();
+        if asciicast::push_event(&mut self.buf, t, code, |out| carry.push_escaped(data, out)) {
+            self.admit(start);
+        }
+    }
+
+    /// The marker of a gap over the rate bound.
+    fn gap_marker(&mut self, t: f64, skipped: u64) {
+        // A character split at the gap's edge is lost with it.
+        self.out_text = Utf8Carry::default();
+        self.in_text = Utf8Carry::default();
+        self.marker(
+            t,
+            &format!("{skipped} bytes not recorded: over --max-recording-rate"),
+        );
+    }
+
+    /// A marker event `[t, "m", label]`.
+    fn marker(&mut self, t: f64, label: &str) {
+        let line = asciicast::event_line(t, "m", label);
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&line);
+        self.admit(start);
+    }
+
+    /// The rest of a character split at the very end of the output.
+    fn finish_output(&mut self, t: f64) {
+        let start = self.buf.len();
+        let carry = &mut self.out_text;
+        if asciicast::push_event(&mut self.buf, t, "o", |out| carry.finish_escaped(out)) {
+            self.admit(start);
+        }
+    }
+
+    /// Keep the line appended at `start` if it fits under the cap, with the header before the
+    /// first line; drop it otherwise.
+    fn admit(&mut self, start: usize) {
+        if !self.header_written {
+            let line = self.buf.split_off(start);
+            self.write_header();
+            let start = self.buf.len();
+            self.buf.extend_from_slice(&line);
+            return self.admit(start);
+        }
+        if !self.capped.admit_len(self.buf.len() - start) {
+            self.buf.truncate(start);
+        }
+    }
+
+    pub(super) fn write_header(&mut self) {
+        self.header_written = true;
+        let line = asciicast::header_line(&self.header);
+        // The header always fits: the cap is at least MIN_CAP.
+        self.capped.admit(&line);
+        self.buf.extend_from_slice(&line);
+    }
+}
+
+impl Writer {
+    /// The next batch of chunks, waiting for the first and then [`BATCH`] for more; `None` once
+    /// the session ended and everything was taken.
+    async fn next_batch(&self) -> Option<std::collections::VecDeque<(Instant, Item)>> {
+        let shared = &*self.shared;
+        loop {
+            let closed = shared.closed.load(Ordering::SeqCst);
+            let empty = shared
+                .queue
+                .lock()
+                .map(|q| q.items.is_empty())
+                .unwrap_or(true);
+            if empty && closed {
+                return None;
+            }
+            if empty {
+                shared.wake.notified().await;
+                continue;
+            }
+            if !closed {
+                tokio::time::sleep(BATCH).await;
+            }
+            let batch = shared
+                .queue
+                .lock()
+                .map(|mut q| std::mem::take(&mut *q).items)
+                .unwrap_or_default();
+            shared.took_batch();
+            return Some(batch);
+        }
+    }
+
+    /// Write the gathered lines to the file (on a blocking thread).
+    async fn flush(&mut self) -> std::io::Result<()> {
+        if self.lines.buf.is_empty() {
+            return Ok(());
+        }
+        let mut file = self
+            .file
+            .take()
+            .ok_or_else(|| std::io::Error::other("an earlier write failed"))?;
+        let buf = std::mem::take(&mut self.lines.buf);
+        let (file, mut buf, written) = tokio::task::spawn_blocking(move || {
+            let r = std::io::Write::write_all(&mut file, &buf);
+            (file, buf, r)
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        written?;
+        self.file = Some(file);
+        buf.clear();
+        if buf.capacity() > 2 * FLUSH_AT {
+            // A burst is over: give its room back.
+            buf = Vec::new();
+        }
+        self.lines.buf = buf;
+        Ok(())
+    }
+
+    pub(super) async fn run(mut self) -> WriterEnd {
+        let mut failure: Option<String> = None;
+        let mut last = 0.0;
+        while let Some(batch) = self.next_batch().await {
+            for (at, item) in batch {
+                if failure.is_some() {
+                    continue;
+                }
+                let t = at.duration_since(self.started).as_secs_f64();
+                last = t;
+                match item {
+                    Item::Undecodable(e) => failure = Some(format!("undecodable stream ({e})")),
+                    item => self.lines.item(t, item),
+                }
+                if self.lines.buf.len() >= FLUSH_AT
+                    && let Err(e) = self.flush().await
+                {
+                    failure.get_or_insert(format!("write failed ({e})"));
+                }
+            }
+            if failure.is_none()
+                && let Err(e) = self.flush().await
+            {
+                failure = Some(format!("write failed ({e})"));
+            }
+            // strict: a recording that cannot go on ends its session.
+            if let Some(why) = &failure
+                && !self.shared.failed.load(Ordering::SeqCst)
+            {
+                self.shared.fail(why);
+            }
+        }
+        if failure.is_none() {
+            self.lines.finish_output(last);
+            if !self.lines.header_written {
+                self.lines.write_header();
+            }
+        }
+        let why = if self.shared.overflow.load(Ordering::Relaxed) {
+            Some("the recorder fell behind the stream".to_owned())
+        } else if self.lines.capped.truncated() {
+            Some("size limit reached".to_owned())
+        } else {
+            failure
+        };
+        if let Some(why) = &why {
+            let marker = self.lines.capped.marker(last, why);
+            self.lines.buf.extend_from_slice(&marker);
+        }
+        let _ = self.flush().await;
+        WriterEnd {
+            bytes: self.lines.capped.written(),
+            truncated: why.is_some(),
+            exit_code: self.lines.exit_code,
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Ending a relayed stream from the server's side, with a word to the client: why the server
+//! ends a session (shutdown, a recording that cannot go on in `--recording-mode=strict`) and
+//! what the client is told. The relay ends the stream at the next frame boundary with the
+//! [`Ending`]'s error on the error channel (a `Status` on v4/v5, its message as text before)
+//! and a close (WebSocket close frame, SPDY GOAWAY).
+//!
+//! Each stream has one [`EndSignal`]: whoever may end it (the recording, later a terminate)
+//! holds a clone and calls [`EndSignal::end`]; the relay waits on [`EndSignal::ended`]. The
+//! first ending wins.
+
+use poddebug_types::ApiError;
+use tokio::sync::watch;
+
+use super::websocket_frames::{CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION};
+
+/// Why the server ends a stream, and what the client is told.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ending {
+    /// The error the client gets on the error channel.
+    pub error: ApiError,
+    /// The WebSocket close code.
+    pub close_code: u16,
+    /// Why, as the stream's log line and audit record say it.
+    pub label: &'static str,
+}
+
+impl Ending {
+    /// The ending of every stream when the server shuts down.
+    pub fn shutdown() -> Ending {
+        Ending {
+            error: ApiError::ServiceUnavailable(super::relay::SHUTDOWN_MESSAGE.to_owned()),
+            close_code: CLOSE_GOING_AWAY,
+            label: "server shutting down",
+        }
+    }
+
+    /// The ending of a session whose recording cannot go on (`--recording-mode=strict`).
+    pub fn recording_failed(why: &str) -> Ending {
+        Ending {
+            error: ApiError::ServiceUnavailable(format!(
+                "the session was ended because its recording cannot go on ({why}), and this \
+                 server runs with --recording-mode=strict"
+            )),
+            close_code: CLOSE_POLICY_VIOLATION,
+            label: "recording failed",
+        }
+    }
+
+    /// What the error channel carries: the Status (v4/v5) or its message (older protocols).
+    pub fn payload(&self, status_errors: bool) -> Vec<u8> {
+        if status_errors {
+            self.error.to_json()
+        } else {
+            self.error.message().as_bytes().to_vec()
+        }
+    }
+}
+
+/// The way to end one stream; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct EndSignal {
+    tx: watch::Sender<Option<Ending>>,
+}
+
+impl Default for EndSignal {
+    fn default() -> Self {
+        EndSignal {
+            tx: watch::channel(None).0,
+        }
+    }
+}
+
+impl EndSignal {
+    /// End the stream with `ending`, unless it is already being ended.
+    pub fn end(&self, ending: Ending) {
+        self.tx.send_if_modified(|e| {
+            if e.is_some() {
+                return false;
+            }
+            *e = Some(ending);
+            true
+        });
+    }
+
+    /// The ending, once there is one.
+    pub fn current(&self) -> Option<Ending> {
+        self.tx.borrow().clone()
+    }
+
+    /// What the relay waits on.
+    pub fn subscribe(&self) -> watch::Receiver<Option<Ending>> {
+        self.tx.subscribe()
+    }
+}
+
+/// Resolves with the ending once there is one; never if every signal is gone.
+pub async fn ended(rx: &mut watch::Receiver<Option<Ending>>) -> Ending {
+    let ending = rx
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|e| e.clone());
+    match ending {
+        Some(e) => e,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_first_ending_wins() {
+        let s = EndSignal::default();
+        let mut rx = s.subscribe();
+        s.end(Ending::recording_failed("size limit reached"));
+        s.end(Ending::shutdown());
+        let e = ended(&mut rx).await;
+        assert_eq!(e.label, "recording failed");
+        assert_eq!(e.close_code, CLOSE_POLICY_VIOLATION);
+        let status: serde_json::Value = serde_json::from_slice(&e.payload(true)).unwrap();
+        assert_eq!(status["code"], 503);
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap()
+                .contains("(size limit reached)")
+        );
+        assert_eq!(e.payload(false), e.error.message().as_bytes());
+    }
+}
