@@ -21,11 +21,13 @@
 //! 2. `Sec-Fetch-Site` present → allowed only when `same-origin` or `none`.
 //! 3. Else `Origin` present → allowed only when it is the origin the request was addressed to:
 //!    `X-Forwarded-Proto`/`X-Forwarded-Host` when the request came through the authenticated
-//!    front proxy (the aggregator sets them from what it received), else `https://` + `Host`.
-//!    Behind `kubectl proxy` neither shows the proxy's own origin (it rewrites `Host` to
-//!    kube-apiserver's), so a browser without Fetch Metadata cannot use the portal there
-//!    unless its origin is in `--allowed-origins`; with Fetch Metadata (every current browser)
-//!    rule 2 decides and needs no knowledge of the proxy.
+//!    front proxy (the aggregator sets them from what it received, on requests that are not
+//!    upgrades), else `https://` + `Host`; or, for a WebSocket handshake, when it offers a valid
+//!    attach ticket ([`crate::attach_ticket`]). Behind `kubectl proxy` neither header shows the
+//!    proxy's own origin (it rewrites `Host` to kube-apiserver's), and browsers send no Fetch
+//!    Metadata on WebSocket handshakes (Chromium 156): the ticket is how the portal's own
+//!    terminal gets through there, and a browser without Fetch Metadata cannot use the rest of
+//!    the portal behind kubectl proxy unless its origin is in `--allowed-origins`.
 //! 4. Neither header → allowed: the client is not a browser (kubectl, client-go, kube-rs, curl),
 //!    or it is an old browser's same-origin `GET`.
 //!
@@ -65,6 +67,14 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
             .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+/// Whether the request is a WebSocket handshake.
+fn is_websocket(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"))
 }
 
 fn one<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -114,11 +124,14 @@ impl Policy {
 
     /// Judge a guarded request (module docs); `Err` is the 403 to answer. `auth` says how the
     /// request was authenticated: only the front proxy's `X-Forwarded-*` headers are believed.
+    /// `ticket_valid` is asked only for a WebSocket handshake whose `Origin` alone cannot be
+    /// judged: whether it offers a valid attach ticket ([`crate::attach_ticket`]).
     pub fn judge(
         &self,
         headers: &HeaderMap,
         attrs: &Attributes,
         auth: AuthMethod,
+        ticket_valid: impl FnOnce() -> bool,
     ) -> Result<(), ApiError> {
         let origin = one(headers, "origin");
         let normalized = origin.and_then(normalize_origin);
@@ -143,6 +156,10 @@ impl Policy {
         };
         match (&normalized, addressed_origin(headers, auth)) {
             (Some(o), Some(own)) if *o == own => Ok(()),
+            // A browser's WebSocket handshake has nothing but Origin; behind kubectl proxy that
+            // cannot be compared with anything, so the page proves it is of the server's origin
+            // with a ticket only such a page could read.
+            _ if is_websocket(headers) && ticket_valid() => Ok(()),
             _ => Err(refusal(
                 attrs,
                 &format!(
@@ -175,6 +192,8 @@ fn addressed_origin(headers: &HeaderMap, auth: AuthMethod) -> Option<String> {
 
 /// The 403 of a refused cross-site request, worded as kube-apiserver words a denial.
 fn refusal(attrs: &Attributes, why: &str) -> ApiError {
+    // What the browser sent, for operators wondering why a page was refused.
+    tracing::info!(why, "cross-site request refused");
     let reason = format!(
         "cross-site requests are forbidden: {why}; poddebug accepts state-changing requests, \
          streams and resource reads from a browser only when they come from a page of its own \
@@ -261,11 +280,16 @@ mod tests {
         let a = attrs("create", "pods", "debug");
         for ok in ["same-origin", "none", "Same-Origin"] {
             let h = headers(&[("sec-fetch-site", ok), ("origin", "http://127.0.0.1:9999")]);
-            assert!(p.judge(&h, &a, AuthMethod::FrontProxy).is_ok(), "{ok}");
+            assert!(
+                p.judge(&h, &a, AuthMethod::FrontProxy, || false).is_ok(),
+                "{ok}"
+            );
         }
         for bad in ["same-site", "cross-site", "weird"] {
             let h = headers(&[("sec-fetch-site", bad), ("origin", "http://127.0.0.1:9999")]);
-            let e = p.judge(&h, &a, AuthMethod::FrontProxy).unwrap_err();
+            let e = p
+                .judge(&h, &a, AuthMethod::FrontProxy, || false)
+                .unwrap_err();
             assert_eq!(e.code(), 403);
             assert_eq!(e.reason(), "Forbidden");
             assert!(
@@ -291,20 +315,60 @@ mod tests {
             ("x-forwarded-proto", "https"),
             ("host", "poddebug-apiserver.poddebug-system.svc"),
         ]);
-        assert!(p.judge(&via_aggregator, &a, AuthMethod::FrontProxy).is_ok());
+        assert!(
+            p.judge(&via_aggregator, &a, AuthMethod::FrontProxy, || false)
+                .is_ok()
+        );
         // The same forwarded headers from a client the front proxy did not authenticate are not
         // believed.
-        assert!(p.judge(&via_aggregator, &a, AuthMethod::Token).is_err());
+        assert!(
+            p.judge(&via_aggregator, &a, AuthMethod::Token, || false)
+                .is_err()
+        );
         let direct = headers(&[
             ("origin", "https://debug.example:443"),
             ("host", "debug.example"),
         ]);
-        assert!(p.judge(&direct, &a, AuthMethod::Token).is_ok());
+        assert!(p.judge(&direct, &a, AuthMethod::Token, || false).is_ok());
         for bad in ["http://127.0.0.1:9999", "null", "https://evil.example", ""] {
             let h = headers(&[("origin", bad), ("host", "debug.example")]);
-            let e = p.judge(&h, &a, AuthMethod::Token).unwrap_err();
+            let e = p.judge(&h, &a, AuthMethod::Token, || false).unwrap_err();
             assert!(e.message().contains("(Origin: "), "{}", e.message());
         }
+    }
+
+    #[test]
+    fn a_websocket_with_only_an_origin_passes_with_a_valid_ticket() {
+        let p = Policy::default();
+        let a = attrs("get", "pods", "attach");
+        // What Chromium sends through kubectl proxy and the aggregator: no Fetch Metadata, no
+        // X-Forwarded-Host on an upgrade, Host rewritten.
+        let ws = headers(&[
+            ("origin", "http://127.0.0.1:8001"),
+            ("upgrade", "websocket"),
+            ("connection", "Upgrade"),
+            ("host", "poddebug-apiserver.poddebug-system.svc:443"),
+        ]);
+        assert!(p.judge(&ws, &a, AuthMethod::FrontProxy, || true).is_ok());
+        assert!(p.judge(&ws, &a, AuthMethod::FrontProxy, || false).is_err());
+        // Fetch Metadata saying cross-site is not overruled by a ticket, and a ticket opens no
+        // request that is not a WebSocket handshake.
+        let mut cross = ws.clone();
+        cross.insert("sec-fetch-site", "cross-site".parse().unwrap());
+        assert!(
+            p.judge(&cross, &a, AuthMethod::FrontProxy, || true)
+                .is_err()
+        );
+        let post = headers(&[("origin", "http://127.0.0.1:8001")]);
+        assert!(
+            p.judge(
+                &post,
+                &attrs("create", "pods", "debug"),
+                AuthMethod::FrontProxy,
+                || true
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -315,7 +379,8 @@ mod tests {
             p.judge(
                 &h,
                 &attrs("create", "pods", "debug"),
-                AuthMethod::FrontProxy
+                AuthMethod::FrontProxy,
+                || false
             )
             .is_ok()
         );
@@ -331,13 +396,16 @@ mod tests {
         let a = attrs("create", "pods", "debug");
         for origin in ["https://portal.example", "http://tools.example"] {
             let h = headers(&[("origin", origin), ("sec-fetch-site", "cross-site")]);
-            assert!(p.judge(&h, &a, AuthMethod::FrontProxy).is_ok(), "{origin}");
+            assert!(
+                p.judge(&h, &a, AuthMethod::FrontProxy, || false).is_ok(),
+                "{origin}"
+            );
         }
         let h = headers(&[
             ("origin", "https://portal.example.evil"),
             ("sec-fetch-site", "cross-site"),
         ]);
-        assert!(p.judge(&h, &a, AuthMethod::FrontProxy).is_err());
+        assert!(p.judge(&h, &a, AuthMethod::FrontProxy, || false).is_err());
         assert_eq!(
             Policy::new(&["portal.example".into(), "https://x/y".into()]).unwrap_err(),
             vec!["portal.example".to_owned(), "https://x/y".to_owned()]
@@ -348,7 +416,7 @@ mod tests {
     fn non_resource_refusals_have_no_object() {
         let h = headers(&[("sec-fetch-site", "cross-site")]);
         let e = Policy::default()
-            .judge(&h, &discovery(), AuthMethod::FrontProxy)
+            .judge(&h, &discovery(), AuthMethod::FrontProxy, || false)
             .unwrap_err();
         assert!(e.message().starts_with("cross-site requests are forbidden"));
     }

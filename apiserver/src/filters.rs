@@ -75,9 +75,15 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
             // A page on another origin driving the user's browser is refused before anything
             // is asked or done on its behalf.
             let browser = if crate::cross_site::guarded(&method, req.headers(), &attrs) {
+                let headers = req.headers();
                 st.config
                     .cross_site
-                    .judge(req.headers(), &attrs, auth.method)
+                    .judge(headers, &attrs, auth.method, || {
+                        crate::attach_ticket::Tickets::offered(headers).is_some_and(|t| {
+                            st.tickets
+                                .verify(&t, &auth.user.user, std::time::SystemTime::now())
+                        })
+                    })
             } else {
                 Ok(())
             };

@@ -9,6 +9,7 @@
 #![allow(clippy::result_large_err)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod attach_ticket;
 pub mod audit;
 pub mod authn;
 pub mod authz;

@@ -123,8 +123,11 @@ impl Clients {
     }
 }
 
-/// The serving certificate: the given files, or a self-signed pair in `--cert-dir`.
-fn serving_cert(config: &Config) -> Result<Arc<ReloadingCert>, StartupError> {
+/// The serving certificate: the given files, or a self-signed pair in `--cert-dir`; and the
+/// attach tickets, keyed by its private key.
+fn serving_cert(
+    config: &Config,
+) -> Result<(Arc<ReloadingCert>, Arc<crate::attach_ticket::Tickets>), StartupError> {
     let files: CertFiles = match &config.serving_cert {
         ServingCert::Files(files) => files.clone(),
         ServingCert::SelfSigned {
@@ -133,7 +136,9 @@ fn serving_cert(config: &Config) -> Result<Arc<ReloadingCert>, StartupError> {
             namespace,
         } => serving::self_signed::ensure(dir, service, namespace)?,
     };
-    Ok(Arc::new(ReloadingCert::load(files)?))
+    let tickets = crate::attach_ticket::Tickets::from_key_file(&files.key)
+        .map_err(|e| StartupError::Tls(format!("reading {}: {e}", files.key.display())))?;
+    Ok((Arc::new(ReloadingCert::load(files)?), Arc::new(tickets)))
 }
 
 /// The authenticator chain over the dynamic authentication configuration.
@@ -173,7 +178,7 @@ fn storage(config: &Config, clients: &Clients, metrics: &Metrics) -> poddebug_st
 /// Background work: every task loops until its job is done or the process ends.
 fn spawn_background(
     config: &Config,
-    cert: Arc<ReloadingCert>,
+    (cert, tickets): (Arc<ReloadingCert>, Arc<crate::attach_ticket::Tickets>),
     auth_store: Arc<AuthConfigStore>,
     authn_client: kube::Client,
     backend: Arc<dyn poddebug_storage::DebugBackend>,
@@ -185,6 +190,7 @@ fn spawn_background(
         loop {
             tick.tick().await;
             cert.reload_if_changed();
+            tickets.reload_if_changed();
         }
     });
     tokio::spawn(authn::config::poll_files(auth_store.clone(), reload_every));
@@ -211,7 +217,7 @@ fn spawn_background(
 /// Run the server from its frozen configuration until SIGTERM/SIGINT.
 pub async fn run(config: Config) -> Result<(), StartupError> {
     let config = Arc::new(config);
-    let cert = serving_cert(&config)?;
+    let (cert, tickets) = serving_cert(&config)?;
     let tls = Arc::new(serving::tls::server_config(cert.clone())?);
     let metrics = Arc::new(metrics::Metrics::new());
     let clients = Clients::connect(&config, &metrics).await?;
@@ -256,6 +262,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         watch_drain: watch_drain_rx,
         upstream,
         recorder: crate::recording::Recorder::from_options(&config.recording),
+        tickets: tickets.clone(),
     };
     if let Some(r) = &state.recorder {
         r.spawn_sweeper();
@@ -263,7 +270,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
     let app = routes::app(state);
     spawn_background(
         &config,
-        cert,
+        (cert, tickets),
         auth_store,
         clients.authn.clone(),
         backend,

@@ -65,4 +65,6 @@ pub struct AppState {
     pub upstream: Arc<crate::stream::Upstream>,
     /// Session recorder (`--recording-dir`), if recording is on.
     pub recorder: Option<Arc<crate::recording::Recorder>>,
+    /// The attach tickets same-origin pages prove themselves with in WebSocket handshakes.
+    pub tickets: Arc<crate::attach_ticket::Tickets>,
 }

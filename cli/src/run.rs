@@ -58,13 +58,23 @@ pub async fn run(api: &DebugContainers, ns: &str, args: RunArgs) -> ExitCode {
     if name.is_none() && !quiet {
         eprintln!("Defaulting debug container name to {dbg}.");
     }
-    if let Some(t) = &target
-        && !quiet
-    {
-        eprintln!(
-            "Targeting container {t:?}. If you don't see processes from this container \
-             it may be because the container runtime doesn't support this feature."
-        );
+    // The target the server chose when none was asked for (its --default-target) is shown too.
+    let chosen = created
+        .target_container_name
+        .as_deref()
+        .filter(|t| !t.is_empty());
+    if !quiet {
+        match (&target, chosen) {
+            (Some(t), _) => eprintln!(
+                "Targeting container {t:?}. If you don't see processes from this container \
+                 it may be because the container runtime doesn't support this feature."
+            ),
+            (None, Some(t)) => eprintln!(
+                "Defaulting debug container target to {t:?} (the pod's first container), so \
+                 that it can be stopped."
+            ),
+            (None, None) => {}
+        }
     }
     if !attach && !wait {
         if let Some(code) = output.and_then(|f| print_serialized(&created, f)) {

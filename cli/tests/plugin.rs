@@ -276,3 +276,31 @@ async fn too_late_to_attach_shows_the_output_and_the_exit_code() {
     );
     assert_eq!(out, "from the log\n", "{err}");
 }
+
+#[tokio::test]
+async fn the_target_the_server_chose_is_shown() {
+    let fake = FakeKube::start().await;
+    fake.allow_all();
+    fake.add_namespace("shop", &[]);
+    fake.add_simple_pod("shop", "web");
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let dir = TempDir::new("plugin-target");
+    let kc = server.write_kubeconfig(dir.path(), "plugin-user", &["devs"], "shop");
+    let (code, _, err) = run(
+        &kc,
+        &["web", "-c", "dbg", "--wait", "--", "sleep", "1000"],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("Defaulting debug container target to \"app\""),
+        "{err}"
+    );
+    let ec = &fake
+        .pod("shop", "web")
+        .and_then(|p| p.spec?.ephemeral_containers)
+        .expect("an ephemeral container")[0];
+    assert_eq!(ec.target_container_name.as_deref(), Some("app"));
+}

@@ -59,6 +59,21 @@ export async function request(method, path, body) {
 }
 
 export const get = (path) => request('GET', path);
+
+// The attach ticket the server hands a page of its own origin with a debug container
+// (`Poddebug-Attach-Ticket`), or null.
+export async function attachTicket(path) {
+  try {
+    const resp = await fetch(apiRoot() + path, {
+      headers: { Accept: 'application/json' },
+      credentials: 'same-origin',
+      cache: 'no-store',
+    });
+    return resp.ok ? resp.headers.get('Poddebug-Attach-Ticket') : null;
+  } catch (_) {
+    return null;
+  }
+}
 export const post = (path, body) => request('POST', path, body);
 export const del = (path) => request('DELETE', path);
 

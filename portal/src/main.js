@@ -1,7 +1,7 @@
 // The poddebug portal: namespace → pod → debug containers, create, terminal, logs, stop,
 // recordings. Deep links: #/namespaces/NS and #/namespaces/NS/pods/POD.
 
-import { ApiError, del, get, getOptional, paths, post, usableProfiles } from './api.js';
+import { ApiError, attachTicket, del, get, getOptional, paths, post, usableProfiles } from './api.js';
 import { attach, createTerminal, replay } from './terminal.js';
 
 const app = document.getElementById('app');
@@ -196,13 +196,18 @@ async function podView(ns, pod) {
     session.hidden = false;
     const t = createTerminal(screen);
     screen.scrollIntoView({ block: 'nearest' });
-    const conn = attach(paths.attach(ns, pod, name), t, async (line, code) => {
-      endLine.textContent = `${line}…`;
-      const final = code !== null && code !== 0 ? line : await exitLine(name, line);
-      endLine.textContent = final;
-      refresh().catch(showError);
-      return final;
-    });
+    const conn = attach(
+      paths.attach(ns, pod, name),
+      t,
+      async (line, code) => {
+        endLine.textContent = `${line}…`;
+        const final = code !== null && code !== 0 ? line : await exitLine(name, line);
+        endLine.textContent = final;
+        refresh().catch(showError);
+        return final;
+      },
+      attachTicket(paths.debug(ns, pod, name)),
+    );
     cleanups.push(() => conn.close(), () => t.dispose());
   };
 
@@ -308,11 +313,18 @@ async function renderCreate(ns, pod, box, created) {
     h('h3', {}, 'New debug container'),
     h('label', {}, 'Name ', h('input', { name: 'name', placeholder: 'generated', pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?' })),
     h('label', {}, 'Image ', h('input', { name: 'image', placeholder: 'server default' })),
+    // The first container is chosen unless the user picks another: a debug container with a
+    // target shares its processes and can be stopped (the server defaults the same way).
     h(
       'label',
       {},
       'Target container ',
-      h('select', { name: 'target' }, h('option', { value: '' }, '(none)'), ...containers.map((c) => h('option', { value: c }, c))),
+      h(
+        'select',
+        { name: 'target' },
+        h('option', { value: '' }, '(server default)'),
+        ...containers.map((c, i) => h('option', { value: c, selected: i === 0 }, c)),
+      ),
     ),
     h(
       'label',
@@ -391,9 +403,18 @@ async function renderRecordings(ns, pod, box, session) {
       : h(
           'ul',
           { class: 'links' },
-          ...items.map((r) =>
-            h('li', {}, h('button', { class: 'replay', onclick: () => play(r.metadata.name) }, 'Replay'), ` ${r.metadata.name} `, h('span', { class: 'muted' }, age(r.metadata.creationTimestamp))),
-          ),
+          ...items.map((r) => {
+            // A Recording as an API object (metadata), or as earlier servers listed it (id, start).
+            const id = (r.metadata && r.metadata.name) || r.id;
+            const started = (r.metadata && r.metadata.creationTimestamp) || r.start;
+            return h(
+              'li',
+              { 'data-id': id },
+              h('button', { class: 'replay', 'data-id': id, onclick: () => play(id) }, 'Replay'),
+              ` ${id} `,
+              h('span', { class: 'muted' }, started ? age(started) : ''),
+            );
+          }),
         ),
   );
 }

@@ -64,10 +64,13 @@ export function createTerminal(container) {
 }
 
 // Attaches `term` to `path`. `onEnd(line, exitCode)` is called once when the session ends and
-// answers (or resolves to) the end-of-session line to print.
-export function attach(path, { term, fit }, onEnd) {
-  const ws = new WebSocket(wsUrl(path), ['v5.channel.k8s.io']);
-  ws.binaryType = 'arraybuffer';
+// answers (or resolves to) the end-of-session line to print. `ticket` resolves to the attach
+// ticket the server handed this page (or null): offered as a subprotocol, it tells the server
+// that the handshake comes from a page of its own origin, which a WebSocket cannot otherwise
+// show behind kubectl proxy. The socket is opened once it is known; keys typed meanwhile wait.
+export function attach(path, { term, fit }, onEnd, ticket = Promise.resolve(null)) {
+  let ws = null;
+  let closedEarly = false;
   const decoder = new TextDecoder();
   let statusText = '';
   let ended = false;
@@ -83,9 +86,9 @@ export function attach(path, { term, fit }, onEnd) {
   let pending = [];
   let pendingBytes = 0;
   const send = (channel, bytes) => {
-    if (ws.readyState === WebSocket.OPEN) {
+    if (ws && ws.readyState === WebSocket.OPEN) {
       ws.send(frame(channel, bytes));
-    } else if (ws.readyState === WebSocket.CONNECTING && channel !== RESIZE) {
+    } else if ((!ws || ws.readyState === WebSocket.CONNECTING) && !ended && channel !== RESIZE) {
       if (pendingBytes + bytes.length > PENDING_LIMIT) return;
       pending.push(frame(channel, bytes));
       pendingBytes += bytes.length;
@@ -120,53 +123,61 @@ export function attach(path, { term, fit }, onEnd) {
     });
   };
 
-  ws.onopen = () => {
-    setState('open');
-    term.focus();
-    sendSize();
-    const queued = pending;
-    pending = [];
-    pendingBytes = 0;
-    queued.forEach((f) => ws.send(f));
+  const open = (t) => {
+    if (closedEarly) return;
+    const protocols = ['v5.channel.k8s.io'];
+    if (t) protocols.push(`ticket.poddebug.dev.${t}`);
+    ws = new WebSocket(wsUrl(path), protocols);
+    ws.binaryType = 'arraybuffer';
+    ws.onopen = () => {
+      setState('open');
+      term.focus();
+      sendSize();
+      const queued = pending;
+      pending = [];
+      pendingBytes = 0;
+      queued.forEach((f) => ws.send(f));
+    };
+    ws.onmessage = (ev) => {
+      const data = new Uint8Array(ev.data);
+      if (data.length === 0) return;
+      const body = data.subarray(1);
+      switch (data[0]) {
+        case STDOUT:
+        case STDERR:
+          term.write(body);
+          break;
+        case ERROR:
+          statusText += decoder.decode(body, { stream: true });
+          break;
+        default:
+          break;
+      }
+    };
+    ws.onclose = (ev) => {
+      let status = null;
+      try {
+        status = statusText ? JSON.parse(statusText) : null;
+      } catch (_) {
+        status = null;
+      }
+      // The Status carries the exit code when the runtime reports it; containerd reports
+      // Success whatever the code, so the caller also reads the container's own status.
+      if (status) {
+        const code = exitCodeOf(status);
+        if (code === null) end(`Session ended: ${status.message || status.reason || 'failure'}`, null);
+        else end(`Session ended: exit code ${code}`, code);
+      } else if (ev.code === 1000 || ev.code === 1005) {
+        end('Session ended', null);
+      } else {
+        end(`Session ended: the connection closed (${ev.code}${ev.reason ? ` ${ev.reason}` : ''})`, null);
+      }
+    };
+    ws.onerror = () => {
+      // onclose follows with the code; a refused upgrade has no body a browser can read
+    };
   };
-  ws.onmessage = (ev) => {
-    const data = new Uint8Array(ev.data);
-    if (data.length === 0) return;
-    const body = data.subarray(1);
-    switch (data[0]) {
-      case STDOUT:
-      case STDERR:
-        term.write(body);
-        break;
-      case ERROR:
-        statusText += decoder.decode(body, { stream: true });
-        break;
-      default:
-        break;
-    }
-  };
-  ws.onclose = (ev) => {
-    let status = null;
-    try {
-      status = statusText ? JSON.parse(statusText) : null;
-    } catch (_) {
-      status = null;
-    }
-    // The Status carries the exit code when the runtime reports it; containerd reports
-    // Success whatever the code, so the caller also reads the container's own status.
-    if (status) {
-      const code = exitCodeOf(status);
-      if (code === null) end(`Session ended: ${status.message || status.reason || 'failure'}`, null);
-      else end(`Session ended: exit code ${code}`, code);
-    } else if (ev.code === 1000 || ev.code === 1005) {
-      end('Session ended', null);
-    } else {
-      end(`Session ended: the connection closed (${ev.code}${ev.reason ? ` ${ev.reason}` : ''})`, null);
-    }
-  };
-  ws.onerror = () => {
-    // onclose follows with the code; a refused upgrade has no body a browser can read
-  };
+  ticket.then(open, () => open(null));
 
   disposables.push(term.onData((d) => send(STDIN, encoder.encode(d))));
   disposables.push(term.onBinary((d) => send(STDIN, Uint8Array.from(d, (c) => c.charCodeAt(0) & 0xff))));
@@ -176,7 +187,10 @@ export function attach(path, { term, fit }, onEnd) {
   return {
     // Ends input (v5 CLOSE of stdin), as Ctrl-D at an empty prompt would.
     closeStdin: () => send(CLOSE, Uint8Array.of(STDIN)),
-    close: () => ws.close(1000),
+    close: () => {
+      closedEarly = true;
+      if (ws) ws.close(1000);
+    },
   };
 }
 

@@ -13,6 +13,7 @@ pub mod client;
 pub mod fake;
 pub mod kubeconfig;
 pub mod kubectl;
+pub mod page_server;
 pub mod pki;
 pub mod server;
 pub mod spdy;

@@ -7,6 +7,7 @@
 //!
 //! Needs the binary: `cargo build -p poddebug-apiserver` first.
 
+#[allow(dead_code)] // the helpers of every suite; not all are used here
 mod common;
 
 use bytes::Bytes;

@@ -316,7 +316,27 @@ pub async fn get(
             &super::table::table(std::slice::from_ref(&obj), None, include),
         );
     }
-    json_response(StatusCode::OK, &obj)
+    let mut resp = json_response(StatusCode::OK, &obj)?;
+    // A page of the server's own origin (the browser says so; no page can forge it) gets the
+    // ticket its WebSocket handshake to this container needs (crate::attach_ticket).
+    let same_origin = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("same-origin"));
+    if same_origin
+        && let Some(ticket) = st
+            .tickets
+            .issue(&auth.user.user, std::time::SystemTime::now())
+        && let Ok(value) = http::HeaderValue::from_str(&ticket)
+    {
+        let h = resp.headers_mut();
+        h.insert(crate::attach_ticket::HEADER, value);
+        h.insert(
+            http::header::CACHE_CONTROL,
+            http::HeaderValue::from_static("no-store"),
+        );
+    }
+    Ok(resp)
 }
 
 /// `GET .../pods/POD/debug`: the debug containers of one pod.

@@ -84,8 +84,9 @@ fn copy_all(from: &HeaderMap, to: &mut HeaderMap, name: &HeaderName) {
     }
 }
 
-/// Copy the offered WebSocket subprotocols, never a bearer-token one: authentication removes
-/// it already, and a credential must not reach kube-apiserver even if that ever changed.
+/// Copy the offered WebSocket subprotocols, never a bearer-token one (authentication removes
+/// it already, and a credential must not reach kube-apiserver even if that ever changed) nor
+/// an attach ticket (meant for this server alone).
 fn copy_subprotocols(from: &HeaderMap, to: &mut HeaderMap) {
     let offered: Vec<&str> = from
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
@@ -93,7 +94,11 @@ fn copy_subprotocols(from: &HeaderMap, to: &mut HeaderMap) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(str::trim)
-        .filter(|p| !p.is_empty() && !p.starts_with(crate::authn::WS_BEARER_PROTOCOL_PREFIX))
+        .filter(|p| {
+            !p.is_empty()
+                && !p.starts_with(crate::authn::WS_BEARER_PROTOCOL_PREFIX)
+                && !p.starts_with(crate::attach_ticket::SUBPROTOCOL_PREFIX)
+        })
         .collect();
     if !offered.is_empty()
         && let Ok(v) = HeaderValue::from_str(&offered.join(", "))
@@ -404,14 +409,14 @@ mod tests {
             ("upgrade", "websocket"),
             (
                 "sec-websocket-protocol",
-                "base64url.bearer.authorization.k8s.io.dG9rZW4, v5.channel.k8s.io",
+                "base64url.bearer.authorization.k8s.io.dG9rZW4, v5.channel.k8s.io, ticket.poddebug.dev.v1.1.x",
             ),
         ]);
         let up = upstream_headers(&client, UpgradeKind::WebSocket);
         assert_eq!(
             up.get("sec-websocket-protocol").map(|v| v.as_bytes()),
             Some(b"v5.channel.k8s.io".as_slice()),
-            "a bearer subprotocol never goes upstream"
+            "a bearer subprotocol or an attach ticket never goes upstream"
         );
     }
 

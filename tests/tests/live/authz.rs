@@ -183,3 +183,100 @@ async fn spoofed_identity_headers_sent_to_the_server_port_are_refused() {
     let pod = sb.pod().await;
     assert!(pod["spec"]["ephemeralContainers"].is_null(), "{pod}");
 }
+
+/// A WebSocket attach (stdout only) to `container` as `client`: the status and the body.
+async fn attach_status(
+    sb: &Sandbox,
+    client: &poddebug_tests::TestClient,
+    container: &str,
+) -> (StatusCode, String) {
+    let headers = poddebug_tests::TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = client
+        .upgrade(
+            Method::GET,
+            &sb.path(&format!("attach?container={container}&stdout=true")),
+            &headers,
+        )
+        .await
+        .expect("upgrade answered");
+    (
+        resp.status,
+        String::from_utf8_lossy(&resp.body).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn profiles_hold_at_attach_and_log_for_a_user_who_may_attach_but_not_use_them() {
+    if !enabled() {
+        return;
+    }
+    // A user of its own: other tests grant alice the privileged profiles cluster-wide.
+    const USER: &str = "pdlive-gate";
+    let sb = Sandbox::new("gate");
+    let sleeper = |profile: &str| {
+        json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]},
+               "targetContainerName": "app", "profile": profile})
+    };
+    sb.create_running("sys", &sleeper("sysadmin")).await;
+    sb.create_running("gen", &sleeper("general")).await;
+    sb.bind("poddebug-debugger", USER);
+    if impersonating() {
+        sb.bind("poddebug-debugger-core", USER);
+    }
+    let user = as_user(&sb.api, USER);
+    // The debugger role may attach: the general one opens, the sysadmin one is refused by
+    // poddebug, worded as the create's refusal.
+    poll_async(
+        "the user may attach to gen",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match attach_status(&sb, &user, "gen").await {
+                (StatusCode::SWITCHING_PROTOCOLS, _) => Ok(()),
+                (code, body) => Err(format!("{code} {body}")),
+            }
+        },
+    )
+    .await;
+    let (code, body) = attach_status(&sb, &user, "sys").await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body.contains(&format!(
+            "debugprofiles.poddebug.dev \\\"sysadmin\\\" is forbidden: User \\\"{USER}\\\" cannot use resource \\\"debugprofiles\\\""
+        )) && body.contains("created with the sysadmin profile"),
+        "{body}"
+    );
+    let (code, _, log) = user
+        .request(
+            Method::GET,
+            &sb.path("log?container=sys"),
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("log answered");
+    assert_eq!(
+        code,
+        StatusCode::FORBIDDEN,
+        "{}",
+        String::from_utf8_lossy(&log)
+    );
+    assert!(String::from_utf8_lossy(&log).contains("sysadmin"));
+
+    // With `use` on the profile, the same attach opens.
+    sb.bind_cluster("poddebug-privileged-profiles", USER);
+    poll_async(
+        "the user may attach to sys",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match attach_status(&sb, &user, "sys").await {
+                (StatusCode::SWITCHING_PROTOCOLS, _) => Ok(()),
+                (code, body) => Err(format!("{code} {body}")),
+            }
+        },
+    )
+    .await;
+}

@@ -188,3 +188,128 @@ async fn portal_refuses_a_user_without_the_grant() {
     assert!(page.contains("pdlive-nobody"), "{page}");
     b.close().await;
 }
+
+/// The attacker's page: from its own origin it tries what a page can do with the user's
+/// `kubectl proxy` at `proxy` — a `no-cors` POST creating a debug container, a WebSocket attach
+/// to `victim` typing a command, a form POST and a link to the pod's recordings (both top-level
+/// navigations, whose answers the test reads) — and logs each outcome in `#log`.
+fn attacker_page(proxy: u16, ns: &str) -> String {
+    let base =
+        format!("http://127.0.0.1:{proxy}/apis/poddebug.dev/v1alpha1/namespaces/{ns}/pods/web");
+    format!(
+        r#"<!doctype html>
+<html><head><meta charset="utf-8"><title>free cat pictures</title></head><body>
+<pre id="log"></pre>
+<form id="post" method="POST" enctype="text/plain" action="{base}/debug/pwn-form">
+  <input type="hidden" name='{{"container":{{"command":["sh"],"stdin":true,"a":"' value='"}}}}'>
+  <button id="post-button" type="submit">post</button>
+</form>
+<a id="read" href="{base}/recordings">recordings</a>
+<script>
+const log = (s) => {{ document.getElementById('log').textContent += s + '\n'; }};
+const base = '{base}';
+fetch(base + '/debug/pwn', {{
+  method: 'POST', mode: 'no-cors',
+  body: new Blob([JSON.stringify({{container: {{image: 'busybox:1.36', command: ['sh'], stdin: true, tty: true}}}})]),
+}}).then(() => log('fetch:sent'), (e) => log('fetch:error:' + e));
+const ws = new WebSocket(base.replace('http:', 'ws:') + '/attach?container=victim&stdin=true&stdout=true&tty=true',
+  ['v4.channel.k8s.io']);
+ws.binaryType = 'arraybuffer';
+ws.onopen = () => {{
+  log('ws:open');
+  ws.send(new Uint8Array([0, ...new TextEncoder().encode('echo PWNED-$((6*7)); id\n')]));
+}};
+ws.onmessage = (m) => log('ws:message:' + new TextDecoder().decode(new Uint8Array(m.data).slice(1)));
+ws.onerror = () => log('ws:error');
+ws.onclose = (c) => log('ws:close:' + c.code);
+</script></body></html>"#
+    )
+}
+
+#[tokio::test]
+#[ignore]
+async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_portal_still_works() {
+    if !enabled() || !browser::available() {
+        return;
+    }
+    const USER: &str = "portal-victim";
+    let sb = Sandbox::new("xsite");
+    sb.bind("edit", USER);
+    sb.bind("poddebug-debugger", USER);
+    sb.bind("poddebug:auditor", USER);
+    // The portal page itself is cluster-scoped.
+    sb.bind_cluster("poddebug-viewer", USER);
+    // A shell the attacker would like to type into.
+    sb.create_running(
+        "victim",
+        &serde_json::json!({"container": {"image": BUSYBOX, "command": ["sh"], "stdin": true, "tty": true},
+                            "targetContainerName": "app"}),
+    )
+    .await;
+    let proxy = Proxy::start(USER);
+    let page =
+        poddebug_tests::page_server::PageServer::start(attacker_page(proxy.port, &sb.ns)).await;
+    let b = Browser::start(1000, 700).await;
+
+    // The page runs its attacks; the WebSocket is refused before it opens.
+    b.goto(&page.origin()).await;
+    let log = b.wait_text("#log", "ws:close:").await;
+    b.wait_text("#log", "fetch:").await;
+    assert!(!log.contains("ws:open"), "{log}");
+    assert!(!log.contains("PWNED"), "{log}");
+    // The form POST and the link are navigations: the answer shows, and it is poddebug's refusal.
+    b.click("#post-button").await;
+    let body = b
+        .wait_text("body", "cross-site requests are forbidden")
+        .await;
+    assert!(body.contains("\"code\":403"), "{body}");
+    b.goto(&page.origin()).await;
+    b.wait_text("#log", "ws:close:").await;
+    b.click("#read").await;
+    let body = b
+        .wait_text("body", "cross-site requests are forbidden")
+        .await;
+    assert!(body.contains("\"code\":403"), "{body}");
+    // Nothing was created.
+    let pod = sb.pod().await;
+    let names: Vec<&str> = pod["spec"]["ephemeralContainers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["victim"], "{pod}");
+
+    // The portal, through the same proxy in the same browser: create, type, end, replay.
+    b.goto(&proxy.url(&format!("#/namespaces/{}/pods/web", sb.ns)))
+        .await;
+    b.wait_text("#debug-containers", "victim").await;
+    b.set("#create-form input[name=name]", "mine").await;
+    b.set("#create-form input[name=image]", BUSYBOX).await;
+    b.set("#create-form input[name=command]", "sh").await;
+    b.click("#create-button").await;
+    b.wait_for("#terminal[data-state=open] .xterm-rows").await;
+    type_line(&b, "echo typed-$((6*7))").await;
+    b.wait_text("#terminal .xterm-rows", "typed-42").await;
+    type_line(&b, "exit 4").await;
+    b.wait_text("#session-end", "exit code 4").await;
+    // The first container was the target (the form's default).
+    b.wait_text("#debug-containers tr[data-name=mine]", "app")
+        .await;
+    // Replay: the recording of that session plays the typed text back.
+    let played = poll_async(
+        "the session's recording is listed and replays",
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || async {
+            b.eval("location.reload(); return null").await;
+            let list = b.wait_text("#recordings", "Recordings").await;
+            if !list.contains("Replay") {
+                return Err(format!("no recording yet: {list}"));
+            }
+            b.click("#recordings button.replay").await;
+            Ok(b.wait_text("#replay .xterm-rows", "typed-42").await)
+        },
+    )
+    .await;
+    assert!(played.contains("typed-42"), "{played}");
+    b.close().await;
+}

@@ -133,3 +133,107 @@ async fn a_recorded_session_replays_byte_for_byte_and_needs_its_own_permission()
     )
     .await;
 }
+
+/// Bytes of output the flood test makes: more than the 8 seconds' burst of the default
+/// `--max-recording-rate` (1 MiB/s).
+const FLOOD: usize = 12_000_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG) and a server with --recording-dir"]
+async fn a_flood_of_output_is_recorded_whole_in_strict_mode_and_leaves_a_marked_gap_otherwise() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("flood");
+    // Waits for a line (so that the attach's stdout is connected), then floods stdout.
+    let script = format!(
+        "read line; sleep 1; yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c {FLOOD}; sleep 2"
+    );
+    sb.create_running(
+        "flood",
+        &json!({"container": {"image": BUSYBOX, "command": ["sh", "-c", script], "stdin": true},
+                "targetContainerName": "app"}),
+    )
+    .await;
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = sb
+        .api
+        .upgrade(
+            Method::GET,
+            &sb.path("attach?container=flood&stdin=true&stdout=true&stderr=true"),
+            &headers,
+        )
+        .await
+        .expect("upgrade request");
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    let mut c = ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await;
+    c.stdin(b"go\n").await.expect("send");
+    let t = c.finish(Duration::from_secs(120)).await.clone();
+    assert_eq!(t.stdout.len(), FLOOD, "the session itself is whole");
+
+    let item = poll_async(
+        "the recording is listed as ended",
+        T,
+        Duration::from_millis(500),
+        || async {
+            let (code, list) = sb.api.get_json(&sb.path("recordings")).await;
+            match list["items"].as_array().and_then(|i| i.first()) {
+                Some(item) if code == StatusCode::OK && item["end"].is_string() => Ok(item.clone()),
+                _ => Err(format!("{code} {list}")),
+            }
+        },
+    )
+    .await;
+    let id = item["id"].as_str().expect("an id").to_owned();
+    let (code, _, body) = sb
+        .api
+        .request(
+            Method::GET,
+            &sb.path(&format!("recordings/{id}")),
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("get the recording");
+    assert_eq!(code, StatusCode::OK);
+    let lines: Vec<Value> = String::from_utf8_lossy(&body)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("asciicast lines are JSON"))
+        .collect();
+    let recorded: usize = lines[1..]
+        .iter()
+        .filter(|e| e[1] == "o")
+        .filter_map(|e| e[2].as_str())
+        .map(str::len)
+        .sum();
+    let markers: Vec<&str> = lines[1..]
+        .iter()
+        .filter(|e| e[1] == "m")
+        .filter_map(|e| e[2].as_str())
+        .collect();
+    match lines[0]["poddebug"]["recordingMode"].as_str() {
+        Some("strict") => {
+            // Every byte, no gap: the stream was slowed to the recorder's pace instead.
+            assert!(markers.is_empty(), "{markers:?}");
+            assert_eq!(recorded, FLOOD);
+            let replayed: String = lines[1..]
+                .iter()
+                .filter(|e| e[1] == "o")
+                .filter_map(|e| e[2].as_str())
+                .collect();
+            assert_eq!(replayed.as_bytes(), t.stdout.as_slice(), "byte for byte");
+        }
+        mode => {
+            // best-effort: the flood leaves marked gaps; recorded and skipped add up.
+            assert_eq!(mode, Some("best-effort"), "{}", lines[0]);
+            let skipped: usize = markers
+                .iter()
+                .filter_map(|m| m.strip_suffix(" bytes not recorded: over --max-recording-rate"))
+                .map(|n| n.parse::<usize>().expect("a count"))
+                .sum();
+            assert!(skipped > 0, "{markers:?}");
+            assert_eq!(recorded + skipped, FLOOD, "{markers:?}");
+        }
+    }
+}

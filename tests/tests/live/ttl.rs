@@ -97,3 +97,73 @@ async fn a_negative_ttl_is_invalid_on_ttl_seconds() {
     );
     assert!(message(&status).contains("ttlSeconds"), "{status}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_create_without_a_target_gets_one_and_can_be_stopped_and_expire() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("deftarget");
+    // `{}`: the server's default image, and the pod's first container as target.
+    let (code, obj) = sb.create("bare", "", &serde_json::json!({})).await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}");
+    assert_eq!(obj["targetContainerName"], "app", "{obj}");
+    assert_eq!(obj["status"]["stoppable"], true, "{obj}");
+
+    // No target asked for, a long-running command: DELETE stops it.
+    let sleeper =
+        serde_json::json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]}});
+    let obj = sb.create_running("stopme", &sleeper).await;
+    assert_eq!(obj["targetContainerName"], "app", "{obj}");
+    let (code, obj) = sb.stop("stopme", 2).await;
+    assert!(code.is_success(), "{code} {obj}");
+    sb.wait_phase("stopme", "Terminated", Duration::from_secs(60))
+        .await;
+
+    // And with a time limit, the expiry loop stops it.
+    let mut short = sleeper.clone();
+    short["ttlSeconds"] = serde_json::json!(5);
+    let obj = sb.create_running("expireme", &short).await;
+    assert!(obj["status"]["expiresAt"].is_string(), "{obj}");
+    let done = sb
+        .wait_phase("expireme", "Terminated", Duration::from_secs(90))
+        .await;
+    assert_eq!(
+        done["status"]["stopRequested"]["requestedBy"], "system:poddebug:expiry",
+        "{done}"
+    );
+    let app = sb.container_status("app").await;
+    assert!(
+        app["state"]["running"].is_object(),
+        "the target runs on: {app}"
+    );
+    poll(
+        "DebugContainerExpired for expireme",
+        Duration::from_secs(30),
+        Duration::from_secs(1),
+        || {
+            let list = ok_json(&[
+                "get",
+                "events",
+                "-n",
+                &sb.ns,
+                "--field-selector=involvedObject.name=web,reason=DebugContainerExpired",
+                "-o",
+                "json",
+            ]);
+            list["items"]
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .find(|e| {
+                            e["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains("expireme"))
+                        })
+                        .cloned()
+                })
+                .ok_or_else(|| list.to_string())
+        },
+    );
+}
