@@ -392,7 +392,17 @@ async fn h2_connect(
         .build();
     let tls = c.connect_tls().await.expect("TLS");
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(b"h2".as_slice()));
-    let (send, conn) = h2::client::handshake(tls).await.expect("h2 handshake");
+    // Flow-control windows as Go's HTTP/2 client (kube-apiserver's aggregator) sets them: with
+    // h2's default 64 KiB connection window the server must split the 1,000 concurrent answers
+    // into small DATA frames as WINDOW_UPDATEs trickle in, and the h2 client counts small frames
+    // against a budget of its own and ends the connection (ENHANCE_YOUR_CALM) — a client limit
+    // that says nothing about the server, which CI hit once in a while under load.
+    let (send, conn) = h2::client::Builder::new()
+        .initial_connection_window_size(1 << 30)
+        .initial_window_size(4 << 20)
+        .handshake(tls)
+        .await
+        .expect("h2 handshake");
     let task = tokio::spawn(async move {
         let _ = conn.await;
     });
