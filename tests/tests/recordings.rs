@@ -424,7 +424,8 @@ async fn strict_mode_ends_the_session_when_its_recording_cannot_go_on() {
     // One line at a time, each echoed before the next: the output passes the cap at line 21.
     let mut sent = 0;
     for i in 1..=40 {
-        if c.transcript().ended || c.stdin(line.as_bytes()).await.is_err() {
+        let t = c.transcript();
+        if t.ended || t.error_done || c.stdin(line.as_bytes()).await.is_err() {
             break;
         }
         sent = i;
@@ -432,7 +433,14 @@ async fn strict_mode_ends_the_session_when_its_recording_cannot_go_on() {
             .await;
     }
     let t = c.finish(T).await.clone();
-    assert!((20..40).contains(&sent), "{sent} lines sent");
+    assert!(
+        (20..40).contains(&sent),
+        "{sent} lines sent; stdout {} bytes, error {:?}, close {:?}\n{}",
+        t.stdout.len(),
+        t.status(),
+        t.close,
+        e.server.logs_text()
+    );
     // Ended by the server, with a Status on the error channel and a policy close.
     let status = t
         .status()
