@@ -35,6 +35,8 @@ pub enum Action {
     Expire,
     /// An attach session through poddebug ended.
     Session,
+    /// Someone terminated a live session.
+    Terminate,
 }
 
 impl Action {
@@ -45,6 +47,7 @@ impl Action {
             Action::Stop => "stop",
             Action::Expire => "expire",
             Action::Session => "session",
+            Action::Terminate => "terminate",
         }
     }
 }
@@ -85,6 +88,10 @@ pub struct AuditRecord {
     pub exit_code: Option<i32>,
     /// The session's recording, when one was made.
     pub recording_id: Option<String>,
+    /// The session id (sessions, terminations).
+    pub session: Option<String>,
+    /// How the user took part in the session (`owner`, `peer`, `observer`, `moderator`).
+    pub mode: Option<String>,
     /// How it went, when it did not simply succeed (`in progress`, an error's message).
     pub outcome: Option<String>,
 }
@@ -115,6 +122,8 @@ impl AuditRecord {
             bytes_out: None,
             exit_code: None,
             recording_id: None,
+            session: None,
+            mode: None,
             outcome: None,
         }
     }
@@ -164,6 +173,8 @@ impl AuditRecord {
             bytes_out = self.bytes_out,
             exit_code = self.exit_code,
             recording_id = self.recording_id.as_deref(),
+            session = self.session.as_deref(),
+            mode = self.mode.as_deref(),
             outcome = self.outcome.as_deref(),
             "audit"
         );

@@ -112,6 +112,12 @@ pub struct Config {
     pub expiry: Expiry,
     /// Session recording (`--recording-dir` and the flags beside it).
     pub recording: crate::recording::RecordingOptions,
+    /// Profiles whose sessions are moderated (`--moderated-profiles`).
+    pub moderated_profiles: Vec<Profile>,
+    /// How long a session's record holds without renewal (`--session-lease-duration`).
+    pub session_lease_duration: Duration,
+    /// The namespace the session records live in (the server's own).
+    pub session_namespace: String,
 }
 
 /// The expiry loop's settings (`--debug-ttl-check-interval`, `--leader-elect*`).
@@ -203,6 +209,9 @@ impl Config {
                 max: Some(o.max_debug_ttl).filter(|d| !d.is_zero()),
             },
             recording: o.recording.clone(),
+            moderated_profiles: o.moderated_profiles.clone(),
+            session_lease_duration: o.session_lease_duration,
+            session_namespace: crate::leader::own_namespace(&o.service_namespace),
             expiry: Expiry {
                 check_interval: o.debug_ttl_check_interval,
                 leader_election: o.leader_elect.then(|| LeaderElection {

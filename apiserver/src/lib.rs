@@ -28,6 +28,7 @@ pub mod recording;
 pub mod routes;
 pub mod server;
 pub mod serving;
+pub mod sessions;
 pub mod state;
 pub mod stream;
 pub mod upstream_metrics;

@@ -238,6 +238,18 @@ pub struct Options {
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Policy")]
     pub debug_ttl_check_interval: Duration,
 
+    // ----- Sessions -----
+    /// Profiles whose debug containers get moderated sessions: their owner's (and peers')
+    /// input is withheld until a user with 'moderate' on pods/sessions is attached too, and
+    /// again when the last moderator leaves. Empty: no session is moderated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_profile, help_heading = "Sessions")]
+    pub moderated_profiles: Vec<Profile>,
+    /// How long a session's record (a Lease in the server's namespace) holds without renewal;
+    /// the relaying replica renews it every third of this. A replica that dies leaves records
+    /// that stop being listed after this long.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, help_heading = "Sessions")]
+    pub session_lease_duration: Duration,
+
     // ----- Leader election (the expiry loop runs on one replica) -----
     /// Elect a leader among the replicas to run the expiry loop, with a coordination.k8s.io/v1
     /// Lease; without it every replica runs the loop.
@@ -438,6 +450,14 @@ impl Options {
                     "--allowed-origins: {o:?} is not an origin (scheme://host[:port], http or https)"
                 ));
             }
+        }
+        if self.session_lease_duration < Duration::from_secs(3)
+            || self.session_lease_duration.subsec_nanos() != 0
+        {
+            errs.push(
+                "--session-lease-duration must be a whole number of seconds, at least 3s"
+                    .to_owned(),
+            );
         }
         errs.extend(self.validate_ttl_and_leader_election());
         errs.extend(self.recording.validate());

@@ -6,7 +6,7 @@ use axum::routing::get;
 
 use crate::filters::handler_chain;
 use crate::handlers::{
-    debug, discovery, health, list, not_found, portal, profiles, recordings, streams,
+    debug, discovery, health, list, not_found, portal, profiles, recordings, sessions, streams,
 };
 use crate::state::AppState;
 
@@ -45,6 +45,23 @@ pub fn app(state: AppState) -> Router {
             get(streams::attach).post(streams::attach),
         )
         .route(&format!("{ns_pods}/log"), get(streams::log))
+        .route(&format!("{ns_pods}/sessions"), get(sessions::list_in_pod))
+        .route(
+            &format!("{ns_pods}/sessions/{{id}}"),
+            get(sessions::get_in_pod).delete(sessions::delete),
+        )
+        .route(
+            &format!("{GV}/debugsessions"),
+            get(sessions::all_namespaces),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/debugsessions"),
+            get(sessions::in_namespace),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/debugsessions/{{id}}"),
+            get(sessions::get_in_namespace),
+        )
         .route(&format!("{ns_pods}/recordings"), get(recordings::list))
         .route(
             &format!("{ns_pods}/recordings/{{id}}"),

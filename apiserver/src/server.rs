@@ -243,6 +243,18 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
             .map_err(StartupError::Tls)?,
     );
 
+    // Sessions: every replica follows the session records of the cluster (its own identity).
+    let sessions = crate::sessions::Sessions::new(
+        poddebug_storage::SessionStore::start(
+            clients.pods.clone(),
+            &config.session_namespace,
+            config.session_lease_duration,
+        ),
+        crate::leader::identity(&reporting_instance()),
+        config.moderated_profiles.clone(),
+        config.session_lease_duration,
+    );
+    sessions.spawn();
     let readiness = Arc::new(Readiness::default());
     let (drain_tx, drain_rx) = watch::channel(false);
     let (watch_drain_tx, watch_drain_rx) = watch::channel(false);
@@ -263,6 +275,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         upstream,
         recorder: crate::recording::Recorder::from_options(&config.recording),
         tickets: tickets.clone(),
+        sessions: sessions.clone(),
     };
     if let Some(r) = &state.recorder {
         r.spawn_sweeper();

@@ -67,4 +67,6 @@ pub struct AppState {
     pub recorder: Option<Arc<crate::recording::Recorder>>,
     /// The attach tickets same-origin pages prove themselves with in WebSocket handshakes.
     pub tickets: Arc<crate::attach_ticket::Tickets>,
+    /// Live sessions: those relayed here, and the cluster's records of all of them.
+    pub sessions: Arc<crate::sessions::Sessions>,
 }

@@ -111,6 +111,9 @@ mod tests {
             json!([
                 {"name": "debugprofiles", "singularName": "debugprofile", "namespaced": false,
                  "kind": "DebugProfile", "verbs": ["get", "list"]},
+                {"name": "debugsessions", "singularName": "debugsession", "namespaced": true,
+                 "kind": "DebugSession", "verbs": ["get", "list", "watch"],
+                 "categories": ["debug"]},
                 {"name": "poddebugcontainers", "singularName": "poddebugcontainer",
                  "namespaced": true, "kind": "PodDebugContainer",
                  "verbs": ["get", "list", "watch"], "shortNames": ["pdc"],
@@ -123,6 +126,8 @@ mod tests {
                  "version": "v1", "kind": "Pod", "verbs": ["get"]},
                 {"name": "pods/recordings", "singularName": "", "namespaced": true,
                  "kind": "RecordingList", "verbs": ["get"]},
+                {"name": "pods/sessions", "singularName": "", "namespaced": true,
+                 "kind": "DebugSession", "verbs": ["delete", "get", "list"]},
             ])
         );
         let names: Vec<_> = list["resources"]

@@ -169,6 +169,7 @@ fn name_description(kind: &str) -> &'static str {
         "Pod" => "name of the Pod",
         "PodDebugContainer" => "name of the PodDebugContainer",
         "DebugProfile" => "name of the DebugProfile",
+        "DebugSession" => "name of the DebugSession",
         _ => "name of the object",
     }
 }
@@ -657,6 +658,15 @@ mod tests {
         let expected: Vec<(String, Vec<&str>)> = vec![
             (format!("{p}/debugprofiles"), vec!["get"]),
             (format!("{p}/debugprofiles/{{name}}"), vec!["get"]),
+            (format!("{p}/debugsessions"), vec!["get"]),
+            (
+                format!("{p}/namespaces/{{namespace}}/debugsessions"),
+                vec!["get"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/debugsessions/{{name}}"),
+                vec!["get"],
+            ),
             (
                 format!("{p}/namespaces/{{namespace}}/poddebugcontainers"),
                 vec!["get"],
@@ -688,6 +698,14 @@ mod tests {
             (
                 format!("{p}/namespaces/{{namespace}}/pods/{{name}}/recordings/{{id}}"),
                 vec!["get"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/pods/{{name}}/sessions"),
+                vec!["get"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/pods/{{name}}/sessions/{{session}}"),
+                vec!["get", "delete"],
             ),
             (format!("{p}/poddebugcontainers"), vec!["get"]),
         ];

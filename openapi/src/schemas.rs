@@ -9,7 +9,8 @@ use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use poddebug_types::{
-    DebugProfile, DebugProfileList, PodDebugContainer, PodDebugContainerList, RecordingList,
+    DebugProfile, DebugProfileList, DebugSession, DebugSessionList, PodDebugContainer,
+    PodDebugContainerList, RecordingList,
 };
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -27,7 +28,7 @@ pub(crate) struct KindSchema {
 }
 
 /// Every kind with a definition and `x-kubernetes-group-version-kind`.
-pub(crate) fn kinds() -> [KindSchema; 6] {
+pub(crate) fn kinds() -> [KindSchema; 8] {
     [
         KindSchema {
             gvk: Gvk::poddebug("PodDebugContainer"),
@@ -48,6 +49,14 @@ pub(crate) fn kinds() -> [KindSchema; 6] {
         KindSchema {
             gvk: Gvk::poddebug("RecordingList"),
             name: RecordingList::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("DebugSession"),
+            name: DebugSession::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("DebugSessionList"),
+            name: DebugSessionList::schema_name(),
         },
         KindSchema {
             gvk: Gvk::core("Status"),
@@ -81,6 +90,7 @@ pub(crate) fn definitions(dialect: Dialect) -> Map<String, Value> {
     let _ = generator.subschema_for::<DebugProfile>();
     let _ = generator.subschema_for::<DebugProfileList>();
     let _ = generator.subschema_for::<RecordingList>();
+    let _ = generator.subschema_for::<DebugSessionList>();
     let _ = generator.subschema_for::<Status>();
     let mut raw = generator.take_definitions(false);
     let ours = PodDebugContainer::schema_name();

@@ -216,6 +216,9 @@ pub struct StreamTarget {
     /// and those its security context amounts to. Attaching to it or reading its log needs the
     /// same `use` permission as creating it.
     pub profiles: Vec<poddebug_types::privilege::Elevation>,
+    /// The user who created the debug container, when recorded: anyone else attaching joins
+    /// that user's session.
+    pub owner: Option<String>,
 }
 
 /// The verbs of the debug API, mapped onto the pod.
@@ -258,6 +261,17 @@ pub trait DebugBackend: Send + Sync + 'static {
     ) -> Result<StreamTarget, StorageError>;
     /// True once the upstream kube-apiserver answered at least once (readiness).
     async fn ping(&self) -> Result<(), StorageError>;
+    /// Record an Event about ephemeral container `ec_name` of pod `namespace/pod`, with the
+    /// server's identity (best effort: a failure is logged).
+    async fn record_event(
+        &self,
+        _namespace: &str,
+        _pod: &str,
+        _ec_name: &str,
+        _reason: &str,
+        _message: String,
+    ) {
+    }
     /// Wait, at most `within`, for work that outlives its answer (Events written in the
     /// background) to finish; answers whether it all did. Called on shutdown.
     async fn flush(&self, _within: Duration) -> bool {

@@ -80,6 +80,10 @@ pub(crate) fn plan(
     );
     let mut ec = ec;
     default_target(policy.default_target, pod, &mut ec);
+    // Who created it: anyone else attaching joins their session.
+    if !req.caller.user.is_empty() {
+        poddebug_types::convert::set_owner(&mut ec, &req.caller.user);
+    }
     // The command runs as given, never rewritten: a container that is its own PID 1 says in its
     // status that DELETE cannot stop it (poddebug_types::stoppable).
     let index = ephemeral_containers(pod).len();

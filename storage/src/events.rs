@@ -27,6 +27,8 @@ pub const REASON_EXPIRED: &str = "DebugContainerExpired";
 /// Reason of the `Warning` Event recorded when the time limit of a debug container passed and
 /// the server cannot stop it.
 pub const REASON_NOT_STOPPABLE: &str = "DebugContainerNotStoppable";
+/// Reason of the Event recorded when someone terminates a live session on a debug container.
+pub const REASON_SESSION_TERMINATED: &str = "DebugSessionTerminated";
 
 /// Who records the Events.
 #[derive(Clone, Debug)]

@@ -189,6 +189,32 @@ impl DebugBackend for KubeBackend {
         .await
     }
 
+    async fn record_event(
+        &self,
+        namespace: &str,
+        pod: &str,
+        ec_name: &str,
+        reason: &str,
+        message: String,
+    ) {
+        // The pod as the server sees it (its uid in the Event); its names alone when it is gone.
+        let api: Api<Pod> = Api::namespaced(self.cluster.server_client(), namespace);
+        let pod_obj = match api.get(pod).await {
+            Ok(p) => p,
+            Err(_) => Pod {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(pod.to_owned()),
+                    namespace: Some(namespace.to_owned()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        };
+        self.cluster
+            .record_event_within(&pod_obj, ec_name, reason, message, Duration::from_secs(5))
+            .await;
+    }
+
     async fn ping(&self) -> Result<(), StorageError> {
         // `/version` answers both questions: is the cluster there, and which rules apply.
         self.cluster

@@ -40,6 +40,7 @@ mod naming;
 mod policy;
 mod read;
 mod selector;
+mod sessions;
 mod state;
 mod stop;
 mod stop_record;
@@ -57,11 +58,17 @@ pub use cluster_version::ClusterVersion;
 pub use config::BackendConfig;
 pub use disagreements::{Disagreement, DisagreementLabels, Disagreements};
 pub use error::StorageError;
-pub use events::{REASON_CREATED, REASON_EXPIRED, REASON_NOT_STOPPABLE, REASON_STOPPED};
+pub use events::{
+    REASON_CREATED, REASON_EXPIRED, REASON_NOT_STOPPABLE, REASON_SESSION_TERMINATED, REASON_STOPPED,
+};
 pub use expiry::{EXPIRY_USER, Expired, ExpiryResult};
 pub use impersonation::{ImpersonationLayer, impersonation_headers};
 pub use kube_backend::KubeBackend;
 pub use policy::glob_match;
+pub use sessions::{
+    LiveSession, SESSION_LABEL, SessionEvent, SessionRecord, SessionStore, Termination,
+    TooOld as SessionHistoryTooOld, label_value, new_session_id, object_of as session_object,
+};
 pub use stop_record::STOP_REQUESTS_ANNOTATION;
 pub use stop_script::{STOP_SCRIPT, StopInvocation};
 pub use ttl::TtlPolicy;

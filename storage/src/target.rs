@@ -89,6 +89,7 @@ pub(crate) async fn stream_target(
         pod: pod_name.to_owned(),
         container: ec_name.clone(),
         profiles: profiles_of(ec),
+        owner: poddebug_types::convert::owner_of(ec),
     };
     let Some(timeout) = wait_running else {
         return Ok(target);

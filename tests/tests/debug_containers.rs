@@ -603,14 +603,16 @@ async fn a_terminated_name_can_be_reused_and_reads_follow_the_newest() {
     // `profile`).
     let ec = ec_of(&e.fake, POD, &ec_name);
     let env = ec["env"].as_array().expect("env");
-    assert_eq!(env.len(), 3, "{ec}");
+    assert_eq!(env.len(), 4, "{ec}");
     assert_eq!(env[0], json!({"name": "PODDEBUG_NAME", "value": "dbg"}));
     assert_eq!(
         env[1],
         json!({"name": "PODDEBUG_PROFILE", "value": "general"})
     );
-    assert_eq!(env[2]["name"], "PODDEBUG_EXPIRES_AT");
-    assert_eq!(env[2]["value"], obj["status"]["expiresAt"]);
+    assert_eq!(env[2], json!({"name": "PODDEBUG_OWNER", "value": "alice"}));
+    assert_eq!(env[3]["name"], "PODDEBUG_EXPIRES_AT");
+    assert_eq!(env[3]["value"], obj["status"]["expiresAt"]);
+    assert_eq!(obj["status"]["createdBy"], "alice");
     assert!(obj["container"]["env"].is_null(), "{obj}");
     assert_eq!(obj["profile"], "general");
     e.wait_state(POD, &ec_name, "running").await;

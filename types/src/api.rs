@@ -162,6 +162,10 @@ pub struct PodDebugContainerStatus {
     /// when it has no time limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Time>,
+    /// The user who created the debug container (absent for containers made before poddebug
+    /// recorded it, or by other means). Anyone else attaching joins that user's session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
 }
 
 /// A status without the field (written by an older server) makes no claim: stoppable.

@@ -32,9 +32,35 @@ pub const EXPIRES_AT_ENV: &str = "PODDEBUG_EXPIRES_AT";
 /// [`DEBUG_NAME_ENV`].
 pub const PROFILE_ENV: &str = "PODDEBUG_PROFILE";
 
+/// Environment variable that carries the user who created a debug container: attaching to it
+/// as anyone else is joining their session (`join` or `observe` on `pods/debug`). Reserved like
+/// [`DEBUG_NAME_ENV`].
+pub const OWNER_ENV: &str = "PODDEBUG_OWNER";
+
 /// Whether `name` is an environment variable poddebug reserves for its own bookkeeping.
 pub fn is_reserved_env(name: &str) -> bool {
-    name == DEBUG_NAME_ENV || name == EXPIRES_AT_ENV || name == PROFILE_ENV
+    name == DEBUG_NAME_ENV || name == EXPIRES_AT_ENV || name == PROFILE_ENV || name == OWNER_ENV
+}
+
+/// Give `ec` its owner `user` ([`OWNER_ENV`]), replacing any it had.
+pub fn set_owner(ec: &mut EphemeralContainer, user: &str) {
+    let env = ec.env.get_or_insert_with(Vec::new);
+    env.retain(|e| e.name != OWNER_ENV);
+    env.push(EnvVar {
+        name: OWNER_ENV.to_owned(),
+        value: Some(user.to_owned()),
+        value_from: None,
+    });
+}
+
+/// The user who created an ephemeral container ([`OWNER_ENV`]), if recorded.
+pub fn owner_of(ec: &EphemeralContainer) -> Option<String> {
+    ec.env
+        .iter()
+        .flatten()
+        .find(|e| e.name == OWNER_ENV && e.value_from.is_none())
+        .and_then(|e| non_empty(e.value.as_deref()))
+        .map(str::to_owned)
 }
 
 /// The profile an ephemeral container was created with ([`PROFILE_ENV`]), if recorded.
@@ -323,6 +349,7 @@ pub fn from_pod(
             stoppable: blocker.is_none(),
             stoppable_message: blocker.map(str::to_owned),
             expires_at: expires_at_of(ec).map(Time),
+            created_by: owner_of(ec),
         }),
     }
 }

@@ -16,6 +16,7 @@ pub mod pass_through;
 pub mod privilege;
 pub mod profile;
 pub mod recording;
+pub mod session;
 pub mod status;
 pub mod stoppable;
 pub mod validation;
@@ -27,6 +28,10 @@ pub use api::{
 pub use field::{ErrorList, FieldError, FieldErrorKind, FieldValue};
 pub use profile::Profile;
 pub use recording::{KIND_RECORDING_LIST, Recording, RecordingList};
+pub use session::{
+    DebugSession, DebugSessionList, DebugSessionSpec, DebugSessionStatus, KIND_DEBUG_SESSION,
+    KIND_DEBUG_SESSION_LIST, Participant, SessionMode,
+};
 pub use status::ApiError;
 
 /// The API group served by poddebug.

@@ -12,6 +12,7 @@ pub mod portal;
 pub mod profiles;
 pub mod recordings;
 pub mod selection;
+pub mod sessions;
 pub mod streams;
 pub mod table;
 pub mod watch;

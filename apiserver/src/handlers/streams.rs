@@ -27,9 +27,12 @@ use crate::query::query_map;
 use crate::recording::{Session, SessionInfo};
 use crate::state::AppState;
 use crate::stream::ending::EndSignal;
+use crate::stream::moderation::Gate;
 use crate::stream::protocol::{self, AttachOptions, Negotiated};
 use crate::stream::relay::{self, StreamGuard, StreamInfo};
 use crate::stream::upstream::AttachOutcome;
+use poddebug_types::SessionMode;
+use std::sync::Arc;
 
 /// How long the client's side of the upgrade may take to complete after our 101.
 const CLIENT_UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -68,6 +71,123 @@ async fn authorize_profiles(
     Ok(())
 }
 
+/// How a caller takes part in the session it opens: the owner of the debug container (its
+/// creator, or anyone when its creator is not recorded), or, on someone else's, a peer (`join`
+/// on `pods/debug`), an observer (`observe`) or a moderator (`moderate` on `pods/sessions`).
+/// `mode=peer|observer|moderator` asks for one; without it a caller who may `join` is a peer,
+/// else an observer. Observers and moderators never send input: `stdin=true` is a 403.
+async fn session_mode(
+    st: &AppState,
+    auth: &Authenticated,
+    ns: &str,
+    pod: &str,
+    target: &poddebug_storage::StreamTarget,
+    opts: &AttachOptions,
+    query: &std::collections::BTreeMap<String, String>,
+) -> Result<SessionMode, Error> {
+    let requested = match query.get("mode").map(String::as_str).filter(|m| !m.is_empty()) {
+        None => None,
+        Some(m) => Some(SessionMode::parse_requested(m).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "mode: unsupported value {m:?}: supported values: \"peer\", \"observer\", \"moderator\""
+            ))
+        })?),
+    };
+    let attrs = |verb: &str, sub: &str| crate::authz::Attributes::Resource {
+        verb: verb.to_owned(),
+        group: poddebug_types::GROUP.to_owned(),
+        version: poddebug_types::VERSION.to_owned(),
+        resource: "pods".to_owned(),
+        subresource: sub.to_owned(),
+        namespace: ns.to_owned(),
+        name: pod.to_owned(),
+    };
+    let user = &auth.user.user;
+    let own = target.owner.as_deref().is_none_or(|o| o == user);
+    let why = |what: &str| match target.owner.as_deref() {
+        Some(o) => format!(
+            "debug container {:?} was created by {o:?}; attaching to it {what}",
+            opts.container
+        ),
+        None => format!("attaching to debug container {:?} {what}", opts.container),
+    };
+    let mode = match requested {
+        Some(SessionMode::Moderator) => {
+            crate::filters::check_explained(
+                st,
+                &auth.user,
+                &attrs("moderate", "sessions"),
+                Some(&why("as a moderator needs moderate on pods/sessions")),
+            )
+            .await?;
+            SessionMode::Moderator
+        }
+        Some(m) if own => m,
+        None if own => SessionMode::Owner,
+        Some(SessionMode::Peer) | Some(SessionMode::Owner) => {
+            crate::filters::check_explained(
+                st,
+                &auth.user,
+                &attrs("join", "debug"),
+                Some(&why("as a peer needs join on pods/debug")),
+            )
+            .await?;
+            SessionMode::Peer
+        }
+        Some(SessionMode::Observer) => {
+            crate::filters::check_explained(
+                st,
+                &auth.user,
+                &attrs("observe", "debug"),
+                Some(&why("as an observer needs observe on pods/debug")),
+            )
+            .await?;
+            SessionMode::Observer
+        }
+        None => {
+            if crate::filters::check(st, &auth.user, &attrs("join", "debug"))
+                .await
+                .is_ok()
+            {
+                SessionMode::Peer
+            } else {
+                crate::filters::check_explained(
+                    st,
+                    &auth.user,
+                    &attrs("observe", "debug"),
+                    Some(&why(
+                        "needs join (as a peer) or observe (as an observer) on pods/debug",
+                    )),
+                )
+                .await?;
+                SessionMode::Observer
+            }
+        }
+    };
+    if opts.stdin && matches!(mode, SessionMode::Observer | SessionMode::Moderator) {
+        let verb = if mode == SessionMode::Observer {
+            "observe"
+        } else {
+            "moderate"
+        };
+        let sub = if mode == SessionMode::Observer {
+            "debug"
+        } else {
+            "sessions"
+        };
+        return Err(crate::authz::forbidden(
+            &auth.user,
+            &attrs(verb, sub),
+            &format!(
+                "{}s do not send input: attach with stdin=false",
+                mode.as_str()
+            ),
+        )
+        .into());
+    }
+    Ok(mode)
+}
+
 /// `GET|POST .../pods/POD/attach?container=NAME`.
 pub async fn attach(
     State(st): State<AppState>,
@@ -95,6 +215,7 @@ pub async fn attach(
         )
         .await?;
     authorize_profiles(&st, &auth, &target, &opts.container).await?;
+    let mode = session_mode(&st, &auth, &ns, &pod, &target, &opts, &query).await?;
     let outcome = st
         .upstream
         .attach(
@@ -111,8 +232,10 @@ pub async fn attach(
         AttachOutcome::Switched { io, headers } => (io, headers),
     };
     let negotiated = Negotiated::from_switching(kind, &headers);
-    // How the server ends this session of its own accord (its recording, in strict mode).
+    // How the server ends this session of its own accord (its recording in strict mode, a
+    // termination).
     let end = EndSignal::default();
+    let session_id = poddebug_storage::new_session_id();
     // With recording on, a session that cannot be recorded is not started.
     let recording = match &st.recorder {
         None => None,
@@ -126,6 +249,8 @@ pub async fn attach(
                     protocol: negotiated.label(),
                     spdy: negotiated.kind == protocol::UpgradeKind::Spdy,
                     base64: negotiated.base64(),
+                    session_id: session_id.clone(),
+                    mode: mode.as_str().to_owned(),
                 },
                 &end,
             )
@@ -142,6 +267,51 @@ pub async fn attach(
                 .into());
             }
         },
+    };
+    // The session's record in the cluster; a moderated session withholds the input of those
+    // who may type until a moderator is attached.
+    let record = poddebug_storage::SessionRecord {
+        id: session_id.clone(),
+        namespace: ns.clone(),
+        pod: pod.clone(),
+        container: opts.container.clone(),
+        ec_name: target.container.clone(),
+        user: auth.user.user.clone(),
+        groups: auth.user.groups.clone(),
+        mode,
+        protocol: negotiated.label(),
+        tty: opts.tty,
+        stdin: opts.stdin,
+        recording_id: recording.as_ref().map(|r| r.id().to_owned()),
+        moderated: st.sessions.is_moderated(&target.profiles),
+        replica: st.sessions.replica().to_owned(),
+        started: jiff::Timestamp::now().to_string(),
+    };
+    let gate =
+        (record.moderated && opts.stdin && matches!(mode, SessionMode::Owner | SessionMode::Peer))
+            .then(|| Arc::new(Gate::new(st.sessions.moderator_attached(&record))));
+    let session = match st
+        .sessions
+        .open(
+            record,
+            end.clone(),
+            gate.clone(),
+            recording.as_ref().map(Session::marker),
+        )
+        .await
+    {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::error!(error = %e, "the session's record could not be written; attach refused");
+            if let Some(r) = recording {
+                r.finish(async { None }).await;
+            }
+            return Err(ApiError::ServiceUnavailable(
+                "the session could not be registered with the cluster, so it was not started"
+                    .to_owned(),
+            )
+            .into());
+        }
     };
     let guard = StreamGuard::new(
         st.metrics.clone(),
@@ -172,8 +342,11 @@ pub async fn attach(
                     TokioIo::new(io),
                     upstream_io,
                     &negotiated,
-                    drain.clone(),
-                    end.subscribe(),
+                    relay::Controls {
+                        drain: drain.clone(),
+                        end: end.subscribe(),
+                        gate,
+                    },
                     &guard,
                     tap,
                 )
@@ -191,6 +364,9 @@ pub async fn attach(
             }
         };
         let finished_at = jiff::Timestamp::now();
+        // The session is over: its record goes at once, whatever is still written about it.
+        let session_id = session.id().to_owned();
+        session.close().await;
         // No lookup for a stream that never ran, nor while the server is going down.
         let look_up = relayed && !*drain.borrow();
         let fallback = async move {
@@ -223,6 +399,8 @@ pub async fn attach(
         record.bytes_out = Some(bytes_out);
         record.exit_code = exit_code;
         record.recording_id = recording_id;
+        record.session = Some(session_id);
+        record.mode = Some(mode.as_str().to_owned());
         record.outcome = end
             .current()
             .map(|e| format!("ended by the server: {}", e.error.message()));

@@ -53,6 +53,10 @@ pub struct HeaderInfo {
     pub input_recorded: bool,
     /// `--recording-mode`: `strict` when nothing reached the client unrecorded.
     pub recording_mode: String,
+    /// The session id (`DebugSession` name).
+    pub session: String,
+    /// How the user took part: `owner`, `peer`, `observer`, `moderator`.
+    pub mode: String,
 }
 
 /// Text of a byte stream, carrying an incomplete trailing UTF-8 sequence to the next call.

@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 
 use base64::Engine;
-use flate2::{Decompress, FlushDecompress};
 
+use crate::stream::spdy_headers::{HeaderInflater, StreamType};
 use crate::stream::websocket_frames::{FrameHeader, HeaderReader};
 
 /// Largest message kept whole (a resize, the error Status, a SPDY header block).
@@ -339,17 +339,6 @@ const SYN_STREAM: u16 = 1;
 /// HEADERS.
 const HEADERS: u16 = 8;
 
-/// What a SPDY stream carries, from its `streamType` header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StreamType {
-    Stdin,
-    Stdout,
-    Stderr,
-    Error,
-    Resize,
-    Other,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SpdyPos {
     Header { have: usize },
@@ -381,27 +370,17 @@ impl Default for SpdyDirection {
 }
 
 /// Both directions of a SPDY session, with the stream types the client declared.
+#[derive(Default)]
 pub struct SpdySession {
     inbound: SpdyDirection,
     outbound: SpdyDirection,
     /// The client's header-compression context (only its blocks name stream types).
-    inflate: Decompress,
+    inflate: HeaderInflater,
     streams: HashMap<u32, StreamType>,
     /// Partial resize line and error message, per stream.
     kept: HashMap<u32, Vec<u8>>,
 }
 
-impl Default for SpdySession {
-    fn default() -> Self {
-        SpdySession {
-            inbound: SpdyDirection::default(),
-            outbound: SpdyDirection::default(),
-            inflate: Decompress::new(true),
-            streams: HashMap::new(),
-            kept: HashMap::new(),
-        }
-    }
-}
 
 impl SpdySession {
     fn feed(&mut self, dir: Direction, mut data: &[u8], out: Sink<'_>) -> Result<(), DecodeError> {
@@ -476,25 +455,13 @@ impl SpdySession {
         };
         let (control, kept) = (d.control, std::mem::take(&mut d.kept));
         match control {
-            Some(SYN_STREAM) if dir == Direction::In && kept.len() >= 10 => {
-                let id = u32::from_be_bytes([kept[0], kept[1], kept[2], kept[3]]) & 0x7fff_ffff;
-                let headers = self.inflate_block(&kept[10..])?;
-                let kind = headers
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case("streamtype"))
-                    .map_or(StreamType::Other, |(_, v)| match v.as_str() {
-                        "stdin" => StreamType::Stdin,
-                        "stdout" => StreamType::Stdout,
-                        "stderr" => StreamType::Stderr,
-                        "error" => StreamType::Error,
-                        "resize" => StreamType::Resize,
-                        _ => StreamType::Other,
-                    });
+            Some(SYN_STREAM) if dir == Direction::In => {
+                let (id, kind) = self.inflate.syn_stream(&kept).map_err(DecodeError)?;
                 self.streams.insert(id, kind);
             }
             // HEADERS blocks are inflated only to keep the compression context in step.
-            Some(HEADERS) if dir == Direction::In && kept.len() >= 4 => {
-                self.inflate_block(&kept[4..])?;
+            Some(HEADERS) if dir == Direction::In => {
+                self.inflate.headers(&kept).map_err(DecodeError)?;
             }
             None => {
                 let stream = d.stream;
@@ -550,64 +517,6 @@ impl SpdySession {
         }
         Ok(())
     }
-
-    /// Inflate one header block with the session's context and split it into name/value pairs.
-    fn inflate_block(&mut self, block: &[u8]) -> Result<Vec<(String, String)>, DecodeError> {
-        let mut raw = Vec::with_capacity(block.len() * 4 + 256);
-        let mut consumed = 0usize;
-        // Each round either consumes input or grows the output; the bound only guards a bug.
-        for _ in 0..1024 {
-            let before = self.inflate.total_in();
-            match self
-                .inflate
-                .decompress_vec(&block[consumed..], &mut raw, FlushDecompress::Sync)
-            {
-                Ok(_) => {}
-                Err(e) if e.needs_dictionary().is_some() => {
-                    self.inflate
-                        .set_dictionary(super::spdy_dictionary::dictionary())
-                        .map_err(|e| DecodeError(format!("SPDY header dictionary: {e}")))?;
-                }
-                Err(e) => return Err(DecodeError(format!("SPDY header block: {e}"))),
-            }
-            consumed += usize::try_from(self.inflate.total_in() - before).unwrap_or(0);
-            if consumed == block.len() && raw.len() < raw.capacity() {
-                break;
-            }
-            if raw.len() > MAX_KEPT * 4 {
-                return Err(DecodeError("SPDY header block too large".into()));
-            }
-            raw.reserve(1024);
-        }
-        parse_header_block(&raw)
-    }
-}
-
-/// `count, (len name, len value)*` with 32-bit big-endian lengths (SPDY/3 §2.6.10).
-fn parse_header_block(raw: &[u8]) -> Result<Vec<(String, String)>, DecodeError> {
-    fn take<'a>(b: &mut &'a [u8], n: usize) -> Result<&'a [u8], DecodeError> {
-        if b.len() < n {
-            return Err(DecodeError("truncated SPDY header block".into()));
-        }
-        let (head, rest) = b.split_at(n);
-        *b = rest;
-        Ok(head)
-    }
-    fn len(b: &mut &[u8]) -> Result<usize, DecodeError> {
-        let v = take(b, 4)?;
-        Ok(u32::from_be_bytes([v[0], v[1], v[2], v[3]]) as usize)
-    }
-    let mut b = raw;
-    let count = len(&mut b)?;
-    let mut headers = Vec::with_capacity(count.min(64));
-    for _ in 0..count {
-        let n = len(&mut b)?;
-        let k = String::from_utf8_lossy(take(&mut b, n)?).into_owned();
-        let n = len(&mut b)?;
-        let v = String::from_utf8_lossy(take(&mut b, n)?).into_owned();
-        headers.push((k, v));
-    }
-    Ok(headers)
 }
 
 #[cfg(test)]
@@ -840,7 +749,7 @@ mod tests {
     #[test]
     fn spdy_streams_are_told_apart_by_their_stream_type() {
         let mut z = Compress::new(Compression::default(), true);
-        z.set_dictionary(super::super::spdy_dictionary::dictionary())
+        z.set_dictionary(crate::stream::spdy_dictionary::dictionary())
             .expect("dictionary");
         let mut client = Vec::new();
         for (id, t) in [(1, "error"), (3, "stdin"), (5, "stdout"), (7, "resize")] {

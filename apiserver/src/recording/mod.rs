@@ -19,7 +19,6 @@ pub mod decode;
 pub mod options;
 pub mod rate;
 pub mod session;
-pub mod spdy_dictionary;
 pub mod store;
 pub mod tap;
 pub mod writer;
@@ -33,7 +32,7 @@ pub use options::{RecordingMode, RecordingOptions};
 use rate::RateBudget;
 pub use session::{Finished, Session, exit_code_of_status};
 use store::{Metadata, Store};
-pub use tap::Tap;
+pub use tap::{Marker, Tap};
 use tap::{TapShared, TapState};
 use writer::{Lines, Writer};
 
@@ -70,6 +69,10 @@ pub struct SessionInfo {
     pub spdy: bool,
     /// A base64 WebSocket subprotocol.
     pub base64: bool,
+    /// The session id.
+    pub session_id: String,
+    /// How the user takes part (`owner`, `peer`, `observer`, `moderator`).
+    pub mode: String,
 }
 
 impl Recorder {
@@ -157,6 +160,8 @@ impl Recorder {
                 protocol: info.protocol,
                 input_recorded: self.record_input,
                 recording_mode: self.mode.as_str().to_owned(),
+                session: info.session_id,
+                mode: info.mode,
             },
         };
         let strict = self.mode == RecordingMode::Strict;
@@ -250,6 +255,8 @@ mod tests {
             protocol: "websocket/v5.channel.k8s.io".into(),
             spdy: false,
             base64: false,
+            session_id: "s0000000000000001".into(),
+            mode: "owner".into(),
         }
     }
 

@@ -39,6 +39,13 @@ impl Session {
         &self.meta.id
     }
 
+    /// A handle that writes markers into this recording.
+    pub fn marker(&self) -> super::tap::Marker {
+        super::tap::Marker {
+            shared: self.tap.shared.clone(),
+        }
+    }
+
     /// End the recording: the writer finishes the file, the exit code is the one the stream
     /// reported, else `fallback`'s, and the metadata is completed.
     pub async fn finish(

@@ -56,6 +56,8 @@ pub(super) enum Item {
     Undecodable(String),
     /// strict: the server ends the session, for this reason.
     Ended(String),
+    /// A marker: someone joined or left, the session was terminated.
+    Marker(String),
 }
 
 impl Item {
@@ -64,6 +66,7 @@ impl Item {
         match self {
             Item::Text { data, .. } => data.len().max(ITEM_COST),
             Item::Error(m) => m.len().max(ITEM_COST),
+            Item::Marker(m) => m.len() + ITEM_COST,
             _ => ITEM_COST,
         }
     }
@@ -109,6 +112,35 @@ impl TapShared {
     /// The writer took what was queued: room for waiting relays.
     pub(super) fn took_batch(&self) {
         self.room.notify_waiters();
+    }
+}
+
+/// Writes marker events into a recording from outside the relay (who joined and left, a
+/// termination); never waits.
+#[derive(Clone, Debug)]
+pub struct Marker {
+    pub(super) shared: Arc<TapShared>,
+}
+
+impl Marker {
+    /// A marker event `[t, "m", text]` now.
+    pub fn mark(&self, text: &str) {
+        let shared = &*self.shared;
+        if shared.closed.load(Ordering::SeqCst) || shared.failed.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(mut queue) = shared.queue.lock() else {
+            return;
+        };
+        let first = queue.items.is_empty();
+        queue.bytes += ITEM_COST + text.len();
+        queue
+            .items
+            .push_back((Instant::now(), Item::Marker(text.to_owned())));
+        drop(queue);
+        if first {
+            shared.wake.notify_one();
+        }
     }
 }
 

@@ -67,6 +67,7 @@ impl Lines {
             Item::Error(msg) => self.exit_code = exit_code_of_status(&msg).or(self.exit_code),
             Item::Gap(skipped) => self.gap_marker(t, skipped),
             Item::Ended(why) => self.marker(t, &format!("session ended by the server: {why}")),
+            Item::Marker(text) => self.marker(t, &text),
             // Handled by the writer.
             Item::Undecodable(_) => {}
         }

@@ -3,9 +3,12 @@
 //! [`crate::handlers::streams`].
 
 pub mod ending;
+pub mod moderation;
 pub mod protocol;
 pub mod relay;
+pub mod spdy_dictionary;
 pub mod spdy_frames;
+pub mod spdy_headers;
 pub mod upstream;
 pub mod websocket_frames;
 

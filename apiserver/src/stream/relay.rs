@@ -19,6 +19,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::ending::{Ending, ended};
+use super::moderation::{
+    Gate, PASSING_NOTICE, SpdyStdinFilter, SpdyStreams, WITHHELD_NOTICE, WsStdinFilter,
+};
 use super::protocol::{Negotiated, UpgradeKind};
 use super::{spdy_frames, websocket_frames};
 use crate::metrics::{DirectionLabels, Metrics};
@@ -233,13 +236,29 @@ enum OutTracker {
     Spdy(spdy_frames::FrameTracker),
 }
 
-/// client → upstream.
+/// The stdin filter of a moderated session, for its protocol.
+enum StdinFilter {
+    WebSocket(WsStdinFilter),
+    Spdy(SpdyStdinFilter),
+}
+
+impl StdinFilter {
+    fn filter(&mut self, data: &[u8], open: bool, out: &mut Vec<u8>) {
+        match self {
+            StdinFilter::WebSocket(f) => f.filter(data, open, out),
+            StdinFilter::Spdy(f) => f.filter(data, open, out),
+        }
+    }
+}
+
+/// client → upstream (with a gate, stdin withheld while it is closed).
 async fn pump_in<R, W>(
     r: &mut R,
     w: &mut W,
     guard: &StreamGuard,
     spdy: Option<&spdy_frames::Session>,
     tap: Option<&Tap>,
+    moderation: Option<(&Gate, StdinFilter)>,
 ) -> End
 where
     R: AsyncRead + Unpin,
@@ -247,6 +266,8 @@ where
 {
     let mut buf = AdaptiveBuf::new();
     let mut tracker = spdy_frames::FrameTracker::default();
+    let mut moderation = moderation;
+    let mut filtered = Vec::new();
     loop {
         let n = match buf.read_from(r, MAX_BUF).await {
             Ok(0) => {
@@ -263,15 +284,26 @@ where
         if let Some(session) = spdy {
             tracker.consume(buf.filled(), &mut |e| session.client_event(e));
         }
-        // The recording takes the chunk before it goes on (in --recording-mode=strict it may
-        // make the stream wait for it).
-        let written = match tap {
-            Some(tap) => {
-                let chunk = buf.take();
+        // A moderated session: what goes on is the chunk without the stdin it may not pass.
+        let written = if let Some((gate, filter)) = moderation.as_mut() {
+            filtered.clear();
+            filter.filter(buf.filled(), gate.is_open(), &mut filtered);
+            let chunk = Bytes::copy_from_slice(&filtered);
+            if let Some(tap) = tap {
                 tap.inbound(chunk.clone()).await;
-                write_chunk(w, &chunk).await
             }
-            None => write_chunk(w, buf.filled()).await,
+            write_chunk(w, &chunk).await
+        } else {
+            // The recording takes the chunk before it goes on (in --recording-mode=strict it
+            // may make the stream wait for it).
+            match tap {
+                Some(tap) => {
+                    let chunk = buf.take();
+                    tap.inbound(chunk.clone()).await;
+                    write_chunk(w, &chunk).await
+                }
+                None => write_chunk(w, buf.filled()).await,
+            }
         };
         if let Err(e) = written {
             return End::Error(e);
@@ -297,21 +329,54 @@ async fn write_chunk<W: AsyncWrite + Unpin>(w: &mut W, data: &[u8]) -> std::io::
     w.flush().await
 }
 
-/// What the server→client direction knows to end a stream cleanly: the framing, and how the
-/// error channel is written.
+/// What the server→client direction knows to write frames of its own: the framing, how the
+/// error channel is written, and where a SPDY client reads stdout.
 struct Closing<'a> {
     tracker: OutTracker,
     spdy: Option<&'a spdy_frames::Session>,
     status_errors: bool,
     base64: bool,
     tap: Option<&'a Tap>,
+    spdy_streams: &'a SpdyStreams,
 }
 
 /// What ends a stream from the server's side: the drain signal (shutdown) and the stream's own
-/// [`Ending`]s.
+/// [`Ending`]s; and the gate of a moderated session, whose changes the client is told of.
 struct Enders<'a> {
     drain: &'a mut watch::Receiver<bool>,
     end: &'a mut watch::Receiver<Option<Ending>>,
+    gate: Option<watch::Receiver<bool>>,
+}
+
+/// The frame telling the client `text` on stdout, at a frame boundary.
+fn notice_frame(
+    tracker: &OutTracker,
+    base64: bool,
+    spdy_streams: &SpdyStreams,
+    text: &str,
+) -> Option<Vec<u8>> {
+    match tracker {
+        OutTracker::WebSocket(t) if t.injection_impossible() => None,
+        OutTracker::WebSocket(_) => Some(websocket_frames::channel_message(
+            1,
+            text.as_bytes(),
+            base64,
+        )),
+        OutTracker::Spdy(_) => {
+            let stdout = spdy_streams
+                .stdout
+                .load(std::sync::atomic::Ordering::Acquire);
+            (stdout != 0).then(|| spdy_frames::data_frame(stdout, false, text.as_bytes()))
+        }
+    }
+}
+
+/// Whether the server→client direction is between frames.
+fn at_boundary(tracker: &OutTracker) -> bool {
+    match tracker {
+        OutTracker::WebSocket(t) => t.at_message_boundary(),
+        OutTracker::Spdy(t) => t.at_frame_boundary(),
+    }
 }
 
 /// upstream → client, ended by the server with a message at a frame boundary.
@@ -332,12 +397,38 @@ where
         status_errors,
         base64,
         tap,
+        spdy_streams,
     } = closing;
-    let Enders { drain, end } = enders;
+    let Enders {
+        drain,
+        end,
+        mut gate,
+    } = enders;
     let mut buf = AdaptiveBuf::new();
     // The ending under way, and until when a frame boundary is waited for.
     let mut ending: Option<(Ending, tokio::time::Instant)> = None;
+    // A notice for the client, written at the next frame boundary.
+    let mut notice: Option<&'static str> = match &gate {
+        Some(g) if !*g.borrow() => Some(WITHHELD_NOTICE),
+        _ => None,
+    };
     loop {
+        if ending.is_none()
+            && let Some(text) = notice
+            && at_boundary(&tracker)
+        {
+            notice = None;
+            if let Some(frame) = notice_frame(&tracker, base64, spdy_streams, text) {
+                let frame = Bytes::from(frame);
+                if let Some(tap) = tap {
+                    tap.outbound(frame.clone()).await;
+                }
+                if let Err(e) = write_chunk(w, &frame).await {
+                    return End::Error(e);
+                }
+                guard.add_out(frame.len());
+            }
+        }
         if let Some((e, _)) = &ending {
             let payload = e.payload(status_errors);
             let injection = match &tracker {
@@ -383,6 +474,10 @@ where
             }
             e = ended(end), if ending.is_none() => {
                 ending = Some((e, tokio::time::Instant::now() + DRAIN_FINISH));
+                continue;
+            }
+            changed = gate_changed(&mut gate), if ending.is_none() => {
+                notice = Some(if changed { PASSING_NOTICE } else { WITHHELD_NOTICE });
                 continue;
             }
             _ = sleep_until_opt(ending.as_ref().map(|(_, at)| *at)) => {
@@ -433,6 +528,20 @@ where
     }
 }
 
+/// The gate's new state once it changes; never without a gate (or once its sender is gone).
+async fn gate_changed(gate: &mut Option<watch::Receiver<bool>>) -> bool {
+    match gate {
+        Some(rx) => match rx.changed().await {
+            Ok(()) => *rx.borrow_and_update(),
+            Err(_) => {
+                *gate = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
@@ -440,21 +549,37 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     }
 }
 
+/// What may end or shape a relayed stream besides its two sides.
+#[derive(Debug)]
+pub struct Controls {
+    /// Flips at shutdown.
+    pub drain: watch::Receiver<bool>,
+    /// The stream's own [`Ending`] (its recording in strict mode, a termination).
+    pub end: watch::Receiver<Option<Ending>>,
+    /// A moderated session's gate: the client's stdin passes only while it is open, and the
+    /// client is told when that changes.
+    pub gate: Option<Arc<Gate>>,
+}
+
 /// Relay until both sides are done, one side closed and the other finished (or [`LINGER`]
-/// passed), or the server ended the stream: the drain signal (shutdown) or an [`Ending`] on
-/// `end`. `tap`, when recording, gets every chunk before it is written (shared, not copied).
+/// passed), or the server ended the stream: the drain signal (shutdown) or an [`Ending`]. `tap`,
+/// when recording, gets every chunk before it is written (shared, not copied).
 pub async fn relay<C, U>(
     client: C,
     upstream: U,
     negotiated: &Negotiated,
-    mut drain: watch::Receiver<bool>,
-    mut end: watch::Receiver<Option<Ending>>,
+    controls: Controls,
     guard: &StreamGuard,
     tap: Option<&Tap>,
 ) where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
+    let Controls {
+        mut drain,
+        mut end,
+        gate,
+    } = controls;
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut ur, mut uw) = tokio::io::split(upstream);
     let session = spdy_frames::Session::default();
@@ -463,8 +588,16 @@ pub async fn relay<C, U>(
         UpgradeKind::WebSocket => OutTracker::WebSocket(Default::default()),
         UpgradeKind::Spdy => OutTracker::Spdy(Default::default()),
     };
+    let spdy_streams = Arc::new(SpdyStreams::default());
+    let moderation = gate.as_deref().map(|g| {
+        let filter = match negotiated.kind {
+            UpgradeKind::WebSocket => StdinFilter::WebSocket(WsStdinFilter::default()),
+            UpgradeKind::Spdy => StdinFilter::Spdy(SpdyStdinFilter::new(spdy_streams.clone())),
+        };
+        (g, filter)
+    });
     let mut in_drain = drain.clone();
-    let inbound = pump_in(&mut cr, &mut uw, guard, spdy, tap);
+    let inbound = pump_in(&mut cr, &mut uw, guard, spdy, tap, moderation);
     let outbound = pump_out(
         &mut ur,
         &mut cw,
@@ -475,10 +608,12 @@ pub async fn relay<C, U>(
             status_errors: negotiated.status_errors(),
             base64: negotiated.base64(),
             tap,
+            spdy_streams: &spdy_streams,
         },
         Enders {
             drain: &mut drain,
             end: &mut end,
+            gate: gate.as_deref().map(Gate::subscribe),
         },
     );
     tokio::pin!(inbound);
@@ -528,9 +663,13 @@ mod tests {
         }
     }
 
-    /// An end signal nobody sends on.
-    fn no_ending() -> watch::Receiver<Option<Ending>> {
-        watch::channel(None).1
+    /// The drain signal `drain`, no ending, no gate.
+    fn controls(drain: watch::Receiver<bool>) -> Controls {
+        Controls {
+            drain,
+            end: watch::channel(None).1,
+            gate: None,
+        }
     }
 
     fn guard() -> StreamGuard {
@@ -544,7 +683,7 @@ mod tests {
         let (_tx, rx) = watch::channel(false);
         let g = guard();
         let n = negotiated(UpgradeKind::WebSocket, "v5.channel.k8s.io");
-        let relay = relay(client, upstream, &n, rx, no_ending(), &g, None);
+        let relay = relay(client, upstream, &n, controls(rx), &g, None);
         let peers = async {
             client_peer.write_all(b"to upstream").await.expect("write");
             let mut buf = [0u8; 11];
@@ -574,7 +713,7 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let g = guard();
         let n = negotiated(UpgradeKind::WebSocket, "v5.channel.k8s.io");
-        let relay = relay(client, upstream, &n, rx, no_ending(), &g, None);
+        let relay = relay(client, upstream, &n, controls(rx), &g, None);
         let peers = async {
             // Half a frame: header says 4 payload bytes, only 2 sent before the drain.
             upstream_peer
@@ -626,7 +765,7 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let g = guard();
         let n = negotiated(UpgradeKind::Spdy, "v4.channel.k8s.io");
-        let relay = relay(client, upstream, &n, rx, no_ending(), &g, None);
+        let relay = relay(client, upstream, &n, controls(rx), &g, None);
         let peers = async {
             // SYN_STREAM id 1 from the client, SYN_REPLY id 1 from the server.
             let syn = |kind: u8, id: u8| vec![0x80, 3, 0, kind, 0, 0, 0, 4, 0, 0, 0, id];

@@ -248,14 +248,20 @@ fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
 /// A message on the k8s error channel (3): binary `[3] + payload`, or for the base64
 /// subprotocols a text frame `'3' + base64(payload)`.
 pub fn error_channel_message(payload: &[u8], base64_protocol: bool) -> Vec<u8> {
+    channel_message(3, payload, base64_protocol)
+}
+
+/// A message on k8s channel `channel` (0–4): binary `[channel] + payload`, or for the base64
+/// subprotocols a text frame of the channel's digit and base64(payload).
+pub fn channel_message(channel: u8, payload: &[u8], base64_protocol: bool) -> Vec<u8> {
     if base64_protocol {
         use base64::Engine;
-        let mut text = String::from("3");
+        let mut text = String::from(char::from(b'0' + channel.min(9)));
         text.push_str(&base64::engine::general_purpose::STANDARD.encode(payload));
         frame(OP_TEXT, text.as_bytes())
     } else {
         let mut data = Vec::with_capacity(payload.len() + 1);
-        data.push(3);
+        data.push(channel);
         data.extend_from_slice(payload);
         frame(OP_BINARY, &data)
     }

@@ -9,6 +9,11 @@
 //! stdout, and end of input (v5 CLOSE of stdin, SPDY FIN on stdin, or a `0x04` byte as a TTY's
 //! Ctrl-D) ends it: the exit status goes on the error channel as a v4 Status.
 //!
+//! With [`SHARED_ANNOTATION`], WebSocket streams attached to one container share its "process",
+//! as the kubelet's attach does: what one stream's input echoes, every other one sees too (SPDY
+//! streams see only their own). Without it each stream has a `cat` of its own, so the stream
+//! tests can tell many concurrent streams apart.
+//!
 //! Knobs are pod annotations, so a test sets them with `FakeKube::update_pod`:
 //! - [`EXIT_CODE_ANNOTATION`]: the exit code (default 0, Success);
 //! - [`REFUSE_ANNOTATION`]: answer the upgrade with this code instead (`403`, `500`: a Status;
@@ -47,6 +52,9 @@ pub const EXIT_CODE_ANNOTATION: &str = "fake.poddebug.dev/attach-exit-code";
 pub const REFUSE_ANNOTATION: &str = "fake.poddebug.dev/attach-refuse";
 /// Pod annotation: drop the connection after this many echoed bytes.
 pub const DROP_AFTER_ANNOTATION: &str = "fake.poddebug.dev/attach-drop-after-bytes";
+
+/// Pod annotation: the WebSocket streams attached to a container share its output.
+pub const SHARED_ANNOTATION: &str = "fake.poddebug.dev/attach-shared";
 
 /// Pod annotation: the end of input terminates the container (exit code in its status only).
 pub const EXIT_TERMINATES_ANNOTATION: &str = "fake.poddebug.dev/attach-exit-terminates";
@@ -363,6 +371,9 @@ pub fn handle(
         if let Ok(v) = HeaderValue::from_str(&protocol) {
             h.insert(header::SEC_WEBSOCKET_PROTOCOL, v);
         }
+        let terminal = annotations
+            .contains_key(SHARED_ANNOTATION)
+            .then(|| shared.terminal(ns, name, &container));
         tokio::spawn(async move {
             let Ok(upgraded) = on_upgrade.await else {
                 return;
@@ -371,7 +382,7 @@ pub fn handle(
                 WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
             let mut shutdown = shared.shutdown.clone();
             tokio::select! {
-                _ = websocket_session(ws, &protocol, stdin, process) => {}
+                _ = websocket_session(ws, &protocol, stdin, process, terminal) => {}
                 _ = shutdown.wait_for(|s| *s) => {}
                 _ = tokio::time::sleep(MAX_SESSION) => {}
             }
@@ -434,17 +445,40 @@ async fn websocket_session<S>(
     protocol: &str,
     stdin: bool,
     mut process: Process,
+    terminal: Option<tokio::sync::broadcast::Sender<super::state::TerminalOutput>>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let base64 = channel::is_base64(protocol);
     let v5 = protocol.starts_with("v5.");
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let me = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut others = terminal
+        .as_ref()
+        .map(tokio::sync::broadcast::Sender::subscribe);
     let first = process.output_channel().unwrap_or(ch::ERROR);
     if ws.send(channel::encode(first, &[], base64)).await.is_err() {
         return;
     }
     let mut finished = false;
-    while let Some(msg) = ws.next().await {
+    loop {
+        let msg = tokio::select! {
+            msg = ws.next() => match msg {
+                Some(m) => m,
+                None => break,
+            },
+            // What another stream's input echoed: this stream sees it too.
+            out = async { match others.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
+                if let Ok((from, data)) = out
+                    && from != me
+                    && let Some(c) = process.output_channel()
+                    && ws.send(channel::encode(c, &data, base64)).await.is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+        };
         let data = match msg {
             Ok(Message::Binary(b)) => b.to_vec(),
             Ok(Message::Text(t)) => t.as_bytes().to_vec(),
@@ -453,7 +487,12 @@ async fn websocket_session<S>(
         };
         let steps = match channel::decode(&data, base64) {
             Decoded::Close(c) if v5 && c == ch::STDIN => vec![Step::Finish],
-            Decoded::Data(ch::STDIN, d) if stdin => process.stdin(&d),
+            Decoded::Data(ch::STDIN, d) if stdin => {
+                if let Some(t) = terminal.as_ref().filter(|_| !d.is_empty()) {
+                    let _ = t.send((me, d.iter().copied().take_while(|b| *b != 0x04).collect()));
+                }
+                process.stdin(&d)
+            }
             Decoded::Data(ch::RESIZE, d) => process.resize(&d),
             _ => Vec::new(),
         };

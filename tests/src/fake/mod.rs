@@ -49,7 +49,7 @@ pub use attach::{
     DROP_AFTER_ANNOTATION as ATTACH_DROP_AFTER_ANNOTATION,
     EXIT_CODE_ANNOTATION as ATTACH_EXIT_CODE_ANNOTATION,
     EXIT_TERMINATES_ANNOTATION as ATTACH_EXIT_TERMINATES_ANNOTATION,
-    REFUSE_ANNOTATION as ATTACH_REFUSE_ANNOTATION,
+    REFUSE_ANNOTATION as ATTACH_REFUSE_ANNOTATION, SHARED_ANNOTATION as ATTACH_SHARED_ANNOTATION,
 };
 pub use authn::{ADMIN_TOKEN, PODDEBUG_TOKEN, PODDEBUG_UID, PODDEBUG_USER, UserInfo};
 pub use authz::{Attributes, Policy};
@@ -513,23 +513,31 @@ impl FakeKube {
     pub fn lease(&self, namespace: &str, name: &str) -> Option<Value> {
         self.shared
             .lock()
-            .leases
-            .get(&(namespace.to_owned(), name.to_owned()))
+            .get(Kind::Lease, namespace, name)
             .cloned()
+    }
+
+    /// Every Lease of `namespace`.
+    pub fn leases(&self, namespace: &str) -> Vec<Value> {
+        self.shared.lock().list(Kind::Lease, Some(namespace))
+    }
+
+    /// Store `lease` as another client would have created or changed it.
+    pub fn put_lease(&self, lease: Value) -> Value {
+        self.shared.mutate(|s| s.put(Kind::Lease, lease))
     }
 
     /// Make `holder` the holder of Lease `namespace/name`, renewed now, as another replica
     /// taking it over would (a new resourceVersion, so a stale update conflicts).
     pub fn set_lease_holder(&self, namespace: &str, name: &str, holder: &str) -> bool {
         self.shared.mutate(|s| {
-            let rv = s.next_rv();
-            let Some(lease) = s.leases.get_mut(&(namespace.to_owned(), name.to_owned())) else {
+            let Some(mut lease) = s.get(Kind::Lease, namespace, name).cloned() else {
                 return false;
             };
             lease["spec"]["holderIdentity"] = Value::from(holder);
             lease["spec"]["renewTime"] = Value::from(jiff::Timestamp::now().to_string());
             lease["spec"]["leaseDurationSeconds"] = Value::from(3600);
-            lease["metadata"]["resourceVersion"] = Value::from(rv.to_string());
+            s.put(Kind::Lease, lease);
             true
         })
     }

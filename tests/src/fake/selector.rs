@@ -137,7 +137,7 @@ fn supported_fields(kind: Kind) -> &'static [&'static str] {
             "status.podIP",
             "status.nominatedNodeName",
         ],
-        Kind::ConfigMap | Kind::Namespace => &["metadata.name", "metadata.namespace"],
+        Kind::ConfigMap | Kind::Namespace | Kind::Lease => &["metadata.name", "metadata.namespace"],
     }
 }
 

@@ -25,6 +25,8 @@ pub enum Kind {
     Pod,
     /// core/v1 ConfigMap.
     ConfigMap,
+    /// coordination.k8s.io/v1 Lease.
+    Lease,
 }
 
 impl Kind {
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Namespace => "namespaces",
             Kind::Pod => "pods",
             Kind::ConfigMap => "configmaps",
+            Kind::Lease => "leases",
         }
     }
 
@@ -43,6 +46,15 @@ impl Kind {
             Kind::Namespace => "Namespace",
             Kind::Pod => "Pod",
             Kind::ConfigMap => "ConfigMap",
+            Kind::Lease => "Lease",
+        }
+    }
+
+    /// `apiVersion` of the kind.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Kind::Lease => "coordination.k8s.io/v1",
+            _ => "v1",
         }
     }
 
@@ -157,8 +169,6 @@ pub struct State {
     /// What each container wrote to its termination message file, by (namespace, pod,
     /// container): reported as `terminated.message` once it terminates, as the kubelet does.
     pub termination_logs: BTreeMap<(String, String, String), String>,
-    /// `coordination.k8s.io/v1` Leases by (namespace, name).
-    pub leases: BTreeMap<(String, String), Value>,
     /// Switches.
     pub settings: Settings,
 }
@@ -180,7 +190,6 @@ impl State {
             execs: Vec::new(),
             logs: BTreeMap::new(),
             termination_logs: BTreeMap::new(),
-            leases: BTreeMap::new(),
             settings: Settings::default(),
         }
     }
@@ -284,12 +293,20 @@ pub fn names(object: &Value) -> (String, String) {
     )
 }
 
+/// What one attached stream echoed, for the other streams attached to the same container:
+/// (the stream that wrote it, the bytes).
+pub type TerminalOutput = (u64, Vec<u8>);
+
 /// The state plus the signals around it.
 pub struct Shared {
     state: Mutex<State>,
     changes: watch::Sender<u64>,
     /// Becomes `true` when the FakeKube is dropped.
     pub shutdown: watch::Receiver<bool>,
+    /// The output of each attached container's "process", which every stream attached to it
+    /// sees (as the kubelet's attach shares a process's stdout), by (namespace, pod, container).
+    terminals:
+        Mutex<BTreeMap<(String, String, String), tokio::sync::broadcast::Sender<TerminalOutput>>>,
 }
 
 impl Shared {
@@ -299,7 +316,23 @@ impl Shared {
             state: Mutex::new(state),
             changes: watch::Sender::new(0),
             shutdown,
+            terminals: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The output bus of an attached container (made on first use).
+    pub fn terminal(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> tokio::sync::broadcast::Sender<TerminalOutput> {
+        self.terminals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((namespace.to_owned(), pod.to_owned(), container.to_owned()))
+            .or_insert_with(|| tokio::sync::broadcast::channel(1024).0)
+            .clone()
     }
 
     /// Locks the state (a panic in another holder does not poison it for the tests).

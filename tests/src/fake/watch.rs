@@ -108,7 +108,7 @@ pub fn list_or_watch(
         200,
         &json!({
             "kind": format!("{}List", kind.kind()),
-            "apiVersion": "v1",
+            "apiVersion": kind.api_version(),
             "metadata": metadata,
             "items": items,
         }),
@@ -197,7 +197,7 @@ fn watch(shared: &Arc<Shared>, filter: Filter, query: &Query) -> Resp {
                 "BOOKMARK",
                 &json!({
                     "kind": filter.kind.kind(),
-                    "apiVersion": "v1",
+                    "apiVersion": filter.kind.api_version(),
                     "metadata": {
                         "resourceVersion": state.rv.to_string(),
                         "annotations": {"k8s.io/initial-events-end": "true"},
@@ -258,7 +258,7 @@ fn watch(shared: &Arc<Shared>, filter: Filter, query: &Query) -> Resp {
                     }
                     let object = json!({
                         "kind": filter.kind.kind(),
-                        "apiVersion": "v1",
+                        "apiVersion": filter.kind.api_version(),
                         "metadata": {"resourceVersion": last.to_string()},
                     });
                     if !send(&mut tx, &mut shutdown, event_line("BOOKMARK", &object)).await {

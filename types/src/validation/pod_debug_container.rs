@@ -16,7 +16,8 @@ use crate::profile::Profile;
 /// * `container.name`, if set, must equal the debug name (`metadata.name`, else `url_name`)
 ///   when there is one (`must match metadata.name`);
 /// * `profile`, if set, must be one of the profile names (`Unsupported value`);
-/// * `container.env` may not define `PODDEBUG_NAME`, `PODDEBUG_PROFILE` or `PODDEBUG_EXPIRES_AT`, which poddebug
+/// * `container.env` may not define `PODDEBUG_NAME`, `PODDEBUG_PROFILE`, `PODDEBUG_OWNER` or
+///   `PODDEBUG_EXPIRES_AT`, which poddebug
 ///   reserves;
 /// * `ttlSeconds`, if set, may not be negative (the server's maximum is checked on create).
 pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&str>) -> ErrorList {
@@ -52,6 +53,7 @@ pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&s
             let what = match env.name.as_str() {
                 crate::convert::DEBUG_NAME_ENV => "the debug container's name",
                 crate::convert::PROFILE_ENV => "the debug container's profile",
+                crate::convert::OWNER_ENV => "the debug container's owner",
                 _ => "the debug container's deadline",
             };
             errs.push(FieldError::invalid(

@@ -1381,6 +1381,12 @@ fn pod_debug_container_table() {
             vec!["container.env[0].name: Invalid value: \"PODDEBUG_PROFILE\": is reserved by poddebug for the debug container's profile".into()],
         ),
         (
+            "reserved owner env var",
+            json!({"container": {"env": [{"name": "PODDEBUG_OWNER", "value": "mallory"}]}}),
+            None,
+            vec!["container.env[0].name: Invalid value: \"PODDEBUG_OWNER\": is reserved by poddebug for the debug container's owner".into()],
+        ),
+        (
             "negative ttlSeconds",
             json!({"ttlSeconds": -3}),
             None,

@@ -1,0 +1,514 @@
+//! Live sessions end to end, against the real binary and the fake kube-apiserver (whose Leases
+//! the replicas share): listing, watching and terminating through any replica, joining another
+//! user's debug container as observer, peer or moderator, moderated sessions, and records left
+//! by a replica that died.
+//!
+//! Needs the binary: `cargo build -p poddebug-apiserver` first.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use poddebug_tests::channel::{ChannelClient, ch};
+use poddebug_tests::{ContainerState, FakeKube, PodDebugServer, TestClient, TestPki};
+use serde_json::{Value, json};
+
+const NS: &str = "shop";
+const POD: &str = "web";
+const T: Duration = Duration::from_secs(10);
+/// Where the servers keep session records (their own namespace, out of a cluster).
+const SERVER_NS: &str = "poddebug-system";
+const GV: &str = "/apis/poddebug.dev/v1alpha1";
+
+type Io = TokioIo<Upgraded>;
+
+fn pod_path(rest: &str) -> String {
+    format!("{GV}/namespaces/{NS}/pods/{POD}/{rest}")
+}
+
+/// A pod with debug container `dbg` created by alice with `profile`, running.
+async fn fake_with_pod(profile: &str) -> FakeKube {
+    let fake = FakeKube::start_with_pki(TestPki::new()).await;
+    fake.add_pod_json(json!({
+        // Every stream attached to dbg sees its output, as with the kubelet.
+        "metadata": {"name": POD, "namespace": NS,
+            "annotations": {poddebug_tests::fake::ATTACH_SHARED_ANNOTATION: "true"}},
+        "spec": {
+            "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"]}],
+            "ephemeralContainers": [{"name": "dbg", "image": "busybox", "stdin": true, "tty": true,
+                "targetContainerName": "app",
+                "env": [{"name": "PODDEBUG_PROFILE", "value": profile},
+                        {"name": "PODDEBUG_OWNER", "value": "alice"}]}],
+        },
+    }));
+    assert!(fake.set_ec_state(NS, POD, "dbg", ContainerState::Running));
+    fake
+}
+
+async fn ws(client: &TestClient, query: &str) -> poddebug_tests::UpgradeResponse {
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    client
+        .upgrade(Method::GET, &pod_path(&format!("attach?{query}")), &headers)
+        .await
+        .expect("upgrade answered")
+}
+
+async fn open(client: &TestClient, query: &str) -> ChannelClient<Io> {
+    let resp = ws(client, query).await;
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await
+}
+
+const TTY: &str = "container=dbg&stdin=true&stdout=true&tty=true";
+const WATCHING: &str = "container=dbg&stdout=true&tty=true";
+
+/// The sessions of the pod, as `client` lists them.
+async fn sessions(client: &TestClient) -> Vec<Value> {
+    let (code, list) = client.get_json(&pod_path("sessions")).await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(list["kind"], "DebugSessionList");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// Wait (bounded) until the pod's sessions, as `client` lists them, satisfy `ok`.
+async fn wait_sessions(
+    client: &TestClient,
+    what: &str,
+    ok: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        let items = sessions(client).await;
+        if ok(&items) {
+            return items;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: {items:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A server against `fake` with `extra` flags, and its clients for alice (owner), bob and carol.
+async fn server(fake: &FakeKube, extra: &[&str]) -> PodDebugServer {
+    let pki = fake.pki().clone();
+    let mut args = vec!["--session-lease-duration=3s"];
+    args.extend_from_slice(extra);
+    PodDebugServer::start(fake, &pki, &args).await
+}
+
+fn user(s: &PodDebugServer, name: &str) -> TestClient {
+    s.front_proxy_client(name, &["system:authenticated"])
+}
+
+#[tokio::test]
+async fn a_session_is_listed_everywhere_as_a_lease_backed_object_and_ends_with_its_stream() {
+    let fake = fake_with_pod("general").await;
+    let s = server(&fake, &[]).await;
+    let alice = user(&s, "alice");
+    let mut c = open(&alice, TTY).await;
+    let items = wait_sessions(&alice, "alice's session", |i| i.len() == 1).await;
+    let obj = &items[0];
+    assert_eq!(obj["kind"], "DebugSession");
+    assert_eq!(obj["apiVersion"], "poddebug.dev/v1alpha1");
+    assert_eq!(obj["metadata"]["namespace"], NS);
+    assert!(obj["metadata"]["creationTimestamp"].is_string(), "{obj}");
+    let id = obj["metadata"]["name"].as_str().expect("id").to_owned();
+    assert_eq!(obj["spec"]["pod"], POD);
+    assert_eq!(obj["spec"]["container"], "dbg");
+    assert_eq!(obj["spec"]["user"], "alice");
+    assert_eq!(obj["spec"]["groups"], json!(["system:authenticated"]));
+    assert_eq!(obj["spec"]["mode"], "owner");
+    assert_eq!(obj["spec"]["tty"], true);
+    assert_eq!(obj["spec"]["protocol"], "websocket/v5.channel.k8s.io");
+    assert_eq!(obj["status"]["participants"][0]["user"], "alice");
+    assert_eq!(obj["status"]["participants"][0]["mode"], "owner");
+    assert_eq!(obj["status"]["moderated"], false);
+    assert!(obj["status"]["replica"].is_string());
+
+    // The same object under the namespace, across namespaces, by name, and as a Table.
+    for path in [
+        format!("{GV}/namespaces/{NS}/debugsessions"),
+        format!("{GV}/debugsessions"),
+    ] {
+        let (code, list) = alice.get_json(&path).await;
+        assert_eq!(code, StatusCode::OK, "{path}: {list}");
+        assert_eq!(list["items"][0]["metadata"]["name"], id.as_str(), "{path}");
+    }
+    let (code, one) = alice
+        .get_json(&format!("{GV}/namespaces/{NS}/debugsessions/{id}"))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{one}");
+    assert_eq!(one["spec"]["user"], "alice");
+    let (code, _, body) = alice
+        .request(
+            Method::GET,
+            &format!("{GV}/debugsessions"),
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+            Bytes::new(),
+        )
+        .await
+        .expect("table");
+    assert_eq!(code, StatusCode::OK);
+    let table: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(table["rows"][0]["cells"][0], id.as_str());
+    assert_eq!(table["rows"][0]["cells"][3], "alice");
+
+    // The record is a Lease in the server's namespace, labelled for people reading them.
+    let lease = fake.lease(SERVER_NS, &id).expect("the session's Lease");
+    assert_eq!(lease["metadata"]["labels"]["poddebug.dev/session"], "v1");
+    assert_eq!(lease["metadata"]["labels"]["poddebug.dev/pod"], POD);
+    assert_eq!(lease["metadata"]["labels"]["poddebug.dev/user"], "alice");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 3);
+
+    // The stream ends: so does the session, and its record.
+    c.close_channel(ch::STDIN).await.expect("close stdin");
+    c.finish(T).await;
+    wait_sessions(
+        &alice,
+        "the session ends with its stream",
+        <[Value]>::is_empty,
+    )
+    .await;
+    assert!(fake.lease(SERVER_NS, &id).is_none());
+}
+
+#[tokio::test]
+async fn joining_another_users_container_needs_join_or_observe_and_observers_never_type() {
+    let fake = fake_with_pod("general").await;
+    // bob: observe only; carol: join; dave: neither.
+    fake.set_policy(|a| {
+        !((a.user == "bob" && a.is("join", "pods/debug"))
+            || (a.user == "dave" && (a.is("join", "pods/debug") || a.is("observe", "pods/debug"))))
+    });
+    let s = server(&fake, &[]).await;
+    let (alice, bob, carol, dave) = (
+        user(&s, "alice"),
+        user(&s, "bob"),
+        user(&s, "carol"),
+        user(&s, "dave"),
+    );
+    let mut owner = open(&alice, TTY).await;
+
+    // dave may attach (pods/attach) but neither join nor observe alice's container.
+    let resp = ws(&dave, WATCHING).await;
+    assert_eq!(resp.status, StatusCode::FORBIDDEN, "{resp:?}");
+    let status: Value = serde_json::from_slice(&resp.body).expect("a Status");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("pods.poddebug.dev \"web\" is forbidden: User \"dave\" cannot observe resource \"pods/debug\"")
+            && message.contains("was created by \"alice\""),
+        "{message}"
+    );
+    // bob may observe: with stdin he is refused, without it he is an observer.
+    let resp = ws(&bob, TTY).await;
+    assert_eq!(resp.status, StatusCode::FORBIDDEN, "{resp:?}");
+    let resp = ws(&bob, &format!("{TTY}&mode=peer")).await;
+    assert_eq!(
+        resp.status,
+        StatusCode::FORBIDDEN,
+        "bob may not join as a peer"
+    );
+    let mut observer = open(&bob, WATCHING).await;
+    // carol joins as a peer (her default, holding join) and types.
+    let mut peer = open(&carol, TTY).await;
+    let items = wait_sessions(&alice, "three sessions", |i| i.len() == 3).await;
+    let mode_of = |u: &str| {
+        items
+            .iter()
+            .find(|i| i["spec"]["user"] == u)
+            .map(|i| i["spec"]["mode"].clone())
+    };
+    assert_eq!(mode_of("alice"), Some(json!("owner")));
+    assert_eq!(mode_of("bob"), Some(json!("observer")));
+    assert_eq!(mode_of("carol"), Some(json!("peer")));
+    let alices = items
+        .iter()
+        .find(|i| i["spec"]["user"] == "alice")
+        .expect("alice");
+    let who: Vec<(&str, &str)> = alices["status"]["participants"]
+        .as_array()
+        .expect("participants")
+        .iter()
+        .map(|p| {
+            (
+                p["user"].as_str().unwrap_or(""),
+                p["mode"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(who[0], ("alice", "owner"));
+    assert_eq!(who.len(), 3, "{who:?}");
+
+    // What carol types reaches the container, and everyone sees its output.
+    peer.stdin(b"from-carol\n").await.expect("type");
+    for (name, c) in [
+        ("alice", &mut owner),
+        ("bob", &mut observer),
+        ("carol", &mut peer),
+    ] {
+        let t = c
+            .read_until(T, |t| {
+                String::from_utf8_lossy(&t.stdout).contains("from-carol")
+            })
+            .await;
+        assert!(
+            String::from_utf8_lossy(&t.stdout).contains("from-carol"),
+            "{name} saw it"
+        );
+    }
+}
+
+/// A terminated session's client: the Forbidden Status it got.
+async fn terminated_status(c: &mut ChannelClient<Io>) -> Value {
+    let t = c.finish(T).await.clone();
+    t.status()
+        .unwrap_or_else(|| panic!("a Status on the error channel: {t:?}"))
+}
+
+#[tokio::test]
+async fn any_replica_lists_watches_and_terminates_a_session_another_relays() {
+    let fake = fake_with_pod("general").await;
+    let one = server(&fake, &[]).await;
+    let two = server(&fake, &[]).await;
+    let alice = user(&one, "alice");
+    let carol = user(&two, "carol");
+
+    // carol watches through replica two.
+    let mut watch = carol
+        .stream(
+            Method::GET,
+            &format!("{GV}/debugsessions?watch=true"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .expect("watch");
+    assert_eq!(watch.status, StatusCode::OK);
+
+    // alice's stream is relayed by replica one ...
+    let mut c = open(&alice, TTY).await;
+    let added = watch.next_json(T).await.expect("an event");
+    assert_eq!(added["type"], "ADDED", "{added}");
+    let id = added["object"]["metadata"]["name"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    // ... and listed, and terminated, through replica two.
+    let items = wait_sessions(&carol, "listed by replica two", |i| i.len() == 1).await;
+    assert_eq!(items[0]["metadata"]["name"], id.as_str());
+    let relaying = items[0]["status"]["replica"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let started = tokio::time::Instant::now();
+    let (code, obj) = carol.delete(&pod_path(&format!("sessions/{id}"))).await;
+    assert_eq!(code, StatusCode::OK, "{obj}");
+    assert_eq!(obj["status"]["terminatedBy"], "carol");
+    let status = terminated_status(&mut c).await;
+    assert!(started.elapsed() < Duration::from_secs(2) + T, "bounded");
+    assert_eq!(status["reason"], "Forbidden");
+    assert_eq!(status["message"], "session terminated by carol");
+    // MODIFIED events (the termination request, renewals) may come first.
+    let mut gone = watch.next_json(T).await.expect("an event");
+    for _ in 0..20 {
+        if gone["type"] != "MODIFIED" {
+            break;
+        }
+        gone = watch.next_json(T).await.expect("an event");
+    }
+    assert_eq!(gone["type"], "DELETED", "{gone}");
+    assert_eq!(gone["object"]["metadata"]["name"], id.as_str());
+    // The terminating replica wrote the Event; the relaying one was another.
+    let events: Vec<Value> = fake
+        .events()
+        .into_iter()
+        .filter(|e| e["reason"] == "DebugSessionTerminated")
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("\"carol\" terminated session"),
+        "{events:?}"
+    );
+    assert!(!relaying.is_empty());
+    assert!(two.wait_for_log("\"action\":\"terminate\"", T).await);
+}
+
+#[tokio::test]
+async fn a_moderated_session_takes_input_only_while_a_moderator_is_attached() {
+    let fake = fake_with_pod("general").await;
+    let s = server(&fake, &["--moderated-profiles=general"]).await;
+    let (alice, mod_user) = (user(&s, "alice"), user(&s, "mona"));
+    let mut owner = open(&alice, TTY).await;
+    // Told at once, and listed as waiting.
+    owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("withheld")
+        })
+        .await;
+    let items = wait_sessions(&alice, "waiting", |i| i.len() == 1).await;
+    assert_eq!(items[0]["status"]["moderated"], true);
+    assert_eq!(items[0]["status"]["waitingForModerator"], true);
+    // Typed while waiting: never reaches the container (the fake would echo it).
+    owner.stdin(b"early\n").await.expect("type");
+    // A moderator joins (stdin=false): input passes.
+    let mut moderator = open(&mod_user, &format!("{WATCHING}&mode=moderator")).await;
+    owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("passed on")
+        })
+        .await;
+    owner.stdin(b"late\n").await.expect("type");
+    let t = owner
+        .read_until(T, |t| String::from_utf8_lossy(&t.stdout).contains("late"))
+        .await
+        .clone();
+    let out = String::from_utf8_lossy(&t.stdout).into_owned();
+    assert!(out.contains("late"), "{out}");
+    assert!(
+        !out.contains("early"),
+        "withheld input never arrives: {out}"
+    );
+    let items = wait_sessions(&alice, "not waiting", |i| {
+        i.iter()
+            .any(|s| s["spec"]["user"] == "alice" && s["status"]["waitingForModerator"] == false)
+    })
+    .await;
+    assert_eq!(items.len(), 2);
+    // The moderator leaves: withheld again.
+    moderator.close().await.expect("close");
+    moderator.finish(T).await;
+    let before = owner.transcript().stdout.len();
+    owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout[before..]).contains("withheld")
+        })
+        .await;
+    owner.stdin(b"after\n").await.expect("type");
+    // Output of something that does pass (a resize) shows the stream goes on; "after" does not.
+    owner.resize(100, 30).await.expect("resize");
+    let t = owner
+        .read_until(Duration::from_secs(2), |t| {
+            String::from_utf8_lossy(&t.stdout).contains("after")
+        })
+        .await;
+    assert!(
+        !String::from_utf8_lossy(&t.stdout).contains("after"),
+        "{}",
+        String::from_utf8_lossy(&t.stdout)
+    );
+    // Only users who may moderate can join as moderators.
+    fake.set_policy(|a| !(a.user == "eve" && a.is("moderate", "pods/sessions")));
+    let resp = ws(&user(&s, "eve"), &format!("{WATCHING}&mode=moderator")).await;
+    assert_eq!(resp.status, StatusCode::FORBIDDEN, "{resp:?}");
+}
+
+#[tokio::test]
+async fn records_of_a_replica_that_died_stop_being_listed_and_are_swept() {
+    let fake = fake_with_pod("general").await;
+    let s = server(&fake, &[]).await;
+    let alice = user(&s, "alice");
+    // A record as a replica that died left it: renewed long ago, 3 s lease.
+    let record = json!({"id": "sdead000000000001", "namespace": NS, "pod": POD, "container": "dbg",
+        "ecName": "dbg", "user": "zed", "groups": [], "mode": "owner",
+        "protocol": "websocket/v5.channel.k8s.io", "tty": true, "stdin": true,
+        "moderated": false, "replica": "gone", "started": "2026-01-01T00:00:00Z"});
+    let now = jiff::Timestamp::now();
+    let lease = |renewed: jiff::Timestamp| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "sdead000000000001", "namespace": SERVER_NS,
+                "labels": {"poddebug.dev/session": "v1"},
+                "annotations": {"poddebug.dev/session": record.to_string()}},
+            "spec": {"holderIdentity": "gone", "leaseDurationSeconds": 3,
+                "acquireTime": renewed.to_string(), "renewTime": renewed.to_string()}})
+    };
+    // Fresh: listed; then no longer renewed: gone from lists at once, and swept.
+    fake.put_lease(lease(now));
+    wait_sessions(&alice, "the record is listed", |i| i.len() == 1).await;
+    fake.put_lease(lease(
+        now.checked_sub(jiff::SignedDuration::from_secs(60))
+            .unwrap(),
+    ));
+    wait_sessions(
+        &alice,
+        "the stale record is not listed",
+        <[Value]>::is_empty,
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + T;
+    while fake.lease(SERVER_NS, "sdead000000000001").is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "swept");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_recording_names_every_participant_and_the_termination() {
+    let fake = fake_with_pod("general").await;
+    let dir = poddebug_tests::TempDir::new("sessions-rec");
+    let flag = format!("--recording-dir={}", dir.path().display());
+    let s = server(&fake, &[&flag]).await;
+    let (alice, bob, carol) = (user(&s, "alice"), user(&s, "bob"), user(&s, "carol"));
+    let mut owner = open(&alice, TTY).await;
+    let items = wait_sessions(&alice, "alice", |i| i.len() == 1).await;
+    let id = items[0]["metadata"]["name"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let recording = items[0]["status"]["recordingId"]
+        .as_str()
+        .expect("the session names its recording")
+        .to_owned();
+    let mut observer = open(&bob, &format!("{WATCHING}&mode=observer")).await;
+    wait_sessions(&alice, "bob joined", |i| i.len() == 2).await;
+    observer.close().await.expect("close");
+    observer.finish(T).await;
+    wait_sessions(&alice, "bob left", |i| i.len() == 1).await;
+    let (code, obj) = carol.delete(&pod_path(&format!("sessions/{id}"))).await;
+    assert_eq!(code, StatusCode::OK, "{obj}");
+    terminated_status(&mut owner).await;
+    // The recording, once finished.
+    let deadline = tokio::time::Instant::now() + T;
+    let cast = loop {
+        let (code, _, body) = alice
+            .request(
+                Method::GET,
+                &pod_path(&format!("recordings/{recording}")),
+                &[],
+                Bytes::new(),
+            )
+            .await
+            .expect("recording");
+        let text = String::from_utf8_lossy(&body).into_owned();
+        if code == StatusCode::OK && text.contains("terminated") {
+            break text;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{code} {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let lines: Vec<Value> = cast
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    assert_eq!(lines[0]["poddebug"]["session"], id.as_str());
+    assert_eq!(lines[0]["poddebug"]["mode"], "owner");
+    let markers: Vec<&str> = lines[1..]
+        .iter()
+        .filter(|e| e[1] == "m")
+        .filter_map(|e| e[2].as_str())
+        .collect();
+    assert_eq!(
+        markers,
+        [
+            "bob joined as an observer",
+            "bob left",
+            "session terminated by carol"
+        ],
+        "{cast}"
+    );
+}
