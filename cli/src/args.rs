@@ -109,6 +109,39 @@ pub enum Cmd {
         #[arg(long)]
         timestamps: bool,
     },
+    /// List the live sessions: who is attached to which debug container, through any replica.
+    Sessions {
+        /// In all namespaces.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        /// Only the sessions on this pod's debug containers.
+        #[arg(long)]
+        pod: Option<String>,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
+        output: Format,
+    },
+    /// End a live session, whichever replica relays it (its user is told who ended it).
+    Terminate {
+        /// The session id (as `sessions` lists it).
+        session: String,
+    },
+    /// Join a live session: attach to its debug container as a peer (you may type; needs join
+    /// on pods/debug), an observer (--observe) or a moderator (--moderate).
+    Join {
+        /// The session id (as `sessions` lists it).
+        session: String,
+        /// Watch only: never send input (needs observe on pods/debug).
+        #[arg(long, conflicts_with = "moderate")]
+        observe: bool,
+        /// Join as a moderator: watch, and let a moderated session's owner type (needs
+        /// moderate on pods/sessions).
+        #[arg(long)]
+        moderate: bool,
+        /// Print fewer messages.
+        #[arg(short = 'q', long)]
+        quiet: bool,
+    },
     /// Show the debug profiles and the policy in force.
     Profiles {
         /// Output format.
@@ -118,8 +151,18 @@ pub enum Cmd {
 }
 
 /// Subcommand names; any other first word is a pod for `run`.
-const SUBCOMMANDS: [&str; 8] = [
-    "run", "get", "list", "stop", "attach", "logs", "profiles", "help",
+const SUBCOMMANDS: [&str; 11] = [
+    "run",
+    "get",
+    "list",
+    "stop",
+    "attach",
+    "logs",
+    "sessions",
+    "terminate",
+    "join",
+    "profiles",
+    "help",
 ];
 
 /// `kubectl poddebug POD ...` means `kubectl poddebug run POD ...`.

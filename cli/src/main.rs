@@ -11,6 +11,7 @@ mod output;
 mod request;
 mod run;
 mod session;
+mod sessions;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -207,6 +208,18 @@ async fn run(cli: Cli) -> ExitCode {
             };
             print_logs(&api, &pod, &name, &params).await
         }
+        Cmd::Sessions {
+            all_namespaces,
+            pod,
+            output,
+        } => sessions::list(&client, &ns, all_namespaces, pod.as_deref(), output).await,
+        Cmd::Terminate { session } => sessions::terminate(&client, &ns, &session).await,
+        Cmd::Join {
+            session,
+            observe,
+            moderate,
+            quiet,
+        } => sessions::join(&api, &client, &ns, &session, observe, moderate, quiet).await,
         Cmd::Profiles { output } => match api.profiles().await {
             Ok(l) => {
                 if let Some(code) = print_serialized(&l, output) {

@@ -136,11 +136,25 @@ pub async fn attach(
     tty: bool,
     quiet: bool,
 ) -> Result<AttachOutcome> {
+    attach_as(api, pod, name, stdin, tty, quiet, None).await
+}
+
+/// [`attach`] taking part as `mode` in another user's session (`None`: as the server decides).
+pub async fn attach_as(
+    api: &DebugContainers,
+    pod: &str,
+    name: &str,
+    stdin: bool,
+    tty: bool,
+    quiet: bool,
+    mode: Option<poddebug_client::SessionMode>,
+) -> Result<AttachOutcome> {
     let params = AttachParams {
         stdin,
         stdout: true,
         stderr: !tty,
         tty,
+        mode,
         ..Default::default()
     };
     let mut session = api.attach(pod, name, &params).await?;

@@ -304,3 +304,126 @@ async fn the_target_the_server_chose_is_shown() {
         .expect("an ephemeral container")[0];
     assert_eq!(ec.target_container_name.as_deref(), Some("app"));
 }
+
+#[tokio::test]
+async fn sessions_are_listed_joined_and_terminated() {
+    let fake = FakeKube::start().await;
+    fake.allow_all();
+    fake.add_namespace("shop", &[]);
+    fake.add_pod_json(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "shop",
+            "annotations": {poddebug_tests::fake::ATTACH_SHARED_ANNOTATION: "true"}},
+        "spec": {
+            "containers": [{"name": "app", "image": "busybox"}],
+            "ephemeralContainers": [{"name": "dbg", "image": "busybox", "stdin": true, "tty": true,
+                "env": [{"name": "PODDEBUG_OWNER", "value": "alice"}]}],
+        },
+    }));
+    assert!(fake.set_ec_state(
+        "shop",
+        "web",
+        "dbg",
+        poddebug_tests::ContainerState::Running
+    ));
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &["--session-lease-duration=3s"]).await;
+    let dir = TempDir::new("plugin-sessions");
+    let bob = server.write_kubeconfig(dir.path(), "bob", &["devs"], "shop");
+    let carol = server.write_kubeconfig(dir.path(), "carol", &["devs"], "shop");
+
+    // alice's session, from a client of her own.
+    let alice = server.front_proxy_client("alice", &["devs"]);
+    let headers = poddebug_tests::TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = alice
+        .upgrade(
+            http::Method::GET,
+            "/apis/poddebug.dev/v1alpha1/namespaces/shop/pods/web/attach?container=dbg&stdin=true&stdout=true&tty=true",
+            &headers,
+        )
+        .await
+        .expect("attach");
+    let mut owner = poddebug_tests::channel::ChannelClient::new(
+        resp.io.expect("upgraded"),
+        "v5.channel.k8s.io",
+    )
+    .await;
+
+    // `sessions` prints the server's Table; `-o name` the ids.
+    let (code, out, err) = run(&bob, &["sessions"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(
+        header[..5],
+        ["NAME", "POD", "CONTAINER", "USER", "MODE"],
+        "{out}"
+    );
+    assert!(out.contains("alice") && out.contains("owner"), "{out}");
+    let (_, names, _) = run(&bob, &["sessions", "-o", "name"], None).await;
+    let id = names
+        .trim()
+        .strip_prefix("debugsession.poddebug.dev/")
+        .expect("one session")
+        .to_owned();
+
+    // bob joins as an observer and sees what alice types.
+    let mut joiner = Command::new(env!("CARGO_BIN_EXE_kubectl-poddebug"))
+        .env("KUBECONFIG", &bob)
+        .env("PATH", "")
+        .args(["join", &id, "--observe"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("join");
+    let Some((_, out, _)) = poll_plugin(&carol, &["sessions"], |o| o.contains("observer")).await
+    else {
+        let _ = joiner.kill();
+        let out = joiner.wait_with_output().expect("join output");
+        panic!(
+            "bob's session never appeared; join said: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+    };
+    assert!(out.contains("bob"), "{out}");
+    owner.stdin(b"hello-bob\n").await.expect("type");
+    // carol ends bob's session; his plugin exits, saying who did it.
+    let (_, names, _) = run(&carol, &["sessions", "-o", "json"], None).await;
+    let list: serde_json::Value = serde_json::from_str(&names).expect("json");
+    let bobs = list["items"]
+        .as_array()
+        .and_then(|i| i.iter().find(|s| s["spec"]["user"] == "bob"))
+        .and_then(|s| s["metadata"]["name"].as_str())
+        .expect("bob's session")
+        .to_owned();
+    let (code, out, err) = run(&carol, &["terminate", &bobs], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("terminated"), "{out}");
+    let status = tokio::task::spawn_blocking(move || joiner.wait_with_output())
+        .await
+        .expect("task")
+        .expect("join exits");
+    let mut seen = String::from_utf8_lossy(&status.stdout).into_owned();
+    seen.push_str(&String::from_utf8_lossy(&status.stderr));
+    assert!(seen.contains("hello-bob"), "{seen}");
+    assert!(seen.contains("session terminated by carol"), "{seen}");
+    assert_ne!(status.status.code(), Some(0));
+}
+
+/// Run the plugin until its output satisfies `ok` (bounded); `None` if it never did.
+async fn poll_plugin(
+    kc: &Path,
+    args: &[&str],
+    ok: impl Fn(&str) -> bool,
+) -> Option<(Option<i32>, String, String)> {
+    for _ in 0..100 {
+        let r = run(kc, args, None).await;
+        if ok(&r.1) {
+            return Some(r);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    None
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::SinkExt;
 use futures::channel::mpsc;
 use kube::api::{AttachedProcess, TerminalSize};
-use poddebug_types::{DebugPhase, PodDebugContainer};
+use poddebug_types::{DebugPhase, PodDebugContainer, SessionMode};
 use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, SimplexStream, WriteHalf};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
@@ -204,8 +204,22 @@ impl DebugContainers {
                 "a TTY has no separate stderr: set stderr to false".into(),
             ));
         }
+        if params.stdin
+            && matches!(
+                params.mode,
+                Some(SessionMode::Observer | SessionMode::Moderator)
+            )
+        {
+            return Err(Error::InvalidParams(
+                "observers and moderators do not send input: set stdin to false".into(),
+            ));
+        }
         let ns = self.namespace().ok_or(Error::NamespaceRequired("attach"))?;
-        let api = kube::Api::<DebugPod>::namespaced(self.client.clone(), ns);
+        let client = match params.mode {
+            Some(mode) => with_query(&self.client, "mode", mode.as_str()),
+            None => self.client.clone(),
+        };
+        let api = kube::Api::<DebugPod>::namespaced(client, ns);
         let kp = kube::api::AttachParams {
             container: Some(name.to_owned()),
             stdin: params.stdin,
@@ -226,6 +240,30 @@ impl DebugContainers {
             ended: CancellationToken::new(),
         })
     }
+}
+
+/// `client`, with `key=value` added to the query of every request it sends: kube-rs builds the
+/// attach URL from its own parameters only, and a session's `mode` is one more.
+fn with_query(client: &kube::Client, key: &'static str, value: &'static str) -> kube::Client {
+    let inner = client.clone();
+    let service = tower::service_fn(move |mut req: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        async move {
+            let uri = req.uri().clone();
+            let sep = if uri.query().is_some() { "&" } else { "?" };
+            let rewritten = format!(
+                "{}{sep}{key}={value}",
+                uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")
+            );
+            let mut parts = uri.into_parts();
+            parts.path_and_query = rewritten.parse().ok();
+            if let Ok(u) = http::Uri::from_parts(parts) {
+                *req.uri_mut() = u;
+            }
+            inner.send(req).await
+        }
+    });
+    kube::Client::new(service, client.default_namespace().to_owned())
 }
 
 impl AttachedDebugContainer {

@@ -32,6 +32,7 @@ mod config;
 mod debug_containers;
 mod error;
 mod params;
+mod sessions;
 mod streams;
 
 pub use attach::{
@@ -42,11 +43,12 @@ pub use config::{ConnectOptions, config, connect};
 pub use debug_containers::{DebugContainers, waiting_reason};
 pub use error::{Error, Result, Status};
 pub use params::{AttachParams, CreateParams, LogParams};
+pub use sessions::Sessions;
 
 pub use kube::api::{ListParams, WatchEvent, WatchParams};
 /// The API types, as the server defines them.
 pub use poddebug_types as types;
 pub use poddebug_types::{
-    DebugPhase, DebugProfile, DebugProfileList, PodDebugContainer, PodDebugContainerList,
-    PodDebugContainerStatus,
+    DebugPhase, DebugProfile, DebugProfileList, DebugSession, DebugSessionList, PodDebugContainer,
+    PodDebugContainerList, PodDebugContainerStatus, SessionMode,
 };

@@ -31,6 +31,11 @@ pub struct AttachParams {
     /// it terminated (the kubelet reports an exit a moment after the stream closes) before
     /// calling the outcome [`AttachOutcome::Detached`](crate::AttachOutcome::Detached).
     pub exit_status_wait: Duration,
+    /// How to take part in the session on a debug container another user created (`mode=`):
+    /// a peer (needs `join` on `pods/debug`), an observer (`observe`; no stdin) or a moderator
+    /// (`moderate` on `pods/sessions`; no stdin). `None`: the owner on one's own container,
+    /// else the server picks peer or observer by what one may do.
+    pub mode: Option<poddebug_types::SessionMode>,
 }
 
 impl Default for AttachParams {
@@ -41,6 +46,7 @@ impl Default for AttachParams {
             stderr: true,
             tty: false,
             exit_status_wait: Duration::from_secs(10),
+            mode: None,
         }
     }
 }

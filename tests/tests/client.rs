@@ -8,9 +8,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use poddebug_client::{
     AttachOutcome, AttachParams, ConnectOptions, CreateParams, DebugContainers, DebugPhase, Error,
-    ListParams, LogParams, PodDebugContainer, WatchEvent, WatchParams,
+    ListParams, LogParams, PodDebugContainer, SessionMode, Sessions, WatchEvent, WatchParams,
 };
-use poddebug_tests::fake::{ATTACH_EXIT_CODE_ANNOTATION, ATTACH_EXIT_TERMINATES_ANNOTATION};
+use poddebug_tests::fake::{
+    ATTACH_EXIT_CODE_ANNOTATION, ATTACH_EXIT_TERMINATES_ANNOTATION, ATTACH_SHARED_ANNOTATION,
+};
 use poddebug_tests::{FakeKube, PodDebugServer, TempDir};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -532,4 +534,114 @@ async fn logs_and_profiles() {
         .expect("sysadmin");
     assert!(sysadmin.requires_use_permission);
     assert_eq!(profiles.items.iter().filter(|p| p.default).count(), 1);
+}
+
+#[tokio::test]
+async fn sessions_listed_watched_joined_as_moderator_and_terminated() {
+    let e = env().await;
+    // Streams attached to one container share its output, as the kubelet's do.
+    e.fake.update_pod(NS, POD, |p| {
+        p["metadata"]["annotations"][ATTACH_SHARED_ANNOTATION] = "true".into();
+    });
+    let debug = e.debug();
+    debug
+        .create(POD, &spec("sh", &["sh"], true, true), &waiting())
+        .await
+        .expect("create");
+    let sessions = Sessions::new(e.client.clone(), NS);
+    let mut events = Box::pin(
+        sessions
+            .watch(&WatchParams::default(), "0")
+            .await
+            .expect("watch"),
+    );
+
+    // alice's own session: listed, in the pod and in the namespace, and seen by the watch.
+    let mut mine = debug
+        .attach(POD, "sh", &AttachParams::interactive_tty())
+        .await
+        .expect("attach");
+    let mut stdin = mine.stdin().expect("stdin");
+    let mut stdout = mine.stdout().expect("stdout");
+    let added = tokio::time::timeout(GUARD, async {
+        loop {
+            match events.next().await {
+                Some(Ok(WatchEvent::Added(s))) => break s,
+                Some(Ok(_)) => continue,
+                other => panic!("the watch ended: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("an ADDED event");
+    assert_eq!(
+        (added.spec.user.as_str(), added.spec.mode),
+        ("alice", SessionMode::Owner)
+    );
+    let id = added.metadata.name.clone().expect("name");
+    assert_eq!(sessions.list().await.expect("list").items.len(), 1);
+    let in_pod = sessions.list_in_pod(POD).await.expect("list in pod");
+    assert_eq!(in_pod.items[0].metadata.name.as_deref(), Some(id.as_str()));
+    assert_eq!(sessions.get(&id).await.expect("get").spec.container, "sh");
+    assert!(matches!(
+        Sessions::all(e.client.clone()).get(&id).await,
+        Err(Error::NamespaceRequired(_))
+    ));
+
+    // A moderator never types: the client refuses stdin before asking the server.
+    let moderate = |stdin| AttachParams {
+        stdin,
+        stdout: true,
+        stderr: false,
+        tty: true,
+        mode: Some(SessionMode::Moderator),
+        ..Default::default()
+    };
+    assert!(matches!(
+        debug.attach(POD, "sh", &moderate(true)).await,
+        Err(Error::InvalidParams(m)) if m.contains("observers and moderators do not send input")
+    ));
+    // Joined as a moderator (the mode reaches the server), alice's typing is seen.
+    let mut moderator = debug
+        .attach(POD, "sh", &moderate(false))
+        .await
+        .expect("attach as moderator");
+    assert!(moderator.stdin().is_none());
+    let mut watching = moderator.stdout().expect("stdout");
+    let modes = || async {
+        let list = sessions.list().await.expect("list");
+        list.items.iter().map(|s| s.spec.mode).collect::<Vec<_>>()
+    };
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = modes().await;
+        if seen.contains(&SessionMode::Moderator) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen.contains(&SessionMode::Moderator), "{seen:?}");
+    stdin.write_all(b"hello moderator\r").await.expect("type");
+    read_until(&mut watching, "hello moderator").await;
+
+    // Terminating alice's session ends her stream with the reason; the moderator stays.
+    let gone = sessions.terminate(POD, &id).await.expect("terminate");
+    assert_eq!(gone.metadata.name.as_deref(), Some(id.as_str()));
+    let drain = tokio::spawn(async move {
+        let mut rest = Vec::new();
+        let _ = stdout.read_to_end(&mut rest).await;
+        String::from_utf8_lossy(&rest).into_owned()
+    });
+    let ended = tokio::time::timeout(GUARD, mine.join())
+        .await
+        .expect("alice's session ends");
+    let said = format!("{ended:?} {}", drain.await.expect("drain"));
+    assert!(said.contains("session terminated by alice"), "{said}");
+    let left = modes().await;
+    assert_eq!(left, vec![SessionMode::Moderator], "{left:?}");
+    assert!(matches!(
+        sessions.get(&id).await,
+        Err(Error::Api(s)) if s.code == 404
+    ));
+    drop(moderator);
 }

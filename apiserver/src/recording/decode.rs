@@ -381,7 +381,6 @@ pub struct SpdySession {
     kept: HashMap<u32, Vec<u8>>,
 }
 
-
 impl SpdySession {
     fn feed(&mut self, dir: Direction, mut data: &[u8], out: Sink<'_>) -> Result<(), DecodeError> {
         while !data.is_empty() {

@@ -486,7 +486,8 @@ async fn websocket_session<S>(
             Ok(_) => continue,
         };
         let steps = match channel::decode(&data, base64) {
-            Decoded::Close(c) if v5 && c == ch::STDIN => vec![Step::Finish],
+            // Closing a stdin that was never asked for closes nothing, as the kubelet ignores it.
+            Decoded::Close(c) if v5 && c == ch::STDIN && stdin => vec![Step::Finish],
             Decoded::Data(ch::STDIN, d) if stdin => {
                 if let Some(t) = terminal.as_ref().filter(|_| !d.is_empty()) {
                     let _ = t.send((me, d.iter().copied().take_while(|b| *b != 0x04).collect()));
