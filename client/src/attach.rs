@@ -240,6 +240,39 @@ impl DebugContainers {
             ended: CancellationToken::new(),
         })
     }
+
+    /// Join the session on debug container `name` (another user's) as a peer, who may type:
+    /// needs `join` on `pods/debug`. `tty` as the session has it (`DebugSession.spec.tty`).
+    pub async fn join(&self, pod: &str, name: &str, tty: bool) -> Result<AttachedDebugContainer> {
+        let params = AttachParams {
+            stdin: true,
+            stdout: true,
+            stderr: !tty,
+            tty,
+            mode: Some(SessionMode::Peer),
+            ..Default::default()
+        };
+        self.attach(pod, name, &params).await
+    }
+
+    /// Watch the session on debug container `name` as an observer, who sees its output and
+    /// never types: needs `observe` on `pods/debug`.
+    pub async fn observe(
+        &self,
+        pod: &str,
+        name: &str,
+        tty: bool,
+    ) -> Result<AttachedDebugContainer> {
+        let params = AttachParams {
+            stdin: false,
+            stdout: true,
+            stderr: !tty,
+            tty,
+            mode: Some(SessionMode::Observer),
+            ..Default::default()
+        };
+        self.attach(pod, name, &params).await
+    }
 }
 
 /// `client`, with `key=value` added to the query of every request it sends: kube-rs builds the

@@ -73,6 +73,15 @@ impl DebugContainers {
         &self.client
     }
 
+    /// The live sessions on the debug containers of the same namespace (or of all namespaces):
+    /// list, watch, terminate.
+    pub fn sessions(&self) -> crate::Sessions {
+        match &self.namespace {
+            Some(ns) => crate::Sessions::new(self.client.clone(), ns),
+            None => crate::Sessions::all(self.client.clone()),
+        }
+    }
+
     fn ns(&self, verb: &'static str) -> Result<&str> {
         self.namespace
             .as_deref()

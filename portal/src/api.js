@@ -97,8 +97,15 @@ export const paths = {
   debug: (ns, pod, name) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/debug/${enc(name)}`,
   log: (ns, pod, name) =>
     `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/log?container=${enc(name)}&tailLines=1000`,
-  attach: (ns, pod, name) =>
-    `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/attach?container=${enc(name)}&stdin=true&stdout=true&tty=true`,
+  // `mode`: how to take part in another user's session (peer, observer, moderator); observers
+  // and moderators never send input, so they attach without stdin.
+  attach: (ns, pod, name, mode) => {
+    const stdin = mode !== 'observer' && mode !== 'moderator';
+    const base = `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/attach?container=${enc(name)}&stdin=${stdin}&stdout=true&tty=true`;
+    return mode ? `${base}&mode=${enc(mode)}` : base;
+  },
+  sessions: (ns, pod) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/sessions`,
+  session: (ns, pod, id) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/sessions/${enc(id)}`,
   recordings: (ns, pod) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/recordings`,
   recording: (ns, pod, name) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/recordings/${enc(name)}`,
   profiles: () => `${GV}/debugprofiles`,
@@ -113,6 +120,21 @@ export async function mayI(attrs) {
     spec: { resourceAttributes: attrs },
   });
   return Boolean(review && review.status && review.status.allowed);
+}
+
+// What the user may do with the live sessions of pod `pod` (one SelfSubjectAccessReview each):
+// join or observe (`pods/debug`), moderate or terminate (`pods/sessions`). A failed review
+// answers false: the button is not shown, and the server decides anyway.
+export async function sessionRights(ns, pod) {
+  const ask = (verb, subresource) =>
+    mayI({ namespace: ns, group: GROUP, resource: 'pods', subresource, verb, name: pod }).catch(() => false);
+  const [join, observe, moderate, terminate] = await Promise.all([
+    ask('join', 'debug'),
+    ask('observe', 'debug'),
+    ask('moderate', 'sessions'),
+    ask('delete', 'sessions'),
+  ]);
+  return { join, observe, moderate, terminate };
 }
 
 // The profiles the user may use: those that need no permission, and those a

@@ -1,7 +1,18 @@
 // The poddebug portal: namespace → pod → debug containers, create, terminal, logs, stop,
-// recordings. Deep links: #/namespaces/NS and #/namespaces/NS/pods/POD.
+// live sessions (join, observe, moderate, terminate), recordings. Deep links:
+// #/namespaces/NS and #/namespaces/NS/pods/POD.
 
-import { ApiError, attachTicket, del, get, getOptional, paths, post, usableProfiles } from './api.js';
+import {
+  ApiError,
+  attachTicket,
+  del,
+  get,
+  getOptional,
+  paths,
+  post,
+  sessionRights,
+  usableProfiles,
+} from './api.js';
 import { attach, createTerminal, replay } from './terminal.js';
 
 const app = document.getElementById('app');
@@ -10,6 +21,10 @@ const crumbs = document.getElementById('crumbs');
 
 // Whatever the current view leaves running (a WebSocket, a replay), ended on navigation.
 let cleanups = [];
+// The view's own timers (the sessions' refresh), ended on navigation only.
+let viewTimers = [];
+// The user the page acts as, once a SelfSubjectReview said so.
+let me = null;
 function cleanup() {
   cleanups.forEach((f) => {
     try {
@@ -153,6 +168,7 @@ async function podView(ns, pod) {
   const table = h('tbody');
   const session = h('section', { id: 'session', hidden: true });
   const recordings = h('section', { id: 'recordings', hidden: true });
+  const sessions = h('section', { id: 'sessions' });
   const createBox = h('section', { id: 'create' }, h('p', { class: 'muted' }, 'Loading…'));
   app.replaceChildren(
     h('h2', {}, `Pod ${pod}`),
@@ -166,6 +182,7 @@ async function podView(ns, pod) {
       ),
       table,
     ),
+    sessions,
     createBox,
     session,
     recordings,
@@ -187,29 +204,109 @@ async function podView(ns, pod) {
     }
   };
 
-  const openTerminal = (name) => {
+  // A terminal on debug container `name`; `mode` joins another user's session (peer,
+  // observer, moderator), read-only unless a peer.
+  const openTerminal = (name, mode) => {
     cleanup();
     clearError();
-    const screen = h('div', { class: 'terminal', id: 'terminal' });
+    const readOnly = mode === 'observer' || mode === 'moderator';
+    const screen = h('div', { class: 'terminal', id: 'terminal', 'data-mode': mode || 'owner' });
     const endLine = h('p', { id: 'session-end', class: 'session-end' });
-    session.replaceChildren(h('h3', {}, `Terminal: ${name}`), screen, endLine);
+    const title = mode ? `Terminal: ${name} (as ${mode}${readOnly ? ', read-only' : ''})` : `Terminal: ${name}`;
+    session.replaceChildren(h('h3', {}, title), screen, endLine);
     session.hidden = false;
     const t = createTerminal(screen);
     screen.scrollIntoView({ block: 'nearest' });
     const conn = attach(
-      paths.attach(ns, pod, name),
+      paths.attach(ns, pod, name, mode),
       t,
       async (line, code) => {
         endLine.textContent = `${line}…`;
         const final = code !== null && code !== 0 ? line : await exitLine(name, line);
         endLine.textContent = final;
         refresh().catch(showError);
+        refreshSessions().catch(() => {});
         return final;
       },
       attachTicket(paths.debug(ns, pod, name)),
+      { readOnly },
     );
     cleanups.push(() => conn.close(), () => t.dispose());
+    window.setTimeout(() => refreshSessions().catch(() => {}), 500);
   };
+
+  // The pod's live sessions, whichever replica relays them, with what the user may do to each
+  // (SelfSubjectAccessReviews, asked once per view). Refreshed every 3 s while the view is open.
+  let rights = null;
+  const refreshSessions = async () => {
+    if (!rights) rights = await sessionRights(ns, pod);
+    let list;
+    try {
+      list = await get(paths.sessions(ns, pod));
+    } catch (e) {
+      sessions.replaceChildren(h('h3', {}, 'Live sessions'), h('p', { class: 'muted' }, `Sessions cannot be listed: ${e.message}`));
+      return;
+    }
+    const items = (list.items || []).sort((a, b) =>
+      String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)),
+    );
+    const body = h('tbody');
+    body.replaceChildren(...items.map((s) => sessionRow(s)));
+    if (items.length === 0) body.replaceChildren(h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'Nobody is attached.')));
+    sessions.replaceChildren(
+      h('h3', {}, 'Live sessions'),
+      h(
+        'table',
+        { id: 'live-sessions' },
+        h('thead', {}, h('tr', {}, ...['session', 'container', 'user', 'mode', 'age', 'state', ''].map((c) => h('th', {}, c)))),
+        body,
+      ),
+    );
+  };
+
+  const terminate = async (s, button) => {
+    clearError();
+    button.disabled = true;
+    try {
+      await del(paths.session(ns, pod, s.metadata.name));
+    } catch (e) {
+      showError(e);
+    }
+    // The stream ends within the session store's bound; read until it is gone (10 reads).
+    for (let i = 0; i < 10; i += 1) {
+      await refreshSessions().catch(() => {});
+      if (!sessions.querySelector(`tr[data-id="${CSS.escape(s.metadata.name)}"]`)) break;
+      await sleep(500);
+    }
+  };
+
+  function sessionRow(s) {
+    const spec = s.spec || {};
+    const st = s.status || {};
+    const id = s.metadata.name;
+    const others = me === null || spec.user !== me;
+    const state = st.waitingForModerator ? 'waiting for a moderator' : st.moderated ? 'moderated' : '';
+    const button = (cls, label, onclick) => h('button', { class: cls, 'data-id': id, onclick }, label);
+    return h(
+      'tr',
+      { 'data-id': id, 'data-user': spec.user, 'data-mode': spec.mode },
+      h('td', {}, id),
+      h('td', {}, spec.container),
+      h('td', {}, spec.user),
+      h('td', {}, spec.mode),
+      h('td', {}, age(s.metadata.creationTimestamp)),
+      h('td', { class: 'state' }, state),
+      h(
+        'td',
+        { class: 'actions' },
+        others && rights.join && spec.tty && spec.stdin ? button('join', 'Join', () => openTerminal(spec.container, 'peer')) : null,
+        others && rights.observe && spec.tty ? button('observe', 'Observe', () => openTerminal(spec.container, 'observer')) : null,
+        others && rights.moderate && spec.tty ? button('moderate', 'Moderate', () => openTerminal(spec.container, 'moderator')) : null,
+        rights.terminate ? button('terminate', 'Terminate', (ev) => terminate(s, ev.target)) : null,
+      ),
+    );
+  }
+
 
   // The end-of-session line from the container's own status: runtimes such as containerd
   // report Success on the attach stream whatever the exit code. Bounded: 5 reads, 1 s apart.
@@ -290,6 +387,9 @@ async function podView(ns, pod) {
   }
 
   await refresh();
+  refreshSessions().catch(() => {});
+  const timer = window.setInterval(() => refreshSessions().catch(() => {}), 3000);
+  viewTimers.push(() => window.clearInterval(timer));
   renderCreate(ns, pod, createBox, async (name, tty) => {
     await refresh();
     if (tty) openTerminal(name);
@@ -430,6 +530,8 @@ function parseRoute(hash) {
 
 async function route() {
   cleanup();
+  viewTimers.forEach((f) => f());
+  viewTimers = [];
   clearError();
   app.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
   let r;
@@ -456,7 +558,10 @@ async function whoami() {
       kind: 'SelfSubjectReview',
     });
     const user = r && r.status && r.status.userInfo && r.status.userInfo.username;
-    if (user) document.getElementById('whoami').textContent = user;
+    if (user) {
+      me = user;
+      document.getElementById('whoami').textContent = user;
+    }
   } catch (_) {
     // older clusters, or a proxy that does not allow it
   }

@@ -68,7 +68,9 @@ export function createTerminal(container) {
 // ticket the server handed this page (or null): offered as a subprotocol, it tells the server
 // that the handshake comes from a page of its own origin, which a WebSocket cannot otherwise
 // show behind kubectl proxy. The socket is opened once it is known; keys typed meanwhile wait.
-export function attach(path, { term, fit }, onEnd, ticket = Promise.resolve(null)) {
+// With `readOnly` (an observer, a moderator) nothing typed is sent: the server refuses their
+// input anyway.
+export function attach(path, { term, fit }, onEnd, ticket = Promise.resolve(null), { readOnly = false } = {}) {
   let ws = null;
   let closedEarly = false;
   const decoder = new TextDecoder();
@@ -179,8 +181,12 @@ export function attach(path, { term, fit }, onEnd, ticket = Promise.resolve(null
   };
   ticket.then(open, () => open(null));
 
-  disposables.push(term.onData((d) => send(STDIN, encoder.encode(d))));
-  disposables.push(term.onBinary((d) => send(STDIN, Uint8Array.from(d, (c) => c.charCodeAt(0) & 0xff))));
+  if (readOnly) {
+    term.options.disableStdin = true;
+  } else {
+    disposables.push(term.onData((d) => send(STDIN, encoder.encode(d))));
+    disposables.push(term.onBinary((d) => send(STDIN, Uint8Array.from(d, (c) => c.charCodeAt(0) & 0xff))));
+  }
   disposables.push(term.onResize(() => sendSize()));
   if (term.element && term.element.parentElement) observer.observe(term.element.parentElement);
 

@@ -548,7 +548,7 @@ async fn sessions_listed_watched_joined_as_moderator_and_terminated() {
         .create(POD, &spec("sh", &["sh"], true, true), &waiting())
         .await
         .expect("create");
-    let sessions = Sessions::new(e.client.clone(), NS);
+    let sessions = debug.sessions();
     let mut events = Box::pin(
         sessions
             .watch(&WatchParams::default(), "0")
@@ -621,8 +621,20 @@ async fn sessions_listed_watched_joined_as_moderator_and_terminated() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(seen.contains(&SessionMode::Moderator), "{seen:?}");
+    // An observer (another way in) sees the same.
+    let mut observer = debug.observe(POD, "sh", true).await.expect("observe");
+    assert!(observer.stdin().is_none());
+    let mut observed = observer.stdout().expect("stdout");
+    for _ in 0..100 {
+        if modes().await.contains(&SessionMode::Observer) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     stdin.write_all(b"hello moderator\r").await.expect("type");
     read_until(&mut watching, "hello moderator").await;
+    read_until(&mut observed, "hello moderator").await;
+    drop(observer);
 
     // Terminating alice's session ends her stream with the reason; the moderator stays.
     let gone = sessions.terminate(POD, &id).await.expect("terminate");
@@ -637,8 +649,19 @@ async fn sessions_listed_watched_joined_as_moderator_and_terminated() {
         .expect("alice's session ends");
     let said = format!("{ended:?} {}", drain.await.expect("drain"));
     assert!(said.contains("session terminated by alice"), "{said}");
-    let left = modes().await;
-    assert_eq!(left, vec![SessionMode::Moderator], "{left:?}");
+    let mut left = modes().await;
+    for _ in 0..100 {
+        if left == vec![SessionMode::Moderator] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        left = modes().await;
+    }
+    assert_eq!(
+        left,
+        vec![SessionMode::Moderator],
+        "the observer left, the moderator stays"
+    );
     assert!(matches!(
         sessions.get(&id).await,
         Err(Error::Api(s)) if s.code == 404

@@ -11,7 +11,9 @@ mod common;
 
 use common::{Env, NS, POD, env_with};
 use poddebug_tests::browser::{self, Browser};
-use poddebug_tests::fake::{ATTACH_EXIT_CODE_ANNOTATION, ATTACH_EXIT_TERMINATES_ANNOTATION};
+use poddebug_tests::fake::{
+    ATTACH_EXIT_CODE_ANNOTATION, ATTACH_EXIT_TERMINATES_ANNOTATION, ATTACH_SHARED_ANNOTATION,
+};
 use poddebug_tests::{FakeKube, UserProxy};
 use serde_json::json;
 
@@ -408,4 +410,76 @@ async fn the_portal_works_under_a_proxy_prefix() {
     b.click("#crumbs a:nth-of-type(2)").await;
     b.wait_text("#pods", POD).await;
     b.close().await;
+}
+
+#[tokio::test]
+async fn a_second_user_sees_the_live_session_observes_it_and_terminates_it() {
+    if !browser::available() {
+        return;
+    }
+    // dave may do everything but join (type into) another user's session or moderate one.
+    let e = env_with(&[], |f| {
+        f.set_policy(|a| match a.user.as_str() {
+            "dave" => !(a.is("join", "pods/debug") || a.is("moderate", "pods/sessions")),
+            _ => true,
+        });
+    })
+    .await;
+    // Streams attached to one container share its output, as the kubelet's do.
+    e.fake.update_pod(NS, POD, |p| {
+        p["metadata"]["annotations"] = json!({ATTACH_SHARED_ANNOTATION: "true"});
+    });
+    create_shell(&e).await;
+    let (_alice_proxy, alice) = alice_attaches_to_the_shell(&e).await;
+    wait_terminal(&alice, "resize ").await;
+
+    // dave opens the pod: alice's session is listed with what he may do to it.
+    let dave_proxy = UserProxy::start(&e.fake, &e.server, "dave", &["system:authenticated"]).await;
+    let dave = Browser::start(1100, 800).await;
+    dave.goto(&format!(
+        "{}{PORTAL}#/namespaces/{NS}/pods/{POD}",
+        dave_proxy.url()
+    ))
+    .await;
+    let row = dave
+        .wait_text("#live-sessions tr[data-user=alice]", "owner")
+        .await;
+    assert!(row.contains("shell"), "{row}");
+    let buttons = dave
+        .eval(
+            "return Array.from(document.querySelectorAll('#live-sessions tr[data-user=alice] button'))\
+             .map((b) => b.className)",
+        )
+        .await;
+    assert_eq!(
+        buttons,
+        json!(["observe", "terminate"]),
+        "dave may observe and terminate, not join or moderate"
+    );
+
+    // He observes: alice's typing shows on his screen; what he types goes nowhere.
+    dave.click("#live-sessions tr[data-user=alice] button.observe")
+        .await;
+    dave.wait_for("#terminal[data-mode=observer]").await;
+    dave.wait_text("#live-sessions", "observer").await;
+    let mine = dave.wait_for("#terminal textarea").await;
+    mine.send_keys("from-the-observer").await.expect("type");
+    let typed = alice.wait_for("#terminal textarea").await;
+    typed.send_keys("typed-by-alice").await.expect("type");
+    dave.wait_text("#terminal .xterm-rows", "typed-by-alice")
+        .await;
+    let seen = wait_terminal(&alice, "typed-by-alice").await;
+    assert!(!seen.contains("from-the-observer"), "{seen}");
+
+    // He terminates her session: her terminal says who ended it.
+    dave.click("#live-sessions tr[data-user=alice] button.terminate")
+        .await;
+    let end = alice.wait_text("#session-end", "terminated").await;
+    assert!(end.contains("session terminated by dave"), "{end}");
+    let err = dave
+        .eval("return document.getElementById('error').hidden")
+        .await;
+    assert_eq!(err, json!(true), "{}", dave.body_text().await);
+    dave.close().await;
+    alice.close().await;
 }
