@@ -205,6 +205,19 @@ async fn joining_another_users_container_needs_join_or_observe_and_observers_nev
     // bob may observe: with stdin he is refused, without it he is an observer.
     let resp = ws(&bob, TTY).await;
     assert_eq!(resp.status, StatusCode::FORBIDDEN, "{resp:?}");
+    let status: Value = serde_json::from_slice(&resp.body).expect("a Status");
+    assert_eq!(
+        status["message"],
+        format!(
+            "pods.poddebug.dev \"web\" is forbidden: User \"bob\" cannot join resource \"pods/debug\" \
+             in API group \"poddebug.dev\" in the namespace \"{NS}\": debug container \"dbg\" was \
+             created by \"alice\"; attaching to it with stdin needs join on pods/debug (observe \
+             watches it with stdin=false)"
+        ),
+        "{status}"
+    );
+    let resp = ws(&bob, &format!("{TTY}&mode=observer")).await;
+    assert_eq!(resp.status, StatusCode::FORBIDDEN, "{resp:?}");
     let resp = ws(&bob, &format!("{TTY}&mode=peer")).await;
     assert_eq!(
         resp.status,

@@ -164,6 +164,15 @@ async fn session_mode(
             }
         }
     };
+    if opts.stdin && requested.is_none() && mode == SessionMode::Observer {
+        // The caller asked to type into another user's container without holding `join`.
+        return Err(crate::authz::forbidden(
+            &auth.user,
+            &attrs("join", "debug"),
+            &why("with stdin needs join on pods/debug (observe watches it with stdin=false)"),
+        )
+        .into());
+    }
     if opts.stdin && matches!(mode, SessionMode::Observer | SessionMode::Moderator) {
         let verb = if mode == SessionMode::Observer {
             "observe"

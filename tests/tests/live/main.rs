@@ -32,6 +32,7 @@ mod lists;
 mod naming;
 mod portal;
 mod recordings;
+mod sessions;
 mod stop;
 mod streams;
 mod ttl;

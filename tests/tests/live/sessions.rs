@@ -1,0 +1,698 @@
+//! Live sessions across replicas on the real cluster: a second replica of the server (this
+//! checkout's binary, started here with the kubeconfig's credentials and a serving certificate of
+//! its own, reached directly with the cluster's front-proxy client certificate, as the
+//! aggregator reaches a replica) next to the one the APIService points at. Sessions relayed by
+//! either are listed, watched and terminated through the other; a replica killed with SIGKILL
+//! leaves records that stop being listed within their lease; observers, peers and moderators on
+//! the real kubelet's shared terminal.
+//!
+//! Needs `REALCLUSTER_STATE` (for `pki/front-proxy-client.{crt,key}`; default
+//! `$TMPDIR/poddebug-realcluster`) and the server binary (`cargo build -p poddebug-apiserver`).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use poddebug_tests::channel::{ChannelClient, Transcript};
+use poddebug_tests::server::free_port;
+use poddebug_tests::{PodDebugServer, TestClient, TestPki};
+use serde_json::{Value, json};
+
+use crate::support::{ALICE, BUSYBOX, GV, Sandbox, as_user, enabled, kubectl, poll_async};
+
+type Io = TokioIo<Upgraded>;
+const T: Duration = Duration::from_secs(30);
+/// After a RoleBinding, the authorization caches (kube-apiserver's webhook, the server's) may
+/// answer from before it for a while: retry until it shows.
+const RBAC_SETTLE: Duration = Duration::from_secs(40);
+const TTY: &str = "attach?container=dbg&stdin=true&stdout=true&tty=true";
+const WATCHING: &str = "attach?container=dbg&stdout=true&tty=true";
+/// The notices of a moderated session (apiserver/src/stream/moderation.rs).
+const WITHHELD: &str = "your input is withheld until a moderator joins";
+const PASSING: &str = "A moderator is attached: your input is passed on";
+
+fn realcluster_state() -> String {
+    std::env::var("REALCLUSTER_STATE").unwrap_or_else(|_| {
+        format!(
+            "{}/poddebug-realcluster",
+            std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".to_owned())
+        )
+    })
+}
+
+/// A second replica of the server, out of the cluster, killed on drop.
+struct Replica {
+    server: PodDebugServer,
+    pki: TestPki,
+    front_proxy: (String, String),
+}
+
+impl Replica {
+    /// Starts it with the flags of the one under test (the images the cluster has) and
+    /// `extra`, and waits (bounded) until `/readyz` answers 200.
+    async fn start(extra: &[&str]) -> Replica {
+        let state = realcluster_state();
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("{state}/pki/{f}"))
+                .unwrap_or_else(|e| panic!("{state}/pki/{f} (set REALCLUSTER_STATE): {e}"))
+        };
+        let front_proxy = (
+            read("front-proxy-client.crt"),
+            read("front-proxy-client.key"),
+        );
+        let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG names the cluster");
+        let pki = TestPki::new();
+        let serving = pki.localhost_serving_cert();
+        let mut args = vec![
+            "--bind-address=127.0.0.1".to_owned(),
+            format!("--secure-port={}", free_port()),
+            format!("--tls-cert-file={}", serving.cert_path.display()),
+            format!("--tls-private-key-file={}", serving.key_path.display()),
+            format!("--kubeconfig={kubeconfig}"),
+            "--service-name=poddebug-apiserver".to_owned(),
+            "--service-namespace=poddebug-system".to_owned(),
+            "--allowed-images=busybox:*,docker.io/library/busybox:*,registry.k8s.io/pause:*"
+                .to_owned(),
+            "--log-format=json".to_owned(),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let mut server = PodDebugServer::spawn_raw(&args);
+        let probe = TestClient::builder(&server.url())
+            .ca_pem(pki.cluster_ca_pem())
+            .http1_only()
+            .build();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = server.try_exit_status() {
+                panic!(
+                    "the second replica exited with {status}:\n{}",
+                    server.logs_text()
+                );
+            }
+            if let Ok((StatusCode::OK, _, _)) = probe
+                .request(Method::GET, "/readyz", &[], Bytes::new())
+                .await
+            {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the second replica did not become ready:\n{}",
+                server.logs_text()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Replica {
+            server,
+            pki,
+            front_proxy,
+        }
+    }
+
+    /// A client of this replica acting as `user` (group `system:authenticated`), authenticated
+    /// as the aggregator is: the front-proxy client certificate and `X-Remote-*` headers.
+    fn user(&self, user: &str) -> TestClient {
+        TestClient::builder(&self.server.url())
+            .ca_pem(self.pki.cluster_ca_pem())
+            .client_cert(&self.front_proxy.0, &self.front_proxy.1)
+            .header("x-remote-user", user)
+            .header("x-remote-group", "system:authenticated")
+            .http1_only()
+            .build()
+    }
+
+    /// SIGKILL: no chance to close its sessions or delete their records.
+    async fn kill9(&mut self) {
+        let pid = self.server.pid().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status();
+        assert!(
+            self.server.wait_exit(T).await.is_some(),
+            "the replica survived SIGKILL"
+        );
+    }
+}
+
+/// Creates `dbg`, an interactive shell, as `owner` (retrying while RBAC settles); waits until it
+/// runs.
+async fn shell_of(sb: &Sandbox, owner: &TestClient, profile: Option<&str>) {
+    let mut body = json!({"container": {"image": BUSYBOX, "command": ["sh"], "stdin": true,
+        "tty": true}, "targetContainerName": "app"});
+    if let Some(p) = profile {
+        body["profile"] = p.into();
+    }
+    poll_async(
+        "the owner may create dbg",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match sb
+                .create_as(owner, "dbg", "?wait=true&timeoutSeconds=20", &body)
+                .await
+            {
+                (StatusCode::CREATED, obj) if obj["status"]["phase"] == "Running" => Ok(()),
+                (code, obj) => Err(format!("{code} {obj}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// A WebSocket (v5) attach as `client`; the refusal's code and Status otherwise.
+async fn attach(client: &TestClient, path: &str) -> Result<ChannelClient<Io>, (StatusCode, Value)> {
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = client
+        .upgrade(Method::GET, path, &headers)
+        .await
+        .expect("upgrade request");
+    if resp.status != StatusCode::SWITCHING_PROTOCOLS {
+        let body = serde_json::from_slice(&resp.body)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&resp.body).into_owned()));
+        return Err((resp.status, body));
+    }
+    Ok(ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await)
+}
+
+/// [`attach`], retried while RBAC settles.
+async fn attach_settled(client: &TestClient, path: &str) -> ChannelClient<Io> {
+    let deadline = tokio::time::Instant::now() + RBAC_SETTLE;
+    loop {
+        match attach(client, path).await {
+            Ok(c) => return c,
+            Err((code, body)) => {
+                assert!(
+                    code == StatusCode::FORBIDDEN && tokio::time::Instant::now() < deadline,
+                    "attach {path}: {code} {body}"
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The sessions of the sandbox's namespace as `client` sees them (`None` on an error).
+async fn sessions(client: &TestClient, sb: &Sandbox) -> Result<Vec<Value>, String> {
+    let (code, list) = client
+        .get_json(&format!("{GV}/namespaces/{}/debugsessions", sb.ns))
+        .await;
+    if code != StatusCode::OK {
+        return Err(format!("{code} {list}"));
+    }
+    assert_eq!(list["kind"], "DebugSessionList", "{list}");
+    Ok(list["items"].as_array().cloned().unwrap_or_default())
+}
+
+/// Polls the sessions (through `client`) until `ok` holds; the last list.
+async fn sessions_until(
+    what: &str,
+    client: &TestClient,
+    sb: &Sandbox,
+    within: Duration,
+    ok: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    poll_async(what, within, Duration::from_millis(250), || async {
+        let items = sessions(client, sb).await?;
+        if ok(&items) {
+            Ok(items)
+        } else {
+            Err(format!("{items:?}"))
+        }
+    })
+    .await
+}
+
+fn id_of(s: &Value) -> String {
+    s["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn stdout_has(needle: &'static str) -> impl Fn(&Transcript) -> bool {
+    move |t| t.stdout_text().contains(needle)
+}
+
+/// Reads until the error channel spoke or the stream ended; the Status.
+async fn ended_with(c: &mut ChannelClient<Io>) -> Value {
+    let t = c.read_until(T, |t| t.error_done || t.ended).await;
+    t.status().unwrap_or_else(|| {
+        panic!(
+            "no Status on the error channel; stdout {:?}",
+            t.stdout_text()
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn sessions_of_either_replica_are_listed_watched_and_terminated_through_the_other() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("sessrep");
+    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:session-moderator", "carol");
+    let alice = as_user(&sb.api, ALICE);
+    let carol = as_user(&sb.api, "carol");
+    shell_of(&sb, &alice, None).await;
+    let replica = Replica::start(&[]).await;
+    let carol2 = replica.user("carol");
+
+    // carol watches the namespace's sessions through the aggregator (the first replica).
+    let watch_path = format!(
+        "{GV}/namespaces/{}/debugsessions?watch=true&timeoutSeconds=120",
+        sb.ns
+    );
+    let mut watch = poll_async(
+        "carol may watch sessions",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            let w = carol
+                .stream(
+                    Method::GET,
+                    &watch_path,
+                    &[("accept", "application/json")],
+                    "",
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            if w.status == StatusCode::OK {
+                Ok(w)
+            } else {
+                Err(format!("{}", w.status))
+            }
+        },
+    )
+    .await;
+
+    // alice attaches through the second replica, then through the first.
+    let mut via2 = attach_settled(&replica.user(ALICE), &sb.path(TTY)).await;
+    let first = sessions_until("alice's session on replica 2", &carol, &sb, T, |s| {
+        s.len() == 1
+    })
+    .await;
+    let id2 = id_of(&first[0]);
+    let replica2 = first[0]["status"]["replica"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let mut via1 = attach_settled(&alice, &sb.path(TTY)).await;
+    let both = sessions_until("both sessions through replica 1", &carol, &sb, T, |s| {
+        s.len() == 2
+    })
+    .await;
+    let id1 = both
+        .iter()
+        .map(id_of)
+        .find(|id| *id != id2)
+        .expect("the second session");
+    let replicas: BTreeSet<&str> = both
+        .iter()
+        .filter_map(|s| s["status"]["replica"].as_str())
+        .collect();
+    assert_eq!(
+        replicas.len(),
+        2,
+        "each relayed by its own replica: {both:?}"
+    );
+    for s in &both {
+        assert_eq!(s["spec"]["user"], ALICE, "{s}");
+        assert_eq!(s["spec"]["mode"], "owner", "{s}");
+        assert_eq!(s["spec"]["pod"], "web", "{s}");
+        assert_eq!(s["spec"]["container"], "dbg", "{s}");
+        assert_eq!(s["metadata"]["namespace"], sb.ns.as_str(), "{s}");
+    }
+    // The second replica lists the same two.
+    let through2 = sessions_until("both sessions through replica 2", &carol2, &sb, T, |s| {
+        s.len() == 2
+    })
+    .await;
+    let ids: BTreeSet<String> = through2.iter().map(id_of).collect();
+    assert_eq!(ids, BTreeSet::from([id1.clone(), id2.clone()]));
+    // All namespaces, as `kubectl get debugsessions -A` asks for them: a Table.
+    let (code, table) = sb
+        .api
+        .request(
+            Method::GET,
+            &format!("{GV}/debugsessions"),
+            &[(
+                "accept",
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            )],
+            Bytes::new(),
+        )
+        .await
+        .map(|(c, _, b)| (c, serde_json::from_slice::<Value>(&b).unwrap_or_default()))
+        .expect("table");
+    assert_eq!(code, StatusCode::OK, "{table}");
+    assert_eq!(table["kind"], "Table", "{table}");
+    let rows = table["rows"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rows.iter()
+            .filter(|r| r["object"]["metadata"]["namespace"] == sb.ns.as_str())
+            .count()
+            == 2,
+        "{table}"
+    );
+
+    // The watch saw both arrive.
+    let mut added = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + T;
+    while added.len() < 2 {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let event = watch
+            .next_json(left)
+            .await
+            .unwrap_or_else(|| panic!("the watch ended; ADDED so far: {added:?}"));
+        if event["type"] == "ADDED" {
+            added.insert(id_of(&event["object"]));
+        }
+    }
+    assert_eq!(added, BTreeSet::from([id1.clone(), id2.clone()]));
+
+    // carol ends the second replica's session through the first...
+    let (code, gone) = carol.delete(&sb.path(&format!("sessions/{id2}"))).await;
+    assert_eq!(code, StatusCode::OK, "{gone}");
+    assert_eq!(gone["kind"], "DebugSession", "{gone}");
+    let status = ended_with(&mut via2).await;
+    assert_eq!(status["reason"], "Forbidden", "{status}");
+    assert_eq!(status["message"], "session terminated by carol", "{status}");
+    assert_eq!(
+        replica2,
+        gone["status"]["replica"].as_str().unwrap_or(""),
+        "{gone}"
+    );
+    // ...and the first replica's through the second.
+    let (code, gone) = carol2.delete(&sb.path(&format!("sessions/{id1}"))).await;
+    assert_eq!(code, StatusCode::OK, "{gone}");
+    let status = ended_with(&mut via1).await;
+    assert_eq!(status["reason"], "Forbidden", "{status}");
+    assert_eq!(status["message"], "session terminated by carol", "{status}");
+
+    // The watch says both are gone; both replicas list none; the pod has the Events.
+    let mut deleted = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + T;
+    while deleted.len() < 2 {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let event = watch
+            .next_json(left)
+            .await
+            .unwrap_or_else(|| panic!("the watch ended; DELETED so far: {deleted:?}"));
+        if event["type"] == "DELETED" {
+            deleted.insert(id_of(&event["object"]));
+        }
+    }
+    assert_eq!(deleted, BTreeSet::from([id1, id2]));
+    sessions_until(
+        "no sessions through replica 1",
+        &carol,
+        &sb,
+        T,
+        <[Value]>::is_empty,
+    )
+    .await;
+    sessions_until(
+        "no sessions through replica 2",
+        &carol2,
+        &sb,
+        T,
+        <[Value]>::is_empty,
+    )
+    .await;
+    poll_async(
+        "two DebugSessionTerminated Events",
+        T,
+        Duration::from_millis(500),
+        || async {
+            let out = kubectl(
+                &[
+                    "get",
+                    "events",
+                    "-n",
+                    &sb.ns,
+                    "--field-selector",
+                    "reason=DebugSessionTerminated",
+                    "-o",
+                    "json",
+                ],
+                None,
+            );
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let n = v["items"].as_array().map_or(0, Vec::len);
+            if n >= 2 {
+                Ok(())
+            } else {
+                Err(format!("{n} events"))
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_replica_killed_mid_session_leaves_a_record_that_expires_with_its_lease() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("sesskill");
+    sb.bind("poddebug-debugger", ALICE);
+    let alice = as_user(&sb.api, ALICE);
+    shell_of(&sb, &alice, None).await;
+    // Its records are held 3 s without a renewal (the documented bound: that lease, then the
+    // next sweep of any replica deletes the Lease).
+    let mut replica = Replica::start(&["--session-lease-duration=3s"]).await;
+    let _stream = attach_settled(&replica.user(ALICE), &sb.path(TTY)).await;
+    let listed = sessions_until(
+        "the session listed through replica 1",
+        &sb.api,
+        &sb,
+        T,
+        |s| s.len() == 1,
+    )
+    .await;
+    let id = id_of(&listed[0]);
+    assert_eq!(listed[0]["status"]["participants"][0]["user"], ALICE);
+
+    replica.kill9().await;
+    // Gone from lists once its lease ran out (3 s after the last renewal), plus the time the
+    // first replica's watch takes to hear of it: polled with a bound well past that.
+    sessions_until(
+        "the dead replica's session is no longer listed",
+        &sb.api,
+        &sb,
+        Duration::from_secs(3 + 12),
+        <[Value]>::is_empty,
+    )
+    .await;
+    // And its Lease is deleted by the surviving replica's sweep (every third of that replica's
+    // own lease duration, 15 s by default).
+    poll_async(
+        "the Lease is swept",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async {
+            let out = kubectl(&["get", "lease", "-n", "poddebug-system", &id], None);
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            if !out.status.success() && err.contains("NotFound") {
+                Ok(())
+            } else {
+                Err(format!("{}{err}", String::from_utf8_lossy(&out.stdout)))
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn an_observer_sees_the_owners_output_and_never_types_and_join_needs_its_verb() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("sessobs");
+    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:session-observer", "bob");
+    // dave may attach (the debugger role) but neither join nor observe others' containers.
+    sb.bind("poddebug-debugger", "dave");
+    let alice = as_user(&sb.api, ALICE);
+    let bob = as_user(&sb.api, "bob");
+    let dave = as_user(&sb.api, "dave");
+    shell_of(&sb, &alice, None).await;
+    let mut owner = attach_settled(&alice, &sb.path(TTY)).await;
+
+    // bob may observe: asking to type (stdin, or mode=peer) is refused.
+    let refused = poll_async(
+        "bob's rights settle",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match attach(&bob, &sb.path(TTY)).await {
+                Err((StatusCode::FORBIDDEN, s))
+                    if s["message"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("User \"bob\" cannot join") =>
+                {
+                    Ok(s)
+                }
+                Err((code, s)) => Err(format!("{code} {s}")),
+                Ok(_) => Err("bob was let in with stdin".to_owned()),
+            }
+        },
+    )
+    .await;
+    assert_eq!(refused["reason"], "Forbidden", "{refused}");
+    let (code, s) = attach(&bob, &sb.path(&format!("{WATCHING}&mode=peer")))
+        .await
+        .map(|_| (StatusCode::SWITCHING_PROTOCOLS, Value::Null))
+        .unwrap_or_else(|e| e);
+    assert_eq!(code, StatusCode::FORBIDDEN, "{s}");
+    // dave holds neither verb: 403 whether he asks to type or to watch.
+    for path in [TTY, WATCHING] {
+        let (code, s) = attach(&dave, &sb.path(path))
+            .await
+            .map(|_| (StatusCode::SWITCHING_PROTOCOLS, Value::Null))
+            .unwrap_or_else(|e| e);
+        assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {s}");
+        assert!(
+            s["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("User \"dave\" cannot"),
+            "{s}"
+        );
+    }
+
+    // Without stdin bob is an observer: listed as such, he sees alice's output live.
+    let mut observer = attach_settled(&bob, &sb.path(WATCHING)).await;
+    let listed = sessions_until("bob listed as an observer", &sb.api, &sb, T, |s| {
+        s.iter()
+            .any(|x| x["spec"]["user"] == "bob" && x["spec"]["mode"] == "observer")
+    })
+    .await;
+    let alices = listed
+        .iter()
+        .find(|x| x["spec"]["user"] == ALICE)
+        .expect("alice's session");
+    let participants: BTreeSet<(String, String)> = alices["status"]["participants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                p["user"].as_str().unwrap_or("").to_owned(),
+                p["mode"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        participants.contains(&("bob".to_owned(), "observer".to_owned())),
+        "{alices}"
+    );
+    owner.stdin(b"echo seen-$((6*7))\r").await.expect("type");
+    observer.read_until(T, stdout_has("seen-42")).await;
+    assert!(
+        observer.transcript().stdout_text().contains("seen-42"),
+        "{:?}",
+        observer.transcript().stdout_text()
+    );
+    // What bob sends anyway goes nowhere: alice's next command runs, his never did.
+    observer.stdin(b"echo bob-$((2+3))\r").await.expect("send");
+    owner.stdin(b"echo after-$((1+1))\r").await.expect("type");
+    let t = owner.read_until(T, stdout_has("after-2")).await;
+    assert!(t.stdout_text().contains("after-2"), "{:?}", t.stdout_text());
+    assert!(!t.stdout_text().contains("bob-5"), "{:?}", t.stdout_text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_moderated_session_takes_input_only_while_a_moderator_is_attached() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("sessmod");
+    sb.bind("poddebug-debugger", ALICE);
+    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
+    sb.bind("poddebug:session-moderator", "carol");
+    // Every stream of a debug container made with a gated profile needs `use` on it, a
+    // moderator's too (profiles hold at attach).
+    sb.bind_cluster("poddebug-privileged-profiles", "carol");
+    let alice = as_user(&sb.api, ALICE);
+    let carol = as_user(&sb.api, "carol");
+    shell_of(&sb, &alice, Some("sysadmin")).await;
+    // The second replica moderates sysadmin sessions; the moderator joins through the first.
+    let replica = Replica::start(&["--moderated-profiles=sysadmin"]).await;
+    let mut owner = attach_settled(&replica.user(ALICE), &sb.path(TTY)).await;
+    owner.read_until(T, stdout_has(WITHHELD)).await;
+    let listed = sessions_until(
+        "alice's session waits for a moderator",
+        &sb.api,
+        &sb,
+        T,
+        |s| s.len() == 1 && s[0]["status"]["waitingForModerator"] == true,
+    )
+    .await;
+    assert_eq!(listed[0]["status"]["moderated"], true, "{listed:?}");
+    owner.stdin(b"echo early-$((3*3))\r").await.expect("type");
+
+    // carol joins as moderator: alice is told, and her input runs.
+    let moderated = sb.path(&format!("{WATCHING}&mode=moderator"));
+    let mut moderator = attach_settled(&carol, &moderated).await;
+    owner.read_until(T, stdout_has(PASSING)).await;
+    sessions_until("no longer waiting", &sb.api, &sb, T, |s| {
+        s.iter().any(|x| x["spec"]["mode"] == "moderator")
+            && s.iter()
+                .filter(|x| x["spec"]["user"] == ALICE)
+                .all(|x| x["status"]["waitingForModerator"] == false)
+    })
+    .await;
+    owner.stdin(b"echo live-$((4*4))\r").await.expect("type");
+    owner.read_until(T, stdout_has("live-16")).await;
+    moderator.read_until(T, stdout_has("live-16")).await;
+    assert!(
+        moderator.transcript().stdout_text().contains("live-16"),
+        "the moderator sees everything: {:?}",
+        moderator.transcript().stdout_text()
+    );
+
+    // carol leaves: input is withheld again.
+    moderator.close().await.expect("close");
+    moderator.finish(T).await;
+    let withheld_twice = |t: &Transcript| t.stdout_text().matches(WITHHELD).count() >= 2;
+    owner.read_until(T, withheld_twice).await;
+    assert!(
+        withheld_twice(owner.transcript()),
+        "{:?}",
+        owner.transcript().stdout_text()
+    );
+    sessions_until("waiting again", &sb.api, &sb, T, |s| {
+        s.len() == 1 && s[0]["status"]["waitingForModerator"] == true
+    })
+    .await;
+    owner.stdin(b"echo late-$((5*5))\r").await.expect("type");
+
+    // Once a moderator is back, only what was typed since runs.
+    let mut moderator = attach_settled(&carol, &moderated).await;
+    let passing_twice = |t: &Transcript| t.stdout_text().matches(PASSING).count() >= 2;
+    owner.read_until(T, passing_twice).await;
+    owner.stdin(b"echo again-$((7*7))\r").await.expect("type");
+    let t = owner.read_until(T, stdout_has("again-49")).await;
+    let out = t.stdout_text();
+    assert!(out.contains("again-49"), "{out:?}");
+    assert!(
+        !out.contains("early-9"),
+        "input before a moderator joined ran: {out:?}"
+    );
+    assert!(
+        !out.contains("late-25"),
+        "input after the moderator left ran: {out:?}"
+    );
+    moderator.close().await.expect("close");
+}
