@@ -525,3 +525,29 @@ async fn the_recording_names_every_participant_and_the_termination() {
         "{cast}"
     );
 }
+
+/// The listing benchmark (`session-bench`, docs/benchmarks.md) runs and checks what it lists:
+/// a small run of it against two replicas. Its timings are not asserted.
+#[tokio::test]
+async fn the_session_benchmark_runs_and_lists_every_session_once() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_session-bench"))
+        .args(["--sessions", "6", "--replicas", "2", "--pods", "2", "--lists", "3"])
+        .env("PODDEBUG_APISERVER_BIN", PodDebugServer::binary())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), out)
+        .await
+        .expect("the benchmark ends")
+        .expect("it runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("list namespace          6 items (relayed by 2 replicas)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("list one pod            3 items"), "{stdout}");
+}

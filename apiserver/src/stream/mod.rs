@@ -13,3 +13,12 @@ pub mod upstream;
 pub mod websocket_frames;
 
 pub use upstream::Upstream;
+
+/// What is escaped in a path segment or query value sent upstream: everything but the
+/// unreserved characters of RFC 3986 (letters, digits, `-`, `.`, `_`, `~`), so DNS names pass
+/// as they are.
+pub const URL_COMPONENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');

@@ -227,7 +227,7 @@ fn container_param(query: &BTreeMap<String, String>, what: &str) -> Result<Strin
 }
 
 fn encode(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    percent_encoding::utf8_percent_encode(s, crate::stream::URL_COMPONENT).to_string()
 }
 
 /// `PodAttachOptions` from the query.

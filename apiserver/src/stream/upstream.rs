@@ -227,7 +227,7 @@ impl Upstream {
 
 /// A path segment, percent-encoded (names are DNS labels, but never trust that here).
 fn path_segment(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    percent_encoding::utf8_percent_encode(s, crate::stream::URL_COMPONENT).to_string()
 }
 
 /// 502: the upstream answered something a proxy cannot pass on.

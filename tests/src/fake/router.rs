@@ -94,7 +94,10 @@ pub fn parse_json(body: &[u8]) -> Result<serde_json::Value, KubeStatus> {
 /// Entry point for every request on every connection.
 pub async fn handle(shared: Arc<Shared>, peer: Arc<PeerIdentity>, req: Request<Incoming>) -> Resp {
     let method = req.method().clone();
-    let path = req.uri().path().to_owned();
+    // Decoded, as Go's net/http gives kube-apiserver `URL.Path`.
+    let path = percent_encoding::percent_decode_str(req.uri().path())
+        .decode_utf8_lossy()
+        .into_owned();
     let path_and_query = req
         .uri()
         .path_and_query()
