@@ -66,8 +66,9 @@ pub use impersonation::{ImpersonationLayer, impersonation_headers};
 pub use kube_backend::KubeBackend;
 pub use policy::glob_match;
 pub use sessions::{
-    LiveSession, SESSION_LABEL, SessionEvent, SessionRecord, SessionStore, Termination,
-    TooOld as SessionHistoryTooOld, label_value, new_session_id, object_of as session_object,
+    LiveSession, SESSION_LABEL, SessionEvent, SessionRecord, SessionSelector, SessionStore,
+    Termination, TooOld as SessionHistoryTooOld, label_value, new_session_id,
+    object_of as session_object,
 };
 pub use stop_record::STOP_REQUESTS_ANNOTATION;
 pub use stop_script::{STOP_SCRIPT, StopInvocation};

@@ -578,6 +578,86 @@ impl SessionStore {
     }
 }
 
+/// The labels of a session's object: `poddebug.dev/{pod,container,user,mode}`.
+pub fn session_labels(r: &SessionRecord) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (format!("{GROUP}/pod"), label_value(&r.pod)),
+        (format!("{GROUP}/container"), label_value(&r.container)),
+        (format!("{GROUP}/user"), label_value(&r.user)),
+        (format!("{GROUP}/mode"), r.mode.as_str().to_owned()),
+    ])
+}
+
+/// Label and field selectors of a list or watch of sessions (`labelSelector`,
+/// `fieldSelector`), with kube-apiserver's grammar and errors. Fields: `metadata.name`,
+/// `metadata.namespace`, `spec.pod`, `spec.container`, `spec.user`, `spec.mode`,
+/// `status.replica`.
+#[derive(Clone, Debug, Default)]
+pub struct SessionSelector {
+    labels: crate::selector::LabelSelector,
+    fields: Vec<(String, String, bool)>,
+}
+
+const SESSION_FIELDS: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "spec.pod",
+    "spec.container",
+    "spec.user",
+    "spec.mode",
+    "status.replica",
+];
+
+fn session_field(r: &SessionRecord, field: &str) -> Option<String> {
+    Some(match field {
+        "metadata.name" => r.id.clone(),
+        "metadata.namespace" => r.namespace.clone(),
+        "spec.pod" => r.pod.clone(),
+        "spec.container" => r.container.clone(),
+        "spec.user" => r.user.clone(),
+        "spec.mode" => r.mode.as_str().to_owned(),
+        "status.replica" => r.replica.clone(),
+        _ => return None,
+    })
+}
+
+impl SessionSelector {
+    /// Parse both selectors (empty: everything); malformed or an unsupported field is a 400.
+    pub fn parse(labels: &str, fields: &str) -> Result<SessionSelector, poddebug_types::ApiError> {
+        let mut terms = Vec::new();
+        for term in fields.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let (field, value, equal) = if let Some((k, v)) = term.split_once("!=") {
+                (k, v, false)
+            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                (k, v, true)
+            } else {
+                return Err(poddebug_types::ApiError::BadRequest(format!(
+                    "invalid selector: '{fields}'; can't understand '{term}'"
+                )));
+            };
+            let field = field.trim();
+            if !SESSION_FIELDS.contains(&field) {
+                return Err(poddebug_types::ApiError::BadRequest(format!(
+                    "field label not supported: {field}"
+                )));
+            }
+            terms.push((field.to_owned(), value.trim().to_owned(), equal));
+        }
+        Ok(SessionSelector {
+            labels: crate::selector::LabelSelector::parse(labels)?,
+            fields: terms,
+        })
+    }
+
+    /// Whether session `s` is selected.
+    pub fn matches(&self, s: &LiveSession) -> bool {
+        let r = &s.record;
+        self.fields.iter().all(|(field, want, equal)| {
+            (session_field(r, field).as_deref() == Some(want.as_str())) == *equal
+        }) && self.labels.matches(Some(&session_labels(r)))
+    }
+}
+
 /// The API object of `session`, with its participants among `all` (the live sessions of the
 /// same debug container, its own user first, then by when they joined).
 pub fn object_of(session: &LiveSession, all: &[LiveSession]) -> DebugSession {
@@ -605,12 +685,7 @@ pub fn object_of(session: &LiveSession, all: &[LiveSession]) -> DebugSession {
     let moderator_present = participants
         .iter()
         .any(|p| p.mode == SessionMode::Moderator);
-    let labels = BTreeMap::from([
-        (format!("{GROUP}/pod"), label_value(&r.pod)),
-        (format!("{GROUP}/container"), label_value(&r.container)),
-        (format!("{GROUP}/user"), label_value(&r.user)),
-        (format!("{GROUP}/mode"), r.mode.as_str().to_owned()),
-    ]);
+    let labels = session_labels(r);
     DebugSession {
         api_version: API_VERSION.to_owned(),
         kind: KIND_DEBUG_SESSION.to_owned(),

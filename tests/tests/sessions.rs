@@ -531,7 +531,16 @@ async fn the_recording_names_every_participant_and_the_termination() {
 #[tokio::test]
 async fn the_session_benchmark_runs_and_lists_every_session_once() {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_session-bench"))
-        .args(["--sessions", "6", "--replicas", "2", "--pods", "2", "--lists", "3"])
+        .args([
+            "--sessions",
+            "6",
+            "--replicas",
+            "2",
+            "--pods",
+            "2",
+            "--lists",
+            "3",
+        ])
         .env("PODDEBUG_APISERVER_BIN", PodDebugServer::binary())
         .kill_on_drop(true)
         .output();
@@ -549,5 +558,95 @@ async fn the_session_benchmark_runs_and_lists_every_session_once() {
         stdout.contains("list namespace          6 items (relayed by 2 replicas)"),
         "{stdout}"
     );
-    assert!(stdout.contains("list one pod            3 items"), "{stdout}");
+    assert!(
+        stdout.contains("list one pod            3 items"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn lists_and_watches_take_label_and_field_selectors() {
+    let fake = fake_with_pod("general").await;
+    let s = server(&fake, &[]).await;
+    let alice = user(&s, "alice");
+    let bob = user(&s, "bob");
+    let _owner = open(&alice, TTY).await;
+    let _observer = open(&bob, WATCHING).await;
+    let items = wait_sessions(&alice, "two sessions", |i| i.len() == 2).await;
+    let bobs = items
+        .iter()
+        .find(|i| i["spec"]["user"] == "bob")
+        .and_then(|i| i["metadata"]["name"].as_str())
+        .expect("bob's session")
+        .to_owned();
+    let names = |q: String| {
+        let alice = alice.clone();
+        async move {
+            let (code, list) = alice
+                .get_json(&format!("{GV}/namespaces/{NS}/debugsessions?{q}"))
+                .await;
+            assert_eq!(code, StatusCode::OK, "{q}: {list}");
+            list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|i| i["spec"]["user"].as_str().unwrap_or("").to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        names("labelSelector=poddebug.dev%2Fuser%3Dalice".into()).await,
+        ["alice"]
+    );
+    assert_eq!(
+        names("labelSelector=poddebug.dev%2Fmode+in+%28observer%2Cpeer%29".into()).await,
+        ["bob"]
+    );
+    assert_eq!(
+        names("fieldSelector=spec.mode%21%3Downer".into()).await,
+        ["bob"]
+    );
+    assert_eq!(
+        names(format!("fieldSelector=metadata.name%3D{bobs}")).await,
+        ["bob"]
+    );
+    assert!(
+        names("fieldSelector=spec.pod%3Dother".into())
+            .await
+            .is_empty()
+    );
+    // kube-apiserver's refusals of what it cannot select on.
+    let (code, status) = alice
+        .get_json(&format!(
+            "{GV}/namespaces/{NS}/debugsessions?fieldSelector=spec.groups%3Ddevs"
+        ))
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{status}");
+    assert_eq!(status["message"], "field label not supported: spec.groups");
+    let (code, status) = alice
+        .get_json(&format!(
+            "{GV}/debugsessions?labelSelector=poddebug.dev%2Fuser%3D%3D%3D"
+        ))
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{status}");
+    // A watch of one session by name (what `kubectl get debugsessions ID -w` sends) sees only it.
+    let mut w = alice
+        .stream(
+            Method::GET,
+            &format!(
+                "{GV}/namespaces/{NS}/debugsessions?watch=true&fieldSelector=metadata.name%3D{bobs}"
+            ),
+            &[],
+            "",
+        )
+        .await
+        .expect("watch");
+    assert_eq!(w.status, StatusCode::OK);
+    let first = w.next_json(T).await.expect("an event");
+    assert_eq!(first["type"], "ADDED");
+    assert_eq!(first["object"]["metadata"]["name"], bobs.as_str());
+    drop(_observer);
+    let next = w.next_json(T).await.expect("an event");
+    assert_eq!(next["type"], "DELETED", "{next}");
+    assert_eq!(next["object"]["metadata"]["name"], bobs.as_str());
 }

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use jiff::Timestamp;
-use poddebug_storage::{LiveSession, SessionHistoryTooOld, session_object};
+use poddebug_storage::{LiveSession, SessionHistoryTooOld, SessionSelector, session_object};
 use poddebug_types::{ApiError, DebugSession, DebugSessionList, GROUP, VERSION};
 use serde_json::{Value, json};
 
@@ -44,6 +44,8 @@ const MAX_WATCH: Duration = Duration::from_secs(1800);
 struct Scope {
     namespace: Option<String>,
     pod: Option<String>,
+    /// A list's or watch's `labelSelector` and `fieldSelector`.
+    selector: SessionSelector,
 }
 
 impl Scope {
@@ -52,6 +54,7 @@ impl Scope {
             .as_deref()
             .is_none_or(|n| n == s.record.namespace)
             && self.pod.as_deref().is_none_or(|p| p == s.record.pod)
+            && self.selector.matches(s)
     }
 }
 
@@ -181,6 +184,11 @@ async fn respond(
     headers: HeaderMap,
     q: BTreeMap<String, String>,
 ) -> Result<Response, Error> {
+    let mut scope = scope;
+    scope.selector = SessionSelector::parse(
+        q.get("labelSelector").map_or("", String::as_str),
+        q.get("fieldSelector").map_or("", String::as_str),
+    )?;
     let wants_table = super::table::wants_table(&headers);
     if is_watch(&q) {
         return watch(st, scope, wants_table, &q).await;
@@ -387,6 +395,7 @@ pub async fn list_in_pod(
     let scope = Scope {
         namespace: Some(ns),
         pod: Some(pod),
+        ..Default::default()
     };
     respond(st, scope, headers, q).await
 }
@@ -403,7 +412,7 @@ pub async fn in_namespace(
     crate::filters::check(&st, &auth.user, &pods_sessions(verb, &ns)).await?;
     let scope = Scope {
         namespace: Some(ns),
-        pod: None,
+        ..Default::default()
     };
     respond(st, scope, headers, q).await
 }
@@ -459,6 +468,7 @@ pub async fn get_in_pod(
     let scope = Scope {
         namespace: Some(ns),
         pod: Some(pod),
+        ..Default::default()
     };
     let (s, all) = find(&st, &scope, &id).await?;
     one(&s, &all, &headers)
@@ -474,7 +484,7 @@ pub async fn get_in_namespace(
     crate::filters::check(&st, &auth.user, &pods_sessions("get", &ns)).await?;
     let scope = Scope {
         namespace: Some(ns),
-        pod: None,
+        ..Default::default()
     };
     let (s, all) = find(&st, &scope, &id).await?;
     one(&s, &all, &headers)
@@ -494,6 +504,7 @@ pub async fn delete(
     let scope = Scope {
         namespace: Some(ns.clone()),
         pod: Some(pod.clone()),
+        ..Default::default()
     };
     let (s, all) = find(&st, &scope, &id).await?;
     let by = auth.user.user.clone();

@@ -190,7 +190,12 @@ async fn main() {
 
     let per_pod = a.sessions.div_ceil(a.pods);
     for (label, path, accept, expect) in [
-        ("namespace", all_path.clone(), "application/json", a.sessions),
+        (
+            "namespace",
+            all_path.clone(),
+            "application/json",
+            a.sessions,
+        ),
         (
             "all namespaces",
             format!("{GV}/debugsessions"),
