@@ -432,7 +432,7 @@ mod tests {
             .expect("valid");
         assert_eq!(
             o.upstream_query("dbg-x y"),
-            "container=dbg%2Dx%20y&stdin=true&tty=true"
+            "container=dbg-x%20y&stdin=true&tty=true"
         );
         assert!(AttachOptions::parse(&q(&[("stdin", "true")])).is_err());
         let err = AttachOptions::parse(&q(&[("container", "d")])).unwrap_err();

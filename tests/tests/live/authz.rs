@@ -222,6 +222,8 @@ async fn profiles_hold_at_attach_and_log_for_a_user_who_may_attach_but_not_use_t
     sb.create_running("sys", &sleeper("sysadmin")).await;
     sb.create_running("gen", &sleeper("general")).await;
     sb.bind("poddebug-debugger", USER);
+    // The containers are the admin's: attaching to another user's takes `join` as well.
+    sb.bind("poddebug:session-peer", USER);
     if impersonating() {
         sb.bind("poddebug-debugger-core", USER);
     }
