@@ -9,8 +9,12 @@ port to one of its ready endpoints, read from its EndpointSlices (with kubectl, 
 second), as kube-proxy's userspace mode did. TLS passes through untouched.
 
     service-proxy.py CLUSTER_IP:PORT=NAMESPACE/SERVICE ...
+    service-proxy.py CLUSTER_IP:PORT=HOST:PORT ...
 
-Each CLUSTER_IP must be an address of this host (.ci/live adds them to `lo`). Runs until
+The second form forwards to a fixed address: the `kubernetes` Service has no endpoints on this
+cluster (kube-apiserver does not publish its loopback address), so its ClusterIP is forwarded to
+kube-apiserver's 127.0.0.1:6443 directly. Each CLUSTER_IP must be an address of this host
+(.ci/live adds them to `lo`), and pods need a default route to reach it. Runs until
 killed; every connection is closed when either side closes. Hand-written because the test
 cluster is the only place that needs it and no packaged kube-proxy is at hand.
 """
@@ -66,18 +70,23 @@ async def pipe(reader, writer):
             pass
 
 
-def handler(namespace, service):
+def handler(target):
     async def handle(client_r, client_w):
-        eps = await asyncio.to_thread(endpoints, namespace, service)
+        if "/" in target:
+            namespace, service = target.split("/", 1)
+            eps = await asyncio.to_thread(endpoints, namespace, service)
+        else:
+            host, port = target.rsplit(":", 1)
+            eps = [(host, int(port))]
         if not eps:
-            print(f"{namespace}/{service}: no ready endpoint", file=sys.stderr, flush=True)
+            print(f"{target}: no ready endpoint", file=sys.stderr, flush=True)
             client_w.close()
             return
         host, port = random.choice(eps)
         try:
             up_r, up_w = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
         except (OSError, asyncio.TimeoutError) as e:
-            print(f"{namespace}/{service}: {host}:{port}: {e}", file=sys.stderr, flush=True)
+            print(f"{target}: {host}:{port}: {e}", file=sys.stderr, flush=True)
             client_w.close()
             return
         await asyncio.gather(pipe(client_r, up_w), pipe(up_r, client_w))
@@ -89,10 +98,9 @@ async def main(specs):
     for spec in specs:
         listen, target = spec.split("=", 1)
         ip, port = listen.rsplit(":", 1)
-        namespace, service = target.split("/", 1)
         servers.append(await asyncio.start_server(
-            handler(namespace, service), ip, int(port), reuse_address=True))
-        print(f"forwarding {listen} to the endpoints of {target}", file=sys.stderr, flush=True)
+            handler(target), ip, int(port), reuse_address=True))
+        print(f"forwarding {listen} to {target}", file=sys.stderr, flush=True)
     await asyncio.gather(*(s.serve_forever() for s in servers))
 
 

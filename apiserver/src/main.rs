@@ -5,6 +5,7 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let opts = poddebug_apiserver::options::Options::parse();
     poddebug_apiserver::logging::init(opts.log_format, opts.verbosity);
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "starting");
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

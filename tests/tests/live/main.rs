@@ -23,6 +23,7 @@ mod support;
 
 mod authz;
 mod crud;
+mod deployment;
 mod discovery;
 mod events;
 mod faults;

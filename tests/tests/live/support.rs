@@ -152,8 +152,9 @@ pub fn as_user(c: &TestClient, user: &str) -> TestClient {
 }
 
 /// `https://HOST:PORT` of the poddebug server itself and the CA of its serving certificate:
-/// `PODDEBUG_LIVE_SERVER` if set, else the ExternalName Service the APIService points at (how
-/// `manifests/local/register.sh` and CI register it). The CA is the APIService's caBundle.
+/// `PODDEBUG_LIVE_SERVER` if set, else the Service the APIService points at: its ExternalName
+/// (how `manifests/local/register.sh` registers it) or its ClusterIP (`manifests/`). The CA is
+/// the APIService's caBundle.
 pub fn server_direct() -> TestClient {
     let api = ok_json(&["get", "apiservice", APISERVICE, "-o", "json"]);
     let ca = b64(api["spec"]["caBundle"]
@@ -165,9 +166,13 @@ pub fn server_direct() -> TestClient {
             let ns = api["spec"]["service"]["namespace"].as_str().unwrap_or("");
             let name = api["spec"]["service"]["name"].as_str().unwrap_or("");
             let svc = ok_json(&["get", "service", "-n", ns, name, "-o", "json"]);
-            let host = svc["spec"]["externalName"].as_str().unwrap_or_else(|| {
-                panic!("set PODDEBUG_LIVE_SERVER: Service {ns}/{name} is not an ExternalName one")
-            });
+            // An ExternalName Service (register.sh), or the ClusterIP, which the nodes reach.
+            let host = svc["spec"]["externalName"]
+                .as_str()
+                .or_else(|| svc["spec"]["clusterIP"].as_str().filter(|ip| *ip != "None"))
+                .unwrap_or_else(|| {
+                    panic!("set PODDEBUG_LIVE_SERVER: Service {ns}/{name} has no address")
+                });
             format!("https://{host}:{}", api["spec"]["service"]["port"])
         }
     };
