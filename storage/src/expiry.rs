@@ -161,11 +161,22 @@ fn exit_code(outcome: &StopOutcome) -> Option<i32> {
         .map(|t| t.exit_code)
 }
 
+/// How long a round waits for a pod cache that has not finished its first list before it
+/// lists the pods itself (a server that has just started syncs in well under this).
+const CACHE_SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The pods a round looks at: the cache's (pods with ephemeral containers only), else every
-/// running pod, listed a page at a time.
+/// running pod, listed a page at a time. A cache still on its first list is waited for (up
+/// to [`CACHE_SYNC_WAIT`]) rather than doubled by a LIST of every running pod.
 async fn candidates(b: &Cluster, cache: Option<&PodCache>) -> Result<Vec<Arc<Pod>>, StorageError> {
-    if let Some(cache) = cache.filter(|c| c.is_synced()) {
-        return Ok(cache.snapshot().0);
+    if let Some(cache) = cache {
+        let deadline = tokio::time::Instant::now() + CACHE_SYNC_WAIT;
+        while !cache.is_synced() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        if cache.is_synced() {
+            return Ok(cache.snapshot().0);
+        }
     }
     let api: Api<Pod> = Api::all(b.server_client());
     // Only running pods can hold a running debug container.
