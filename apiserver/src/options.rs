@@ -291,45 +291,9 @@ pub struct Options {
     pub verbosity: u8,
 }
 
-/// Parse a Go-style duration: `90s`, `5m`, `1h30m`, `250ms`, or bare seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Err("empty duration".to_owned());
-    }
-    if let Ok(secs) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if num_len == 0 {
-            return Err(format!("invalid duration {s:?}"));
-        }
-        let value: f64 = rest[..num_len]
-            .parse()
-            .map_err(|_| format!("invalid duration {s:?}"))?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            other => return Err(format!("invalid unit {other:?} in duration {s:?}")),
-        };
-        rest = &rest[unit_len..];
-        total += Duration::from_secs_f64(value * factor);
-    }
-    Ok(total)
-}
+/// Parse a Go-style duration (`90s`, `5m`, `1h30m`, `250ms`, bare seconds): the one parser the
+/// server's flags and the plugin's share.
+pub use poddebug_types::duration::parse as parse_duration;
 
 /// Does `image` match one of `patterns` (`*` matches any run of characters)? An empty list
 /// allows everything.

@@ -1,5 +1,6 @@
-//! The command line, as kubectl's: global `-n`, `--context`, `--kubeconfig`; `POD` alone means
-//! `run POD`.
+//! The command line, as kubectl's: its global flags (`-n`, `--context`, `--kubeconfig`, `--as`,
+//! `--as-group`, `--request-timeout`) anywhere, `kubectl debug`'s flags before or after the
+//! pod, and `POD` (or run flags, or `-f FILE`) without a subcommand meaning `run`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -8,7 +9,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::output::Format;
-use crate::request::{parse_duration, parse_env};
+use crate::request::{EnvList, PullPolicy, parse_env, parse_pull_policy};
+use poddebug_client::types::duration::parse as parse_duration;
 
 /// Debug running pods through the poddebug.dev API.
 ///
@@ -33,6 +35,16 @@ pub struct Global {
     /// kubeconfig file.
     #[arg(long, global = true)]
     pub kubeconfig: Option<PathBuf>,
+    /// Username to impersonate for the operation (needs impersonate on users).
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub impersonate: Option<String>,
+    /// Group to impersonate for the operation, repeatable (needs --as).
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub impersonate_groups: Vec<String>,
+    /// How long to wait for the server to answer a request before giving up (1s, 2m, 3h;
+    /// 0: no limit). A session or a followed log runs on once it has begun.
+    #[arg(long, global = true, default_value = "0", value_parser = parse_duration)]
+    pub request_timeout: Duration,
 }
 
 #[derive(Subcommand, Debug)]
@@ -49,7 +61,7 @@ pub enum Cmd {
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
-    /// List debug containers (as `kubectl get poddebugcontainers`).
+    /// List debug containers (the server's table, as `kubectl get poddebugcontainers`).
     List {
         /// In all namespaces.
         #[arg(short = 'A', long)]
@@ -165,47 +177,159 @@ const SUBCOMMANDS: [&str; 11] = [
     "help",
 ];
 
-/// `kubectl poddebug POD ...` means `kubectl poddebug run POD ...`.
+/// Flags of kubectl's that are global: they may come before a subcommand.
+const GLOBAL_FLAGS: [&str; 7] = [
+    "-n",
+    "--namespace",
+    "--context",
+    "--kubeconfig",
+    "--as",
+    "--as-group",
+    "--request-timeout",
+];
+
+/// Long flags of any subcommand that take their value as the next word (`--image X`).
+const LONG_WITH_VALUE: [&str; 22] = [
+    "--namespace",
+    "--context",
+    "--kubeconfig",
+    "--as",
+    "--as-group",
+    "--request-timeout",
+    "--container",
+    "--image",
+    "--target",
+    "--profile",
+    "--ttl",
+    "--timeout",
+    "--env",
+    "--output",
+    "--image-pull-policy",
+    "--custom",
+    "--filename",
+    "--selector",
+    "--pod",
+    "--grace-period",
+    "--since",
+    "--tail",
+];
+
+/// Short flags that take a value (`-n NS`, `-nNS`, `-c dbg`).
+const SHORT_WITH_VALUE: [char; 5] = ['n', 'c', 'o', 'f', 'l'];
+
+/// What one word of the command line is, before the first positional.
+enum Word {
+    /// A flag; `true` when the next word is its value.
+    Flag { global: bool, takes_next: bool },
+    /// A help or version flag: nothing is rewritten.
+    Help,
+    /// `--`.
+    Dashes,
+    /// A positional.
+    Positional,
+}
+
+fn classify(a: &str) -> Word {
+    if a == "--" {
+        return Word::Dashes;
+    }
+    if matches!(a, "-h" | "--help" | "-V" | "--version") {
+        return Word::Help;
+    }
+    if let Some(long) = a.strip_prefix("--") {
+        let (name, has_value) = match long.split_once('=') {
+            Some((n, _)) => (n, true),
+            None => (long, false),
+        };
+        let flag = format!("--{name}");
+        return Word::Flag {
+            global: GLOBAL_FLAGS.contains(&flag.as_str()),
+            takes_next: !has_value && LONG_WITH_VALUE.contains(&flag.as_str()),
+        };
+    }
+    if let Some(shorts) = a.strip_prefix('-').filter(|s| !s.is_empty()) {
+        // A cluster (`-it`, `-itq`) or a flag with its value attached (`-nshop`): the first
+        // short flag that takes a value takes the rest, or the next word when it is last.
+        let mut takes_next = false;
+        let mut global = true;
+        for (i, c) in shorts.char_indices() {
+            global &= c == 'n';
+            if SHORT_WITH_VALUE.contains(&c) {
+                takes_next = i + c.len_utf8() == shorts.len();
+                break;
+            }
+        }
+        return Word::Flag { global, takes_next };
+    }
+    Word::Positional
+}
+
+/// `kubectl poddebug [FLAGS] POD [FLAGS] [-- CMD...]` means `kubectl poddebug run ...`, as
+/// `kubectl debug` takes its flags on either side of the pod. A first positional that is a
+/// subcommand keeps it; else `run` goes first whenever there is a pod, or a flag that is not
+/// one of kubectl's global ones (`-it -f pod.yaml`, `--image X POD`). A pod named like a
+/// subcommand needs `run` spelled out.
 pub fn with_default_subcommand(args: Vec<OsString>) -> Vec<OsString> {
     let mut i = 1;
+    let mut run_flags = false;
     while let Some(a) = args.get(i).and_then(|a| a.to_str()) {
-        match a {
-            "-n" | "--namespace" | "--context" | "--kubeconfig" => i += 2,
-            "--" => return args,
-            a if a.starts_with('-') => {
-                if a == "-h" || a == "--help" || a == "-V" || a == "--version" {
-                    return args;
-                }
-                i += 1;
+        match classify(a) {
+            Word::Help => return args,
+            Word::Dashes => break,
+            Word::Flag { global, takes_next } => {
+                run_flags |= !global;
+                i += if takes_next { 2 } else { 1 };
             }
-            a if SUBCOMMANDS.contains(&a) => return args,
-            _ => {
-                let mut out = args;
-                out.insert(i, "run".into());
-                return out;
+            Word::Positional if SUBCOMMANDS.contains(&a) => return args,
+            Word::Positional => {
+                run_flags = true;
+                break;
             }
         }
     }
-    args
+    if !run_flags {
+        return args;
+    }
+    let mut out = args;
+    let at = 1.min(out.len());
+    out.insert(at, "run".into());
+    out
 }
 
-/// `run`: what to create and how to attach.
+/// `run`: what to create and how to attach, with `kubectl debug`'s flags.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The pod.
-    pub pod: String,
+    /// The pod (or -f FILE).
+    #[arg(required_unless_present = "filename")]
+    pub pod: Option<String>,
+    /// A file (JSON or YAML) holding the pod to debug, as `kubectl debug -f` takes it.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        conflicts_with = "pod",
+        value_name = "FILE"
+    )]
+    pub filename: Option<PathBuf>,
     /// Debug container name (generated, debugger-xxxxx, when absent).
     #[arg(short = 'c', long = "container")]
     pub name: Option<String>,
     /// Image (the server's --default-image when absent).
     #[arg(long)]
     pub image: Option<String>,
+    /// The image pull policy: Always, IfNotPresent or Never (the server's default when
+    /// absent).
+    #[arg(long, value_parser = parse_pull_policy)]
+    pub image_pull_policy: Option<PullPolicy>,
     /// Container whose namespaces (PID) to join.
     #[arg(long)]
     pub target: Option<String>,
     /// legacy, general, baseline, restricted, netadmin or sysadmin.
     #[arg(long)]
     pub profile: Option<String>,
+    /// A JSON or YAML file with a partial container spec merged into the debug container, as
+    /// kubectl's --custom (name, command, image, lifecycle and volume devices excluded).
+    #[arg(long, value_name = "FILE")]
+    pub custom: Option<PathBuf>,
     /// How long the debug container may run before the server stops it (30m, 2h, 0 = no
     /// limit); the server's --default-debug-ttl when absent.
     #[arg(long, value_parser = parse_duration)]
@@ -217,7 +341,7 @@ pub struct RunArgs {
     #[arg(short = 't', long)]
     pub tty: bool,
     /// Attach once it runs (default: true with -i).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub attach: Option<bool>,
     /// Wait for it to run even without attaching.
     #[arg(long)]
@@ -228,15 +352,35 @@ pub struct RunArgs {
     /// Print fewer messages.
     #[arg(short = 'q', long)]
     pub quiet: bool,
-    /// Environment variable KEY=VALUE (repeatable).
+    /// Environment variables KEY=VALUE, comma-separated or repeated (as kubectl's --env).
     #[arg(long = "env", value_parser = parse_env)]
-    pub env: Vec<(String, String)>,
-    /// Output format of the created object when not attaching.
+    pub env: Vec<EnvList>,
+    /// Everything after -- is the container's args (its image's entrypoint runs), not its
+    /// command.
+    #[arg(long)]
+    pub arguments_only: bool,
+    /// none: create it; server: ask the server to check everything and create nothing;
+    /// client: only print what would be sent.
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "client", default_value = "none")]
+    pub dry_run: DryRun,
+    /// Output format of the created (or dry-run) object when not attaching.
     #[arg(short = 'o', long, value_enum)]
     pub output: Option<Format>,
     /// Command and arguments.
     #[arg(last = true)]
     pub command: Vec<String>,
+}
+
+/// `--dry-run`, as kubectl's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DryRun {
+    /// Create it.
+    #[default]
+    None,
+    /// The server validates, authorizes and admits the request, and changes nothing.
+    Server,
+    /// Nothing is sent: the object that would be is printed.
+    Client,
 }
 
 #[cfg(test)]
@@ -249,23 +393,94 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_first_means_run() {
-        assert_eq!(
-            with_default_subcommand(args(&["p", "web", "-it", "--", "sh"])),
-            args(&["p", "run", "web", "-it", "--", "sh"])
-        );
-        assert_eq!(
-            with_default_subcommand(args(&["p", "-n", "shop", "web", "-it"])),
-            args(&["p", "-n", "shop", "run", "web", "-it"])
-        );
-        assert_eq!(
-            with_default_subcommand(args(&["p", "--context", "c", "list", "-A"])),
-            args(&["p", "--context", "c", "list", "-A"])
-        );
-        assert_eq!(
-            with_default_subcommand(args(&["p", "--help"])),
-            args(&["p", "--help"])
-        );
+    fn a_pod_or_a_run_flag_first_means_run() {
+        let cases: &[(&[&str], &[&str])] = &[
+            (
+                &["p", "web", "-it", "--", "sh"],
+                &["p", "run", "web", "-it", "--", "sh"],
+            ),
+            (
+                &["p", "-n", "shop", "web", "-it"],
+                &["p", "run", "-n", "shop", "web", "-it"],
+            ),
+            (
+                &[
+                    "p",
+                    "-it",
+                    "-n",
+                    "shop",
+                    "web",
+                    "--image=busybox:1.36",
+                    "--",
+                    "sh",
+                ],
+                &[
+                    "p",
+                    "run",
+                    "-it",
+                    "-n",
+                    "shop",
+                    "web",
+                    "--image=busybox:1.36",
+                    "--",
+                    "sh",
+                ],
+            ),
+            (
+                &[
+                    "p",
+                    "--image",
+                    "busybox:1.36",
+                    "-n",
+                    "shop",
+                    "web",
+                    "--",
+                    "sh",
+                ],
+                &[
+                    "p",
+                    "run",
+                    "--image",
+                    "busybox:1.36",
+                    "-n",
+                    "shop",
+                    "web",
+                    "--",
+                    "sh",
+                ],
+            ),
+            (
+                &["p", "-f", "pod.yaml", "-it", "--image=busybox"],
+                &["p", "run", "-f", "pod.yaml", "-it", "--image=busybox"],
+            ),
+            (
+                &["p", "-nshop", "-cdbg", "web"],
+                &["p", "run", "-nshop", "-cdbg", "web"],
+            ),
+            // A value that looks like a subcommand is a value.
+            (
+                &["p", "-c", "list", "web"],
+                &["p", "run", "-c", "list", "web"],
+            ),
+            (
+                &["p", "--context", "c", "list", "-A"],
+                &["p", "--context", "c", "list", "-A"],
+            ),
+            (
+                &["p", "--as=bob", "-n", "x", "sessions"],
+                &["p", "--as=bob", "-n", "x", "sessions"],
+            ),
+            (&["p", "--help"], &["p", "--help"]),
+            (&["p", "-n", "shop"], &["p", "-n", "shop"]),
+            (&["p"], &["p"]),
+        ];
+        for (given, want) in cases {
+            assert_eq!(
+                with_default_subcommand(args(given)),
+                args(want),
+                "{given:?}"
+            );
+        }
     }
 
     #[test]
@@ -289,7 +504,7 @@ mod tests {
         else {
             panic!("{cli:?}");
         };
-        assert_eq!(pod, "web");
+        assert_eq!(pod.as_deref(), Some("web"));
         assert!(stdin && tty && attach.is_none());
         assert_eq!(command, ["sh", "-c", "exit 7"]);
     }

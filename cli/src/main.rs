@@ -7,11 +7,13 @@
 //! it waits), attaches, and exits with the container's exit code.
 
 mod args;
+mod list;
 mod output;
 mod request;
 mod run;
 mod session;
 mod sessions;
+mod table;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -19,9 +21,9 @@ use std::time::Duration;
 use args::{Cli, Cmd, with_default_subcommand};
 use clap::Parser;
 use futures::AsyncBufReadExt;
-use output::{Format, debug_table, print_serialized, profile_table, summary};
+use output::{Format, print_serialized, profile_table, summary};
 use poddebug_client::{
-    AttachOutcome, ConnectOptions, DebugContainers, Error, ListParams, LogParams, PodDebugContainer,
+    AttachOutcome, ConnectOptions, DebugContainers, Error, LogParams, PodDebugContainer, Warnings,
 };
 
 /// Print an error as kubectl does and give the exit code.
@@ -41,8 +43,10 @@ pub(crate) fn debug_name(o: &PodDebugContainer) -> String {
     o.metadata.name.clone().unwrap_or_default()
 }
 
-/// What a session came to, as the exit code; a hint when the container still runs.
-pub(crate) fn finish(
+/// What a session came to, as the exit code; how to come back when the container still runs
+/// (and how to stop it, when the server says it can be stopped).
+pub(crate) async fn finish(
+    api: &DebugContainers,
     outcome: AttachOutcome,
     ns: &str,
     pod: &str,
@@ -54,10 +58,12 @@ pub(crate) fn finish(
         AttachOutcome::Detached => {
             eprintln!(
                 "Session ended, debug container {name} is still running: reattach with \
-                 'kubectl poddebug attach -n {ns} {pod} {name} -i{}', stop it with \
-                 'kubectl poddebug stop -n {ns} {pod} {name}'",
+                 'kubectl poddebug attach -n {ns} {pod} {name} -i{}'",
                 if tty { "t" } else { "" }
             );
+            if let Ok(o) = api.get(pod, name).await {
+                run::stop_hint(&o, ns, pod, false);
+            }
             ExitCode::SUCCESS
         }
     }
@@ -100,15 +106,59 @@ async fn run(cli: Cli) -> ExitCode {
     let options = ConnectOptions {
         kubeconfig: g.kubeconfig.clone(),
         context: g.context.clone(),
+        impersonate: g.impersonate.clone(),
+        impersonate_groups: g.impersonate_groups.clone(),
+        request_timeout: Some(g.request_timeout),
+        warnings: Warnings::Stderr,
     };
     let (client, default_ns) = match poddebug_client::connect(&options).await {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    let ns = g.namespace.clone().unwrap_or(default_ns);
-    let api = DebugContainers::new(client.clone(), &ns);
+    let mut ns = g.namespace.clone().unwrap_or(default_ns);
     match cli.command {
-        Cmd::Run(args) => run::run(&api, &ns, args).await,
+        Cmd::Run(args) => {
+            let pod = match (&args.pod, &args.filename) {
+                (Some(p), _) => p.clone(),
+                (None, Some(file)) => match request::read_pod_file(file) {
+                    Ok((name, file_ns)) => {
+                        match (&g.namespace, file_ns) {
+                            (Some(flag), Some(f)) if *flag != f => {
+                                eprintln!(
+                                    "error: the namespace from the provided object {f:?} does \
+                                     not match the namespace {flag:?}. You must pass \
+                                     '--namespace={f}' to perform this operation."
+                                );
+                                return ExitCode::FAILURE;
+                            }
+                            (None, Some(f)) => ns = f,
+                            _ => {}
+                        }
+                        name
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                },
+                (None, None) => {
+                    eprintln!("error: NAME or filename is required for debug");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let api = DebugContainers::new(client.clone(), &ns);
+            run::run(&api, &ns, &pod, args).await
+        }
+        command => subcommand(&client, &ns, command).await,
+    }
+}
+
+/// Every subcommand but `run`.
+async fn subcommand(client: &kube::Client, ns: &str, command: Cmd) -> ExitCode {
+    let api = DebugContainers::new(client.clone(), ns);
+    let ns = ns.to_owned();
+    match command {
+        Cmd::Run(_) => ExitCode::FAILURE,
         Cmd::Attach {
             pod,
             name,
@@ -116,64 +166,17 @@ async fn run(cli: Cli) -> ExitCode {
             tty,
             quiet,
         } => match session::attach(&api, &pod, &name, stdin, tty, quiet).await {
-            Ok(outcome) => finish(outcome, &ns, &pod, &name, tty),
+            Ok(outcome) => finish(&api, outcome, &ns, &pod, &name, tty).await,
             Err(e) => fail(&e),
         },
         Cmd::Get { pod, name, output } => {
-            let items = match &name {
-                Some(n) => match api.get(&pod, n).await {
-                    Ok(o) => {
-                        if let Some(code) = print_serialized(&o, output) {
-                            return code;
-                        }
-                        vec![o]
-                    }
-                    Err(e) => return fail(&e),
-                },
-                None => match api.list_in_pod(&pod).await {
-                    Ok(l) => {
-                        if let Some(code) = print_serialized(&l, output) {
-                            return code;
-                        }
-                        l.items
-                    }
-                    Err(e) => return fail(&e),
-                },
-            };
-            print_items(&items, output, false)
+            list::get(&api, client, &ns, &pod, name.as_deref(), output).await
         }
         Cmd::List {
             all_namespaces,
             selector,
             output,
-        } => {
-            let api = if all_namespaces {
-                DebugContainers::all(client)
-            } else {
-                api
-            };
-            let mut params = ListParams::default();
-            if let Some(s) = &selector {
-                params = params.labels(s);
-            }
-            match api.list(&params).await {
-                Ok(l) => {
-                    if let Some(code) = print_serialized(&l, output) {
-                        return code;
-                    }
-                    if l.items.is_empty() && output != Format::Name {
-                        if all_namespaces {
-                            eprintln!("No resources found");
-                        } else {
-                            eprintln!("No resources found in {ns} namespace.");
-                        }
-                        return ExitCode::SUCCESS;
-                    }
-                    print_items(&l.items, output, all_namespaces)
-                }
-                Err(e) => fail(&e),
-            }
-        }
+        } => list::list(client, &ns, all_namespaces, selector.as_deref(), output).await,
         Cmd::Stop {
             pod,
             name,
@@ -212,14 +215,14 @@ async fn run(cli: Cli) -> ExitCode {
             all_namespaces,
             pod,
             output,
-        } => sessions::list(&client, &ns, all_namespaces, pod.as_deref(), output).await,
-        Cmd::Terminate { session } => sessions::terminate(&client, &ns, &session).await,
+        } => sessions::list(client, &ns, all_namespaces, pod.as_deref(), output).await,
+        Cmd::Terminate { session } => sessions::terminate(client, &ns, &session).await,
         Cmd::Join {
             session,
             observe,
             moderate,
             quiet,
-        } => sessions::join(&api, &client, &ns, &session, observe, moderate, quiet).await,
+        } => sessions::join(&api, client, &ns, &session, observe, moderate, quiet).await,
         Cmd::Profiles { output } => match api.profiles().await {
             Ok(l) => {
                 if let Some(code) = print_serialized(&l, output) {
@@ -240,17 +243,6 @@ async fn run(cli: Cli) -> ExitCode {
             Err(e) => fail(&e),
         },
     }
-}
-
-fn print_items(items: &[PodDebugContainer], output: Format, namespace: bool) -> ExitCode {
-    if output == Format::Name {
-        for o in items {
-            println!("poddebugcontainer.poddebug.dev/{}", debug_name(o));
-        }
-    } else {
-        print!("{}", debug_table(items, output == Format::Wide, namespace));
-    }
-    ExitCode::SUCCESS
 }
 
 fn main() -> ExitCode {

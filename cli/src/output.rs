@@ -78,25 +78,6 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// kubectl's short age: `45s`, `3m12s`, `17m`, `5h`, `12d`.
-pub fn age(o: &PodDebugContainer) -> String {
-    let Some(t) = &o.metadata.creation_timestamp else {
-        return "<unknown>".into();
-    };
-    let secs = jiff::Timestamp::now()
-        .duration_since(t.0)
-        .as_secs()
-        .max(0)
-        .unsigned_abs();
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 600 => format!("{}m{}s", s / 60, s % 60),
-        s if s < 3 * 3600 => format!("{}m", s / 60),
-        s if s < 48 * 3600 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
-    }
-}
-
 /// The state column: `Running`, `Waiting (ErrImagePull)`, `Terminated (exit 7)`.
 pub fn state(o: &PodDebugContainer) -> String {
     let Some(st) = &o.status else {
@@ -117,46 +98,6 @@ pub fn state(o: &PodDebugContainer) -> String {
             None => "Terminated".into(),
         },
     }
-}
-
-/// The table of debug containers; `namespace` adds kubectl's NAMESPACE column (`-A`).
-pub fn debug_table(items: &[PodDebugContainer], wide: bool, namespace: bool) -> String {
-    let mut header = Vec::new();
-    if namespace {
-        header.push("NAMESPACE");
-    }
-    header.extend(["NAME", "POD", "IMAGE", "STATE", "AGE"]);
-    if wide {
-        header.extend(["TARGET", "CONTAINER"]);
-    }
-    let rows: Vec<Vec<String>> = items
-        .iter()
-        .map(|o| {
-            let st = o.status.as_ref();
-            let mut r = Vec::new();
-            if namespace {
-                r.push(o.metadata.namespace.clone().unwrap_or_default());
-            }
-            r.push(o.metadata.name.clone().unwrap_or_default());
-            r.push(st.map(|s| s.pod_name.clone()).unwrap_or_default());
-            r.push(o.container.image.clone().unwrap_or_default());
-            r.push(state(o));
-            r.push(age(o));
-            if wide {
-                r.push(
-                    o.target_container_name
-                        .clone()
-                        .unwrap_or_else(|| "<none>".into()),
-                );
-                r.push(
-                    st.map(|s| s.ephemeral_container_name.clone())
-                        .unwrap_or_default(),
-                );
-            }
-            r
-        })
-        .collect();
-    table(&header, &rows)
 }
 
 /// The table of debug profiles.

@@ -4,22 +4,24 @@
 use std::process::ExitCode;
 
 use poddebug_client::{
-    CreateParams, DebugContainers, DebugPhase, LogParams, outcome_of, waiting_reason,
+    CreateParams, DebugContainers, DebugPhase, LogParams, PodDebugContainer, outcome_of,
+    waiting_reason,
 };
 
-use crate::args::RunArgs;
-use crate::output::{print_serialized, summary};
-use crate::request::{RunSpec, debug_container};
+use crate::args::{DryRun, RunArgs};
+use crate::output::{Format, print_serialized, summary};
+use crate::request::{RunSpec, debug_container, read_custom};
 use crate::{debug_name, fail, finish, print_logs, session};
 
-/// The whole run, in namespace `ns`.
-pub async fn run(api: &DebugContainers, ns: &str, args: RunArgs) -> ExitCode {
+/// The whole run of debug container(s) in pod `pod` of namespace `ns`.
+pub async fn run(api: &DebugContainers, ns: &str, pod: &str, args: RunArgs) -> ExitCode {
     let RunArgs {
-        pod,
         name,
         image,
+        image_pull_policy,
         target,
         profile,
+        custom,
         ttl,
         stdin,
         tty,
@@ -28,29 +30,60 @@ pub async fn run(api: &DebugContainers, ns: &str, args: RunArgs) -> ExitCode {
         timeout,
         quiet,
         env,
+        arguments_only,
+        dry_run,
         output,
         command,
+        ..
     } = args;
     if tty && !stdin {
         eprintln!("error: -i/--stdin is required for containers with -t/--tty=true");
         return ExitCode::FAILURE;
     }
+    let custom = match custom.as_deref().map(read_custom).transpose() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let attach = attach.unwrap_or(stdin);
     let spec = RunSpec {
         name: name.clone(),
         image,
+        image_pull_policy,
         target: target.clone(),
         profile,
         ttl,
         stdin,
         tty,
         command,
-        env,
+        arguments_only,
+        env: env.into_iter().flat_map(|l| l.0).collect(),
+        custom,
     };
-    let created = match api
-        .create(&pod, &debug_container(&spec), &CreateParams::default())
-        .await
-    {
+    let body = match debug_container(&spec) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match dry_run {
+        DryRun::Client => return print_dry_run(&body, pod, output, "(dry run)"),
+        DryRun::Server => {
+            let params = CreateParams {
+                dry_run: true,
+                ..Default::default()
+            };
+            return match api.create(pod, &body, &params).await {
+                Ok(o) => print_dry_run(&o, pod, output, "(server dry run)"),
+                Err(e) => fail(&e),
+            };
+        }
+        DryRun::None => {}
+    }
+    let created = match api.create(pod, &body, &CreateParams::default()).await {
         Ok(o) => o,
         Err(e) => return fail(&e),
     };
@@ -81,12 +114,12 @@ pub async fn run(api: &DebugContainers, ns: &str, args: RunArgs) -> ExitCode {
             return code;
         }
         println!("{}", summary(&created));
-        eprintln!("stop it with: kubectl poddebug stop -n {ns} {pod} {dbg}");
+        stop_hint(&created, ns, pod, quiet);
         return ExitCode::SUCCESS;
     }
     let mut last_shown: Option<String> = None;
     let started = api
-        .wait_started(&pod, &dbg, timeout, |o| {
+        .wait_started(pod, &dbg, timeout, |o| {
             let Some(w) = waiting_reason(o) else { return };
             let routine = w.starts_with("ContainerCreating") || w == "PodInitializing";
             if !routine && last_shown.as_deref() != Some(w.as_str()) {
@@ -99,7 +132,7 @@ pub async fn run(api: &DebugContainers, ns: &str, args: RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => {
             let code = fail(&e);
-            eprintln!("stop it with: kubectl poddebug stop -n {ns} {pod} {dbg}");
+            stop_hint(&created, ns, pod, quiet);
             return code;
         }
     };
@@ -108,30 +141,68 @@ pub async fn run(api: &DebugContainers, ns: &str, args: RunArgs) -> ExitCode {
             return code;
         }
         println!("{}", summary(&started));
-        eprintln!("stop it with: kubectl poddebug stop -n {ns} {pod} {dbg}");
+        stop_hint(&started, ns, pod, quiet);
         return ExitCode::SUCCESS;
     }
     if started.status.as_ref().map(|s| s.phase) == Some(DebugPhase::Terminated) {
         // Too late to attach: show what it printed, as kubectl debug does.
-        let code = print_logs(api, &pod, &dbg, &LogParams::default()).await;
+        let code = print_logs(api, pod, &dbg, &LogParams::default()).await;
         return match outcome_of(&started) {
-            Some(o) => finish(o, ns, &pod, &dbg, tty),
+            Some(o) => finish(api, o, ns, pod, &dbg, tty).await,
             None => code,
         };
     }
-    match session::attach(api, &pod, &dbg, stdin, tty, quiet).await {
-        Ok(outcome) => finish(outcome, ns, &pod, &dbg, tty),
+    match session::attach(api, pod, &dbg, stdin, tty, quiet).await {
+        Ok(outcome) => finish(api, outcome, ns, pod, &dbg, tty).await,
         Err(e) => {
             // Most often it ended between the wait and the attach.
             eprintln!(
                 "warning: couldn't attach to debug container {dbg}, falling back to streaming logs: {e}"
             );
-            let code = print_logs(api, &pod, &dbg, &LogParams::default()).await;
-            match ended(api, &pod, &dbg).await {
-                Some(o) => finish(o, ns, &pod, &dbg, tty),
+            let code = print_logs(api, pod, &dbg, &LogParams::default()).await;
+            match ended(api, pod, &dbg).await {
+                Some(o) => finish(api, o, ns, pod, &dbg, tty).await,
                 None => code,
             }
         }
+    }
+}
+
+/// A dry run's object: as `-o` asks, else kubectl's one line.
+fn print_dry_run(o: &PodDebugContainer, pod: &str, output: Option<Format>, how: &str) -> ExitCode {
+    if let Some(code) = output.and_then(|f| print_serialized(o, f)) {
+        return code;
+    }
+    let name = o
+        .metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("<generated>");
+    println!("poddebugcontainer.poddebug.dev/{name} created in pod {pod} {how}");
+    ExitCode::SUCCESS
+}
+
+/// How to stop a debug container that keeps running, and when the server will: only when the
+/// server says it can be stopped (`status.stoppable`).
+pub fn stop_hint(o: &PodDebugContainer, ns: &str, pod: &str, quiet: bool) {
+    let Some(st) = o.status.as_ref() else { return };
+    if quiet || st.phase == DebugPhase::Terminated {
+        return;
+    }
+    if !st.stoppable {
+        if let Some(why) = &st.stoppable_message {
+            eprintln!("note: it cannot be stopped before it exits: {why}");
+        }
+        return;
+    }
+    let name = debug_name(o);
+    match &st.expires_at {
+        Some(at) => eprintln!(
+            "stop it with: kubectl poddebug stop -n {ns} {pod} {name} (the server stops it at {})",
+            at.0
+        ),
+        None => eprintln!("stop it with: kubectl poddebug stop -n {ns} {pod} {name}"),
     }
 }
 

@@ -108,23 +108,95 @@ async fn feed_stdin(
 
 /// Send the terminal's size now and whenever it changes.
 async fn follow_size(mut resizer: poddebug_client::Resizer) {
-    if let Ok((w, h)) = crossterm::terminal::size()
-        && resizer.resize(w, h).await.is_err()
-    {
-        return;
-    }
-    let Ok(mut winch) =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
-    else {
-        return;
-    };
-    while winch.recv().await.is_some() {
-        if let Ok((w, h)) = crossterm::terminal::size()
-            && resizer.resize(w, h).await.is_err()
+    let mut last = None;
+    let mut changes = SizeChanges::new();
+    loop {
+        if let Ok(size) = crossterm::terminal::size()
+            && last != Some(size)
         {
+            if resizer.resize(size.0, size.1).await.is_err() {
+                return;
+            }
+            last = Some(size);
+        }
+        if !changes.next().await {
             return;
         }
     }
+}
+
+/// When to look at the terminal's size again: on `SIGWINCH` on Unix.
+#[cfg(unix)]
+struct SizeChanges(Option<tokio::signal::unix::Signal>);
+
+#[cfg(unix)]
+impl SizeChanges {
+    fn new() -> Self {
+        SizeChanges(
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).ok(),
+        )
+    }
+
+    /// Wait for the next change; false when none can come.
+    async fn next(&mut self) -> bool {
+        match &mut self.0 {
+            Some(s) => s.recv().await.is_some(),
+            None => false,
+        }
+    }
+}
+
+/// When to look at the terminal's size again: elsewhere (Windows) the console has no signal
+/// for it, so the size crossterm reads is compared every [`SIZE_POLL`].
+#[cfg(not(unix))]
+struct SizeChanges;
+
+#[cfg(not(unix))]
+impl SizeChanges {
+    fn new() -> Self {
+        SizeChanges
+    }
+
+    async fn next(&mut self) -> bool {
+        tokio::time::sleep(SIZE_POLL).await;
+        true
+    }
+}
+
+/// See [`SizeChanges`].
+#[cfg(not(unix))]
+const SIZE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Being told to go (a terminal that closed, `kill`; the console closing on Windows) detaches,
+/// so that raw mode is undone on the way out.
+fn detach_when_told_to_go(
+    detacher: &poddebug_client::Detacher,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut helpers = Vec::new();
+    #[cfg(unix)]
+    for kind in [
+        tokio::signal::unix::SignalKind::terminate(),
+        tokio::signal::unix::SignalKind::hangup(),
+    ] {
+        if let Ok(mut sig) = tokio::signal::unix::signal(kind) {
+            let d = detacher.clone();
+            helpers.push(tokio::spawn(async move {
+                if sig.recv().await.is_some() {
+                    d.detach();
+                }
+            }));
+        }
+    }
+    #[cfg(windows)]
+    if let Ok(mut sig) = tokio::signal::windows::ctrl_close() {
+        let d = detacher.clone();
+        helpers.push(tokio::spawn(async move {
+            if sig.recv().await.is_some() {
+                d.detach();
+            }
+        }));
+    }
+    helpers
 }
 
 /// Attach to debug container `name` and relay until the session ends; what became of it.
@@ -194,20 +266,7 @@ pub async fn attach_as(
         }));
     }
 
-    // Being told to go (the terminal closed, a kill) detaches, so raw mode is undone.
-    for kind in [
-        tokio::signal::unix::SignalKind::terminate(),
-        tokio::signal::unix::SignalKind::hangup(),
-    ] {
-        if let Ok(mut sig) = tokio::signal::unix::signal(kind) {
-            let d = detacher.clone();
-            helpers.push(tokio::spawn(async move {
-                if sig.recv().await.is_some() {
-                    d.detach();
-                }
-            }));
-        }
-    }
+    helpers.extend(detach_when_told_to_go(&detacher));
 
     let outcome = session.join().await;
     for o in outputs {

@@ -132,3 +132,85 @@ fn detach_then_stop() {
     assert_eq!(get.exit_code(), 0, "{}", get.text());
     assert!(get.text().contains("Terminated"), "{}", get.text());
 }
+
+#[test]
+#[ignore = "needs a live cluster with poddebug deployed"]
+fn kubectl_command_lines_with_flags_before_the_pod_and_impersonation() {
+    let Some(s) = Sandbox::new("forms") else {
+        return;
+    };
+    let ns = s.ns.as_str();
+    // The form of every tutorial: flags first, -n between them, the pod, then more flags.
+    let mut t = Terminal::spawn_with_path(
+        &[
+            "-it",
+            "-n",
+            ns,
+            "web",
+            "--image=busybox:1.36",
+            "--target=app",
+            "-c",
+            "form",
+            "--",
+            "sh",
+            "-c",
+            "echo form-$((40+2)); exit 4",
+        ],
+        "",
+    );
+    assert_eq!(t.exit_code(), 4, "{}", t.text());
+    assert!(t.text().contains("form-42"), "{}", t.text());
+    assert!(t.cooked(), "the terminal is restored");
+
+    // --as: kube-apiserver impersonates, and poddebug authorizes the impersonated user.
+    let mut t = Terminal::spawn_with_path(
+        &[
+            "--image",
+            "busybox:1.36",
+            "-n",
+            ns,
+            "web",
+            "--as=alice",
+            "--dry-run=server",
+        ],
+        "",
+    );
+    assert_eq!(t.exit_code(), 1, "{}", t.text());
+    assert!(
+        t.text()
+            .contains("User \"alice\" cannot create resource \"pods/debug\""),
+        "{}",
+        t.text()
+    );
+    // --as-group too: as a member of system:masters alice may, and a server dry run says so
+    // without creating anything.
+    let mut t = Terminal::spawn_with_path(
+        &[
+            "-n",
+            ns,
+            "--as=alice",
+            "--as-group=system:masters",
+            "web",
+            "-c",
+            "dry",
+            "--image=busybox:1.36",
+            "--dry-run=server",
+        ],
+        "",
+    );
+    assert_eq!(t.exit_code(), 0, "{}", t.text());
+    assert!(
+        t.text()
+            .contains("poddebugcontainer.poddebug.dev/dry created in pod web (server dry run)"),
+        "{}",
+        t.text()
+    );
+    let mut get = s.plugin(&["get", "web", "-o", "name"]);
+    assert_eq!(get.exit_code(), 0, "{}", get.text());
+    assert!(!get.text().contains("/dry"), "{}", get.text());
+    assert!(
+        get.text().contains("poddebugcontainer.poddebug.dev/form"),
+        "{}",
+        get.text()
+    );
+}

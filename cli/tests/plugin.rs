@@ -110,6 +110,8 @@ async fn run_get_list_attach_logs_stop_and_profiles() {
         "{out}"
     );
 
+    // The server's Table, as `kubectl get poddebugcontainers` prints it: its columns, not the
+    // plugin's.
     let (code, out, err) = run(&kc, &["list", "-o", "wide"], None).await;
     assert_eq!(code, Some(0), "{err}");
     let mut lines = out.lines();
@@ -120,15 +122,7 @@ async fn run_get_list_attach_logs_stop_and_profiles() {
         .collect();
     assert_eq!(
         header,
-        [
-            "NAME",
-            "POD",
-            "IMAGE",
-            "STATE",
-            "AGE",
-            "TARGET",
-            "CONTAINER"
-        ]
+        ["NAME", "POD", "IMAGE", "TARGET", "STATE", "AGE", "EXPIRES"]
     );
     let row: Vec<_> = lines
         .next()
@@ -136,11 +130,17 @@ async fn run_get_list_attach_logs_stop_and_profiles() {
         .split_whitespace()
         .collect();
     assert_eq!(
-        row[..4],
-        ["web.dbg", "web", "busybox:1.36", "Running"],
+        row[..5],
+        ["web.dbg", "web", "busybox:1.36", "app", "Running"],
         "{out}"
     );
-    assert_eq!(row[5..], ["app", "dbg"], "{out}");
+    let (code, out, err) = run(&kc, &["get", "web"], None).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("NAME"), "{out}");
+    assert!(
+        out.lines().nth(1).is_some_and(|l| l.starts_with("dbg ")),
+        "{out}"
+    );
 
     let (code, out, err) = run(&kc, &["list", "-A"], None).await;
     assert_eq!(code, Some(0), "{err}");

@@ -3,9 +3,12 @@
 use std::time::Duration;
 
 use futures::{AsyncBufRead, Stream, StreamExt};
-use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::api::ListParams;
+use kube::runtime::wait::{self, await_condition};
+use kube::runtime::{WatchStreamExt, watcher};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use poddebug_types::api::KIND_POD_DEBUG_CONTAINER;
+use poddebug_types::resource;
 use poddebug_types::{
     API_VERSION, DebugPhase, DebugProfileList, PodDebugContainer, PodDebugContainerList,
 };
@@ -182,19 +185,30 @@ impl DebugContainers {
         serde_json::from_str(&text).map_err(Error::Decode)
     }
 
-    /// Watch the debug containers of the namespace (or all namespaces) from `resource_version`
-    /// (`"0"` for "any"; resume with the last event's `metadata.resourceVersion`). A version too
-    /// old arrives as a `WatchEvent::Error` with code 410: list again and watch from there.
-    pub async fn watch(
+    /// kube-rs's `Api` over the `poddebugcontainers` collection of the namespace (or of all
+    /// namespaces): `get`, `list`, `watch` and kube-runtime's `watcher`, `reflector` and
+    /// `await_condition` work on it. Objects there are named `POD.NAME` (see
+    /// [`poddebug_types::resource`]); create, stop, attach and logs are this handle's.
+    pub fn api(&self) -> kube::Api<PodDebugContainer> {
+        match &self.namespace {
+            Some(ns) => kube::Api::namespaced(self.client.clone(), ns),
+            None => kube::Api::all(self.client.clone()),
+        }
+    }
+
+    /// Watch the debug containers of the namespace (or of all namespaces) with kube-runtime's
+    /// [`watcher`](kube::runtime::watcher()): the current objects first (`Init`, `InitApply`
+    /// for each, `InitDone`), then every change (`Apply`, `Delete`). It resumes by itself when
+    /// a watch ends, lists again when its version is too old (410), and retries failed
+    /// requests with kube-runtime's default backoff, so the stream does not end; errors are
+    /// passed on as they happen (a 403 keeps its `Status`). Objects are named `POD.NAME`.
+    pub fn watch(
         &self,
-        params: &WatchParams,
-        resource_version: &str,
-    ) -> Result<impl Stream<Item = Result<WatchEvent<PodDebugContainer>>> + use<>> {
-        let req = kube::api::Request::new(self.list_path())
-            .watch(params, resource_version)
-            .map_err(|e| Error::InvalidParams(e.to_string()))?;
-        let events = self.client.request_events::<PodDebugContainer>(req).await?;
-        Ok(events.map(|e| e.map_err(Error::from)))
+        config: watcher::Config,
+    ) -> impl Stream<Item = Result<watcher::Event<PodDebugContainer>>> + Send + use<> {
+        watcher(self.api(), config)
+            .default_backoff()
+            .map(|e| e.map_err(Error::from))
     }
 
     /// Stop debug container `name`: SIGTERM to its processes, SIGKILL after `grace` (the
@@ -240,92 +254,88 @@ impl DebugContainers {
 
     /// Wait until debug container `name` runs or has terminated, for at most `timeout`, calling
     /// `on_change` with every state seen on the way (to show a waiting reason such as
-    /// `ErrImagePull`; objects seen on the watch are named `POD.NAME`, as `poddebugcontainers`
-    /// names them). Answers the object as [`get`](Self::get) does. Ends with
-    /// [`Error::Timeout`] carrying the last waiting reason.
+    /// `ErrImagePull`). Answers the object as [`get`](Self::get) names it (`NAME`). Ends with
+    /// [`Error::Timeout`] carrying the last waiting reason, or with the `Status` of the pod or
+    /// debug container that is not there.
+    ///
+    /// Built on kube-runtime's `await_condition` over [`api`](Self::api): one watch of the one
+    /// object (`fieldSelector=metadata.name=POD.NAME`), no read per event.
     pub async fn wait_started(
         &self,
         pod: &str,
         name: &str,
         timeout: Duration,
-        mut on_change: impl FnMut(&PodDebugContainer),
+        on_change: impl FnMut(&PodDebugContainer),
     ) -> Result<PodDebugContainer> {
-        let mut last: Option<PodDebugContainer> = None;
+        let api = kube::Api::<PodDebugContainer>::namespaced(
+            self.client.clone(),
+            self.ns("wait_started")?,
+        );
+        let full = resource::collection_name(pod, name);
+        let seen = std::sync::Mutex::new((on_change, None::<PodDebugContainer>));
+        let see = |o: &PodDebugContainer| {
+            let mut s = seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            (s.0)(o);
+            s.1 = Some(o.clone());
+        };
         let waited = tokio::time::timeout(timeout, async {
-            let current = self.get(pod, name).await?;
-            on_change(&current);
-            if started(&current) {
-                return Ok(current);
-            }
-            let mut rv = current
-                .metadata
-                .resource_version
-                .clone()
-                .unwrap_or_else(|| "0".to_owned());
-            last = Some(current);
-            let params = WatchParams::default()
-                .fields(&format!("metadata.name={pod}.{name}"))
-                .timeout(timeout.as_secs().clamp(1, 290) as u32);
-            // Each watch ends at its timeout or when the server closes it: resume from the
-            // last version seen, until the outer timeout.
             loop {
-                let events = self.watch(&params, &rv).await?;
-                futures::pin_mut!(events);
-                while let Some(event) = events.next().await {
-                    let event = match event {
-                        Ok(e) => e,
-                        // The connection broke mid-watch: watch again from the last version.
-                        Err(Error::Kube(_)) => {
-                            tokio::time::sleep(Duration::from_secs(1)).await;
-                            break;
+                let found = await_condition(api.clone(), &full, |o: Option<&PodDebugContainer>| {
+                    o.is_none_or(|o| {
+                        see(o);
+                        started(o)
+                    })
+                })
+                .await;
+                match found {
+                    Ok(Some(o)) => return Ok(as_in_pod(o, name)),
+                    // Not in the collection: the pod (or the container) is not there, or the
+                    // server's view has not caught up with a create yet. The object's own read
+                    // says which.
+                    Ok(None) => {
+                        let o = self.get(pod, name).await?;
+                        see(&o);
+                        if started(&o) {
+                            return Ok(o);
                         }
-                        Err(e) => return Err(e),
-                    };
-                    match event {
-                        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                            if let Some(v) = &o.metadata.resource_version {
-                                rv.clone_from(v);
-                            }
-                            on_change(&o);
-                            if started(&o) {
-                                // As `get` names it (NAME, not the watch's POD.NAME).
-                                return self.get(pod, name).await;
-                            }
-                            last = Some(o);
-                        }
-                        WatchEvent::Bookmark(b) => rv = b.metadata.resource_version,
-                        WatchEvent::Deleted(_) => {
-                            // The pod went away: the GET says how.
-                            return self.get(pod, name).await;
-                        }
-                        WatchEvent::Error(s) if s.code == 410 => {
-                            let o = self.get(pod, name).await?;
-                            if started(&o) {
-                                return Ok(o);
-                            }
-                            rv = o
-                                .metadata
-                                .resource_version
-                                .clone()
-                                .unwrap_or_else(|| "0".to_owned());
-                            last = Some(o);
-                            break;
-                        }
-                        WatchEvent::Error(s) => return Err(Error::Api(s)),
+                        tokio::time::sleep(LIST_CATCH_UP).await;
                     }
+                    Err(wait::Error::ProbeFailed(e)) => match Error::from(e) {
+                        e @ (Error::Api(_) | Error::Watch(_)) => return Err(e),
+                        // The connection broke: watch again.
+                        _ => tokio::time::sleep(Duration::from_secs(1)).await,
+                    },
                 }
             }
         })
         .await;
         match waited {
             Ok(r) => r,
-            Err(_) => Err(Error::Timeout {
-                name: name.to_owned(),
-                after: timeout,
-                waiting: last.as_ref().and_then(waiting_reason),
-            }),
+            Err(_) => {
+                let last = seen
+                    .into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .1;
+                Err(Error::Timeout {
+                    name: name.to_owned(),
+                    after: timeout,
+                    waiting: last.as_ref().and_then(waiting_reason),
+                })
+            }
         }
     }
+}
+
+/// How long [`DebugContainers::wait_started`] lets the collection catch up with a debug
+/// container its own read already shows.
+const LIST_CATCH_UP: Duration = Duration::from_millis(250);
+
+/// The object as its pod's `debug` subresource names it (`NAME`, not `POD.NAME`).
+fn as_in_pod(mut o: PodDebugContainer, name: &str) -> PodDebugContainer {
+    o.metadata.name = Some(name.to_owned());
+    o
 }
 
 fn started(o: &PodDebugContainer) -> bool {

@@ -41,6 +41,11 @@ pub enum Error {
     #[error("invalid parameters: {0}")]
     InvalidParams(String),
 
+    /// A watch could not go on for a reason that is neither a refusal nor a failed request (an
+    /// answer without `metadata.resourceVersion`).
+    #[error("watch: {0}")]
+    Watch(#[source] Box<kube::runtime::watcher::Error>),
+
     /// The debug container did not start in time.
     #[error("timed out after {}s waiting for debug container {name} to start{}", .after.as_secs(), waiting_suffix(.waiting))]
     Timeout {
@@ -86,6 +91,19 @@ impl From<kube::Error> for Error {
         match e {
             kube::Error::Api(s) => Error::Api(s),
             other => Error::Kube(other),
+        }
+    }
+}
+
+impl From<kube::runtime::watcher::Error> for Error {
+    /// A refusal keeps its `Status` (a 403 on the list, a watch's error event); the rest is a
+    /// failed request.
+    fn from(e: kube::runtime::watcher::Error) -> Self {
+        use kube::runtime::watcher::Error as W;
+        match e {
+            W::InitialListFailed(k) | W::WatchStartFailed(k) | W::WatchFailed(k) => Error::from(k),
+            W::WatchError(s) => Error::Api(s),
+            other @ W::NoResourceVersion => Error::Watch(Box::new(other)),
         }
     }
 }

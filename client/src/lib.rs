@@ -5,6 +5,11 @@
 //! in-cluster), requests go through kube-apiserver's aggregation layer like kubectl's, and the
 //! objects are the server's own types from [`poddebug_types`].
 //!
+//! [`PodDebugContainer`] implements `kube::Resource` as the `poddebugcontainers` collection,
+//! so `kube::Api<PodDebugContainer>` and kube-runtime's `watcher`, `reflector` and
+//! `await_condition` work on it directly ([`DebugContainers::api`]); there it is named
+//! `POD.NAME`, under its pod (`create`, `get`, `stop`, `attach`) just `NAME`.
+//!
 //! ```no_run
 //! use poddebug_client::{AttachParams, CreateParams, DebugContainers, PodDebugContainer};
 //!
@@ -39,13 +44,16 @@ pub use attach::{
     AttachOutcome, AttachedDebugContainer, DebugOutput, DebugStdin, Detacher, Resizer,
     exit_code_of, outcome_of,
 };
-pub use config::{ConnectOptions, config, connect};
+pub use config::{ConnectOptions, Warnings, config, connect, warning_text};
 pub use debug_containers::{DebugContainers, waiting_reason};
 pub use error::{Error, Result, Status};
 pub use params::{AttachParams, CreateParams, LogParams};
 pub use sessions::Sessions;
 
 pub use kube::api::{ListParams, WatchEvent, WatchParams};
+/// kube-runtime's watcher, as [`DebugContainers::watch`] uses it (`watcher::Config`,
+/// `watcher::Event`).
+pub use kube::runtime::watcher;
 /// The API types, as the server defines them.
 pub use poddebug_types as types;
 pub use poddebug_types::{

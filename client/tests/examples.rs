@@ -47,6 +47,7 @@ async fn env() -> Env {
     let (client, _) = poddebug_client::connect(&ConnectOptions {
         kubeconfig: Some(kubeconfig.clone()),
         context: None,
+        ..Default::default()
     })
     .await
     .expect("client");

@@ -6,9 +6,12 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use kube::runtime::wait::await_condition;
+use kube::runtime::{WatchStreamExt, reflector};
 use poddebug_client::{
     AttachOutcome, AttachParams, ConnectOptions, CreateParams, DebugContainers, DebugPhase, Error,
     ListParams, LogParams, PodDebugContainer, SessionMode, Sessions, WatchEvent, WatchParams,
+    watcher,
 };
 use poddebug_tests::fake::{
     ATTACH_EXIT_CODE_ANNOTATION, ATTACH_EXIT_TERMINATES_ANNOTATION, ATTACH_SHARED_ANNOTATION,
@@ -48,6 +51,7 @@ async fn env() -> Env {
     let (client, ns) = poddebug_client::connect(&ConnectOptions {
         kubeconfig: Some(kc),
         context: None,
+        ..Default::default()
     })
     .await
     .expect("client from the kubeconfig");
@@ -148,16 +152,24 @@ async fn create_get_list_watch_and_stop() {
         .expect("list by label");
     assert_eq!(by_label.items.len(), 1);
 
-    // Watch from the list's version: the stop shows up as a change to Terminated.
-    let rv = ns_list
-        .metadata
-        .resource_version
-        .clone()
-        .unwrap_or_default();
-    let events = debug
-        .watch(&WatchParams::default().timeout(60), &rv)
-        .await
-        .expect("watch");
+    // The crate's watch (kube-runtime's watcher): the list first, then the stop shows up as a
+    // change to Terminated.
+    let events = debug.watch(watcher::Config::default());
+    futures::pin_mut!(events);
+    let listed = tokio::time::timeout(GUARD, async {
+        let mut listed = Vec::new();
+        while let Some(ev) = events.next().await {
+            match ev.expect("no watch error") {
+                watcher::Event::InitApply(o) => listed.push(o.metadata.name.unwrap_or_default()),
+                watcher::Event::InitDone => return listed,
+                _ => {}
+            }
+        }
+        listed
+    })
+    .await
+    .expect("the watch lists");
+    assert_eq!(listed, ["web.dbg"]);
     let stopped = debug
         .stop(POD, "dbg", Some(Duration::from_secs(1)))
         .await
@@ -170,9 +182,8 @@ async fn create_get_list_watch_and_stop() {
         "{stopped:?}"
     );
     let terminated = tokio::time::timeout(GUARD, async {
-        futures::pin_mut!(events);
         while let Some(ev) = events.next().await {
-            if let Ok(WatchEvent::Modified(o)) = ev
+            if let Ok(watcher::Event::Apply(o)) = ev
                 && phase(&o) == Some(DebugPhase::Terminated)
             {
                 return Some(o);
@@ -184,24 +195,78 @@ async fn create_get_list_watch_and_stop() {
     .expect("the watch reports the stop")
     .expect("a Terminated event");
     assert_eq!(terminated.metadata.name.as_deref(), Some("web.dbg"));
+}
 
-    // Resuming from that event's version sees nothing older again.
-    let resume = terminated
-        .metadata
-        .resource_version
-        .clone()
-        .unwrap_or_default();
-    let again = debug
-        .watch(&WatchParams::default().timeout(1), &resume)
-        .await
-        .expect("resumed watch");
-    let replayed: Vec<_> = again.collect().await;
-    assert!(
-        replayed
-            .iter()
-            .all(|e| !matches!(e, Ok(WatchEvent::Modified(o)) if o.metadata.resource_version.as_deref() == Some(resume.as_str()))),
-        "{replayed:?}"
+#[tokio::test]
+async fn kube_rs_api_reflector_and_await_condition_work_on_pod_debug_containers() {
+    let e = env().await;
+    let debug = e.debug();
+    // kube::Api over `poddebugcontainers`: objects are POD.NAME there.
+    let api: kube::Api<PodDebugContainer> = kube::Api::namespaced(e.client.clone(), NS);
+    let (store, writer) = reflector::store::<PodDebugContainer>();
+    let reflect = tokio::spawn(
+        watcher(api.clone(), watcher::Config::default())
+            .default_backoff()
+            .reflect(writer)
+            .for_each(|_| futures::future::ready(())),
     );
+    debug
+        .create(
+            POD,
+            &spec("dbg", &["sleep", "1000"], false, false),
+            &CreateParams::default(),
+        )
+        .await
+        .expect("create");
+    // await_condition sees it start, by its collection name.
+    let running = tokio::time::timeout(
+        GUARD,
+        await_condition(api.clone(), "web.dbg", |o: Option<&PodDebugContainer>| {
+            o.is_some_and(|o| phase(o) == Some(DebugPhase::Running))
+        }),
+    )
+    .await
+    .expect("in time")
+    .expect("no watch error")
+    .expect("the object");
+    assert_eq!(running.metadata.name.as_deref(), Some("web.dbg"));
+    assert_eq!(running.metadata.namespace.as_deref(), Some(NS));
+    let got = api.get("web.dbg").await.expect("Api::get");
+    assert_eq!(phase(&got), Some(DebugPhase::Running));
+    let err = api
+        .get("web.nosuch")
+        .await
+        .expect_err("no such debug container");
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 404 && s.message.contains("web.nosuch")),
+        "{err}"
+    );
+    let listed = api.list(&ListParams::default()).await.expect("Api::list");
+    assert_eq!(listed.items.len(), 1);
+    // The reflector's store holds it, under the same key.
+    let cached = tokio::time::timeout(GUARD, async {
+        loop {
+            if let Some(o) = store.get(&reflector::ObjectRef::new("web.dbg").within(NS))
+                && phase(&o) == Some(DebugPhase::Running)
+            {
+                return o;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the store catches up");
+    assert_eq!(
+        cached.container.command.as_deref().map(<[String]>::len),
+        Some(2)
+    );
+    // wait_started answers it as the pod's subresource names it.
+    let started = debug
+        .wait_started(POD, "dbg", GUARD, |_| {})
+        .await
+        .expect("started");
+    assert_eq!(started.metadata.name.as_deref(), Some("dbg"));
+    reflect.abort();
 }
 
 #[tokio::test]

@@ -10,12 +10,14 @@
 pub mod api;
 pub mod convert;
 pub mod decode;
+pub mod duration;
 pub mod field;
 pub mod names;
 pub mod pass_through;
 pub mod privilege;
 pub mod profile;
 pub mod recording;
+pub mod resource;
 pub mod session;
 pub mod status;
 pub mod stoppable;

@@ -32,7 +32,7 @@ pub async fn respond(
     if qualify_names
         && opts.pod.is_none()
         && let [one] = names.equal.as_slice()
-        && let Some((pod, _)) = one.rsplit_once('.')
+        && let Some((pod, _)) = poddebug_types::resource::split_collection_name(one)
     {
         opts.pod = Some(pod.to_owned());
     }
@@ -115,7 +115,7 @@ pub async fn get_one(
     headers: HeaderMap,
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Response, Error> {
-    let Some((pod, name)) = full.rsplit_once('.') else {
+    let Some((pod, name)) = poddebug_types::resource::split_collection_name(&full) else {
         return Err(ApiError::not_found("poddebugcontainers", poddebug_types::GROUP, &full).into());
     };
     let obj = st

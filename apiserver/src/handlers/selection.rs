@@ -50,7 +50,7 @@ pub fn qualify(p: &mut poddebug_types::PodDebugContainer) {
         p.status.as_ref().map(|s| s.pod_name.clone()),
         p.metadata.name.clone(),
     ) {
-        p.metadata.name = Some(format!("{pod}.{name}"));
+        p.metadata.name = Some(poddebug_types::resource::collection_name(&pod, &name));
     }
 }
 
