@@ -76,9 +76,18 @@ pub(crate) async fn print_logs(
     params: &LogParams,
 ) -> ExitCode {
     use tokio::io::AsyncWriteExt;
-    let stream = match api.log_stream(pod, name, params).await {
-        Ok(s) => s,
-        Err(e) => return fail(&e),
+    // A connection the server closed after a refused attach (the usual way here) may still be
+    // in the client's pool: a request that could not be sent is tried again on a new one.
+    let mut tries = 0;
+    let stream = loop {
+        match api.log_stream(pod, name, params).await {
+            Ok(s) => break s,
+            Err(Error::Kube(_)) if tries < 2 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return fail(&e),
+        }
     };
     let mut lines = stream.lines();
     let mut out = tokio::io::stdout();

@@ -216,8 +216,10 @@ async fn ended(
 ) -> Option<poddebug_client::AttachOutcome> {
     let deadline = tokio::time::Instant::now() + END_REPORTED_WITHIN;
     loop {
-        let o = api.get(pod, dbg).await.ok()?;
-        if let Some(outcome) = outcome_of(&o) {
+        // A failed read (a connection closed under the client) is read again, within the bound.
+        if let Ok(o) = api.get(pod, dbg).await
+            && let Some(outcome) = outcome_of(&o)
+        {
             return Some(outcome);
         }
         if tokio::time::Instant::now() >= deadline {
