@@ -107,12 +107,19 @@ pub async fn run(
 /// The running election and expiry loop; [`ExpiryTasks::stop`] on shutdown.
 pub struct ExpiryTasks {
     stop: watch::Sender<bool>,
+    /// Whether this replica leads (for other leader-only work: the recording retention).
+    leading: watch::Receiver<bool>,
     election: Option<tokio::task::JoinHandle<()>>,
     /// Without election: the loop runs while this is kept.
     always_leading: Option<watch::Sender<bool>>,
 }
 
 impl ExpiryTasks {
+    /// Whether this replica leads, as it changes.
+    pub fn leading(&self) -> watch::Receiver<bool> {
+        self.leading.clone()
+    }
+
     /// Stop leading and release the Lease (waiting at most `within`).
     pub async fn stop(self, within: Duration) {
         let _ = self.stop.send(true);
@@ -134,7 +141,12 @@ pub fn spawn(
 ) -> ExpiryTasks {
     let (stop_tx, stop_rx) = watch::channel(false);
     let (leading_tx, leading_rx) = watch::channel(config.leader_election.is_none());
-    tokio::spawn(run(backend, leading_rx, config.check_interval, metrics));
+    tokio::spawn(run(
+        backend,
+        leading_rx.clone(),
+        config.check_interval,
+        metrics,
+    ));
     let (election, always_leading) = if let Some(le) = &config.leader_election {
         let config = crate::leader::LeaseConfig {
             name: le.name.clone(),
@@ -151,6 +163,7 @@ pub fn spawn(
     };
     ExpiryTasks {
         stop: stop_tx,
+        leading: leading_rx,
         election,
         always_leading,
     }

@@ -6,6 +6,9 @@ fn main() -> std::process::ExitCode {
     let opts = poddebug_apiserver::options::Options::parse();
     poddebug_apiserver::logging::init(opts.log_format, opts.verbosity);
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "starting");
+    // The process's TLS provider, for the clients that take the default (the object store's
+    // HTTP client); the server's own TLS and kube-rs name ring explicitly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

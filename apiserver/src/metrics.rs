@@ -98,6 +98,8 @@ pub struct Metrics {
     pub expiry_rounds: Counter,
     /// 1 while this replica holds the leader Lease (runs the expiry loop), else 0.
     pub leader: Gauge,
+    /// Recordings the leader deleted because they were older than `--recording-retention`.
+    pub recordings_deleted: Counter,
     /// Requests by verb, resource and code.
     pub requests: Family<RequestLabels, Counter>,
     /// Request latency by verb and resource.
@@ -187,6 +189,12 @@ impl Metrics {
         let debug_containers_not_stoppable = Counter::default();
         let expiry_rounds = Counter::default();
         let leader = Gauge::default();
+        let recordings_deleted = Counter::default();
+        product.register(
+            "recordings_deleted",
+            "Session recordings deleted by the leader because they were older than --recording-retention",
+            recordings_deleted.clone(),
+        );
         product.register(
             "debug_containers_expired",
             "Debug containers stopped because their time limit (ttlSeconds) passed",
@@ -214,6 +222,7 @@ impl Metrics {
             debug_containers_not_stoppable,
             expiry_rounds,
             leader,
+            recordings_deleted,
             requests,
             request_duration,
             inflight,

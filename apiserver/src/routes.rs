@@ -68,6 +68,18 @@ pub fn app(state: AppState) -> Router {
             get(recordings::get),
         )
         .route(
+            &format!("{GV}/debugrecordings"),
+            get(recordings::all_namespaces),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/debugrecordings"),
+            get(recordings::in_namespace),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/debugrecordings/{{id}}"),
+            get(recordings::get_in_namespace),
+        )
+        .route(
             &format!("{GV}/poddebugcontainers"),
             get(list::all_namespaces),
         )

@@ -278,7 +278,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         sessions: sessions.clone(),
     };
     if let Some(r) = &state.recorder {
-        r.spawn_sweeper();
+        r.spawn_sweeper(expiry.leading(), metrics.clone());
     }
     let app = routes::app(state);
     spawn_background(

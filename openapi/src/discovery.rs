@@ -111,6 +111,8 @@ mod tests {
             json!([
                 {"name": "debugprofiles", "singularName": "debugprofile", "namespaced": false,
                  "kind": "DebugProfile", "verbs": ["get", "list"]},
+                {"name": "debugrecordings", "singularName": "debugrecording", "namespaced": true,
+                 "kind": "Recording", "verbs": ["get", "list"], "categories": ["debug"]},
                 {"name": "debugsessions", "singularName": "debugsession", "namespaced": true,
                  "kind": "DebugSession", "verbs": ["get", "list", "watch"],
                  "categories": ["debug"]},

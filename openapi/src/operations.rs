@@ -658,7 +658,16 @@ mod tests {
         let expected: Vec<(String, Vec<&str>)> = vec![
             (format!("{p}/debugprofiles"), vec!["get"]),
             (format!("{p}/debugprofiles/{{name}}"), vec!["get"]),
+            (format!("{p}/debugrecordings"), vec!["get"]),
             (format!("{p}/debugsessions"), vec!["get"]),
+            (
+                format!("{p}/namespaces/{{namespace}}/debugrecordings"),
+                vec!["get"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/debugrecordings/{{name}}"),
+                vec!["get"],
+            ),
             (
                 format!("{p}/namespaces/{{namespace}}/debugsessions"),
                 vec!["get"],

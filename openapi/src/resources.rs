@@ -180,6 +180,18 @@ pub const RESOURCES: &[Resource] = &[
         shape: Shape::Objects,
     },
     Resource {
+        name: "debugrecordings",
+        singular_name: "debugrecording",
+        parent_kind: "",
+        scope: Scope::Namespaced,
+        kind: Gvk::poddebug("Recording"),
+        list_kind: Some("RecordingList"),
+        verbs: &[Verb::Get, Verb::List],
+        short_names: &[],
+        categories: &["debug"],
+        shape: Shape::Objects,
+    },
+    Resource {
         name: "debugsessions",
         singular_name: "debugsession",
         parent_kind: "",

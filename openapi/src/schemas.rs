@@ -1,6 +1,6 @@
 //! The definitions of both OpenAPI documents, generated with schemars from the Rust types.
 //!
-//! The roots are our four kinds and `meta/v1.Status`; every type they reference (core
+//! The roots are our kinds and `meta/v1.Status`; every type they reference (core
 //! `Container`, `ObjectMeta`, `ListMeta`, …) follows through k8s-openapi's `JsonSchema`
 //! implementations, under kube's names (`io.k8s.api.core.v1.Container`). Each kind gets the
 //! `x-kubernetes-group-version-kind` list kubectl uses to find the schema of a kind.
@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use poddebug_types::{
     DebugProfile, DebugProfileList, DebugSession, DebugSessionList, PodDebugContainer,
-    PodDebugContainerList, RecordingList,
+    PodDebugContainerList, Recording, RecordingList,
 };
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -28,7 +28,7 @@ pub(crate) struct KindSchema {
 }
 
 /// Every kind with a definition and `x-kubernetes-group-version-kind`.
-pub(crate) fn kinds() -> [KindSchema; 8] {
+pub(crate) fn kinds() -> [KindSchema; 9] {
     [
         KindSchema {
             gvk: Gvk::poddebug("PodDebugContainer"),
@@ -45,6 +45,10 @@ pub(crate) fn kinds() -> [KindSchema; 8] {
         KindSchema {
             gvk: Gvk::poddebug("DebugProfileList"),
             name: DebugProfileList::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("Recording"),
+            name: Recording::schema_name(),
         },
         KindSchema {
             gvk: Gvk::poddebug("RecordingList"),

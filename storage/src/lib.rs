@@ -65,6 +65,7 @@ pub use expiry::{EXPIRY_USER, Expired, ExpiryResult};
 pub use impersonation::{ImpersonationLayer, impersonation_headers};
 pub use kube_backend::KubeBackend;
 pub use policy::glob_match;
+pub use selector::LabelSelector;
 pub use sessions::{
     LiveSession, SESSION_LABEL, SessionEvent, SessionRecord, SessionSelector, SessionStore,
     Termination, TooOld as SessionHistoryTooOld, label_value, new_session_id,

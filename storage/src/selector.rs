@@ -19,7 +19,7 @@ enum LabelOp {
 
 /// Terms of a label selector, all of which must hold; empty matches everything.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct LabelSelector(Vec<(String, LabelOp)>);
+pub struct LabelSelector(Vec<(String, LabelOp)>);
 
 /// Split on commas outside parentheses.
 fn split_terms(s: &str) -> Vec<&str> {
@@ -83,7 +83,7 @@ fn label_set(rest: &str, selector: &str) -> Result<Vec<String>, ApiError> {
 
 impl LabelSelector {
     /// Parse `selector`; malformed is kube-apiserver's 400.
-    pub(crate) fn parse(selector: &str) -> Result<Self, ApiError> {
+    pub fn parse(selector: &str) -> Result<Self, ApiError> {
         let mut terms = Vec::new();
         for term in split_terms(selector) {
             let parsed = if let Some(k) = term.strip_prefix('!') {
@@ -117,7 +117,7 @@ impl LabelSelector {
     }
 
     /// Whether `labels` satisfy every term.
-    pub(crate) fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
         self.0.iter().all(|(k, op)| {
             let v = labels.and_then(|l| l.get(k));
             match op {

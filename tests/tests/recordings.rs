@@ -118,7 +118,7 @@ async fn ended_recordings(client: &TestClient, n: usize) -> Vec<Value> {
         assert_eq!(list["kind"], "RecordingList");
         assert_eq!(list["apiVersion"], "poddebug.dev/v1alpha1");
         let items = list["items"].as_array().cloned().unwrap_or_default();
-        if items.len() >= n && items.iter().all(|i| i["end"].is_string()) {
+        if items.len() >= n && items.iter().all(|i| i["status"]["end"].is_string()) {
             return items;
         }
         assert!(Instant::now() < deadline, "recordings not finished: {list}");
@@ -190,14 +190,14 @@ async fn a_websocket_session_is_recorded_and_replays_its_output() {
 
     let items = ended_recordings(&e.client, 1).await;
     let item = &items[0];
-    assert_eq!(item["container"], "dbg");
-    assert_eq!(item["user"], "alice");
-    assert_eq!(item["exitCode"], 0);
-    assert_eq!(item["truncated"], false);
-    let id = item["id"].as_str().expect("id");
+    assert_eq!(item["spec"]["container"], "dbg");
+    assert_eq!(item["spec"]["user"], "alice");
+    assert_eq!(item["status"]["exitCode"], 0);
+    assert_eq!(item["status"]["truncated"], false);
+    let id = item["metadata"]["name"].as_str().expect("id");
     let (lines, size) = cast_sized(&e.client, id).await;
     assert_eq!(
-        item["bytes"].as_u64(),
+        item["status"]["bytes"].as_u64(),
         Some(size as u64),
         "the list tells the size"
     );
@@ -267,18 +267,26 @@ async fn a_spdy_session_is_recorded_with_input_when_asked() {
 
     let items = ended_recordings(&e.client, 2).await;
     assert_eq!(items.len(), 2);
-    let first = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    let first = cast(
+        &e.client,
+        items[0]["metadata"]["name"].as_str().expect("id"),
+    )
+    .await;
     assert_eq!(replay(&first), t.stdout_text());
     assert_eq!(events(&first, "i").concat(), "over spdy\n");
     assert_eq!(first[0]["poddebug"]["protocol"], "spdy/v4.channel.k8s.io");
-    let second = cast(&e.client, items[1]["id"].as_str().expect("id")).await;
+    let second = cast(
+        &e.client,
+        items[1]["metadata"]["name"].as_str().expect("id"),
+    )
+    .await;
     assert_eq!(replay(&second), t2.stdout_text());
     assert_eq!(
         (second[0]["width"].as_u64(), second[0]["height"].as_u64()),
         (Some(100), Some(30)),
         "the first resize sizes the terminal"
     );
-    assert_eq!(items[1]["exitCode"], 0);
+    assert_eq!(items[1]["status"]["exitCode"], 0);
 }
 
 #[tokio::test]
@@ -292,8 +300,8 @@ async fn reading_recordings_is_its_own_permission() {
     c.close_channel(ch::STDIN).await.expect("close");
     c.finish(T).await;
     let items = ended_recordings(&e.client, 1).await;
-    assert_eq!(items[0]["user"], "bob");
-    let id = items[0]["id"].as_str().expect("id");
+    assert_eq!(items[0]["spec"]["user"], "bob");
+    let id = items[0]["metadata"]["name"].as_str().expect("id");
     for path in [
         format!("{BASE}/recordings"),
         format!("{BASE}/recordings/{id}"),
@@ -358,13 +366,17 @@ async fn the_size_cap_truncates_the_recording_not_the_session() {
     let e = env(&["--max-recording-bytes=4096"]).await;
     let t = forty_lines(&e, "x").await;
     let items = ended_recordings(&e.client, 1).await;
-    assert_eq!(items[0]["truncated"], true);
+    assert_eq!(items[0]["status"]["truncated"], true);
     assert!(
-        items[0]["bytes"].as_u64().unwrap_or(u64::MAX) <= 4096,
+        items[0]["status"]["bytes"].as_u64().unwrap_or(u64::MAX) <= 4096,
         "{}",
         items[0]
     );
-    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    let lines = cast(
+        &e.client,
+        items[0]["metadata"]["name"].as_str().expect("id"),
+    )
+    .await;
     let last = lines.last().expect("lines");
     assert_eq!(last[1], "m");
     assert_eq!(last[2], "recording truncated: size limit reached");
@@ -378,8 +390,15 @@ async fn output_over_the_rate_bound_leaves_a_marked_gap_and_the_session_whole() 
     let e = env(&["--max-recording-rate=128"]).await;
     let t = forty_lines(&e, "y").await;
     let items = ended_recordings(&e.client, 1).await;
-    assert_eq!(items[0]["truncated"], false, "a gap is not a truncation");
-    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    assert_eq!(
+        items[0]["status"]["truncated"], false,
+        "a gap is not a truncation"
+    );
+    let lines = cast(
+        &e.client,
+        items[0]["metadata"]["name"].as_str().expect("id"),
+    )
+    .await;
     let played = replay(&lines);
     assert!(
         !played.is_empty() && played.len() <= 1024,
@@ -405,8 +424,12 @@ async fn strict_mode_slows_a_flood_to_the_rate_and_records_every_byte() {
     let e = env(&["--recording-mode=strict", "--max-recording-rate=768"]).await;
     let t = forty_lines(&e, "s").await;
     let items = ended_recordings(&e.client, 1).await;
-    assert_eq!(items[0]["truncated"], false);
-    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    assert_eq!(items[0]["status"]["truncated"], false);
+    let lines = cast(
+        &e.client,
+        items[0]["metadata"]["name"].as_str().expect("id"),
+    )
+    .await;
     assert_eq!(lines[0]["poddebug"]["recordingMode"], "strict");
     assert!(
         events(&lines, "m").is_empty(),
@@ -462,7 +485,11 @@ async fn strict_mode_ends_the_session_when_its_recording_cannot_go_on() {
     );
     // Everything the client got is in the recording, which says how the session ended.
     let items = ended_recordings(&e.client, 1).await;
-    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    let lines = cast(
+        &e.client,
+        items[0]["metadata"]["name"].as_str().expect("id"),
+    )
+    .await;
     assert_eq!(replay(&lines), t.stdout_text());
     assert_eq!(
         events(&lines, "m"),
@@ -488,7 +515,7 @@ async fn strict_mode_needs_a_recording_dir() {
     assert!(
         server
             .logs_text()
-            .contains("--recording-mode=strict needs a place to record: set --recording-dir"),
+            .contains("--recording-mode=strict needs a place to record: set --recording-store"),
         "{}",
         server.logs_text()
     );
@@ -534,7 +561,7 @@ async fn recordings_past_their_retention_are_deleted() {
         assert!(Instant::now() < deadline, "not swept: {list}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert_eq!(items[0]["id"], young);
+    assert_eq!(items[0]["metadata"]["name"], young);
     assert!(!pod.join(format!("{old}.cast")).exists());
     assert!(pod.join(format!("{young}.cast")).exists());
 }
@@ -562,7 +589,392 @@ async fn a_detached_session_has_no_exit_code() {
     // The client goes away; the process goes on running.
     c.close().await.expect("close");
     let items = ended_recordings(&e.client, 1).await;
-    assert!(items[0].get("exitCode").is_none(), "{}", items[0]);
-    let lines = cast(&e.client, items[0]["id"].as_str().expect("id")).await;
+    assert!(items[0]["status"].get("exitCode").is_none(), "{}", items[0]);
+    let lines = cast(
+        &e.client,
+        items[0]["metadata"]["name"].as_str().expect("id"),
+    )
+    .await;
     assert_eq!(replay(&lines), "still here\n");
+}
+
+/// Writes a finished recording the way the store lays one out (metadata and one part).
+fn seed(dir: &Path, ns: &str, pod: &str, id: &str, user: &str, start: &str, text: &str) {
+    let pod_dir = dir.join(ns).join(pod);
+    std::fs::create_dir_all(pod_dir.join(id)).expect("dir");
+    let meta = json!({"id": id, "namespace": ns, "pod": pod, "container": "dbg", "user": user,
+        "protocol": "websocket/v5.channel.k8s.io", "start": start,
+        "end": start, "bytes": text.len(), "exitCode": 0});
+    std::fs::write(pod_dir.join(format!("{id}.json")), meta.to_string()).expect("write");
+    std::fs::write(pod_dir.join(id).join("00000000.part"), text).expect("write");
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+const GV: &str = "/apis/poddebug.dev/v1alpha1";
+
+#[tokio::test]
+async fn recordings_are_api_objects_listed_per_pod_namespace_and_cluster() {
+    let dir = TempDir::new();
+    let ids = [
+        "20260101t000001z-00000000000000a1",
+        "20260101t000002z-00000000000000a2",
+        "20260101t000003z-00000000000000a3",
+        "20260101t000004z-00000000000000b1",
+    ];
+    seed(
+        &dir.0,
+        NS,
+        POD,
+        ids[0],
+        "alice",
+        "2026-01-01T00:00:01Z",
+        "{}\n",
+    );
+    seed(
+        &dir.0,
+        NS,
+        POD,
+        ids[1],
+        "bob",
+        "2026-01-01T00:00:02Z",
+        "{}\n",
+    );
+    seed(
+        &dir.0,
+        NS,
+        "api",
+        ids[2],
+        "system:serviceaccount:ci:bot",
+        "2026-01-01T00:00:03Z",
+        "{}\n",
+    );
+    seed(
+        &dir.0,
+        "shop",
+        "cart",
+        ids[3],
+        "alice",
+        "2026-01-01T00:00:04Z",
+        "{}\n",
+    );
+    // A recording of an earlier version: one file beside its metadata.
+    let legacy = "20260101T000000Z-00000000000000f0";
+    let meta = json!({"id": legacy, "namespace": NS, "pod": POD, "container": "dbg",
+        "user": "alice", "protocol": "spdy/v4.channel.k8s.io", "start": "2026-01-01T00:00:00Z",
+        "end": "2026-01-01T00:00:09Z", "bytes": 3});
+    std::fs::write(
+        dir.0.join(NS).join(POD).join(format!("{legacy}.json")),
+        meta.to_string(),
+    )
+    .expect("write");
+    std::fs::write(
+        dir.0.join(NS).join(POD).join(format!("{legacy}.cast")),
+        "old",
+    )
+    .expect("write");
+    let e = env_in(dir, &[]).await;
+    // carol may list recordings in shop only.
+    e._fake.set_policy(|a| {
+        if a.user == "carol" && a.is("list", "pods/recordings") {
+            return a.namespace == "shop";
+        }
+        !(a.user == "bob" && a.is("get", "pods/recordings"))
+    });
+
+    // One pod's: Recording objects, oldest first.
+    let (code, list) = e.client.get_json(&format!("{BASE}/recordings")).await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(list["kind"], "RecordingList");
+    assert_eq!(names(&list), [legacy, ids[0], ids[1]]);
+    let first = &list["items"][1];
+    assert_eq!(first["apiVersion"], "poddebug.dev/v1alpha1");
+    assert_eq!(first["kind"], "Recording");
+    assert_eq!(first["metadata"]["namespace"], NS);
+    assert_eq!(
+        first["metadata"]["creationTimestamp"],
+        "2026-01-01T00:00:01Z"
+    );
+    assert_eq!(
+        first["metadata"]["labels"],
+        json!({"poddebug.dev/pod": POD, "poddebug.dev/container": "dbg", "poddebug.dev/user": "alice"})
+    );
+    assert_eq!(first["spec"]["protocol"], "websocket/v5.channel.k8s.io");
+    assert_eq!(first["status"]["exitCode"], 0);
+    let (code, _, body) = e
+        .client
+        .request(
+            Method::GET,
+            &format!("{BASE}/recordings/{legacy}"),
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("legacy");
+    assert_eq!((code, &body[..]), (StatusCode::OK, &b"old"[..]));
+
+    // A namespace's, every namespace's, and by label.
+    let (code, list) = e
+        .client
+        .get_json(&format!("{GV}/namespaces/{NS}/debugrecordings"))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(names(&list), [legacy, ids[0], ids[1], ids[2]]);
+    let (code, all) = e.client.get_json(&format!("{GV}/debugrecordings")).await;
+    assert_eq!(code, StatusCode::OK, "{all}");
+    assert_eq!(names(&all), [legacy, ids[0], ids[1], ids[2], ids[3]]);
+    let (_, by_user) = e
+        .client
+        .get_json(&format!(
+            "{GV}/debugrecordings?labelSelector=poddebug.dev%2Fuser%3Dalice"
+        ))
+        .await;
+    assert_eq!(names(&by_user), [legacy, ids[0], ids[3]]);
+    let bot = &list["items"][3];
+    assert_eq!(bot["spec"]["user"], "system:serviceaccount:ci:bot");
+    assert!(
+        bot["metadata"]["labels"]["poddebug.dev/user"]
+            .as_str()
+            .is_some_and(|v| !v.contains(':')),
+        "{bot}"
+    );
+    let (code, bad) = e
+        .client
+        .get_json(&format!("{GV}/debugrecordings?labelSelector=a%3D%3D%3D"))
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{bad}");
+
+    // Pages: limit and continue walk the list once, in order.
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    for _ in 0..5 {
+        let q = if token.is_empty() {
+            "limit=2".to_owned()
+        } else {
+            format!("limit=2&continue={token}")
+        };
+        let (code, page) = e
+            .client
+            .get_json(&format!("{GV}/debugrecordings?{q}"))
+            .await;
+        assert_eq!(code, StatusCode::OK, "{page}");
+        seen.extend(names(&page));
+        match page["metadata"]["continue"].as_str() {
+            Some(t) => token = t.to_owned(),
+            None => break,
+        }
+    }
+    assert_eq!(seen, names(&all));
+    let (code, bad) = e
+        .client
+        .get_json(&format!("{GV}/debugrecordings?continue=garbage"))
+        .await;
+    assert_eq!(
+        (code, bad["reason"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("BadRequest"))
+    );
+
+    // One by name; a Table; no watch.
+    let (code, one) = e
+        .client
+        .get_json(&format!("{GV}/namespaces/{NS}/debugrecordings/{}", ids[1]))
+        .await;
+    assert_eq!(
+        (code, one["kind"].as_str()),
+        (StatusCode::OK, Some("Recording")),
+        "{one}"
+    );
+    assert_eq!(one["spec"]["user"], "bob");
+    let (code, missing) = e
+        .client
+        .get_json(&format!("{GV}/namespaces/shop/debugrecordings/{}", ids[1]))
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{missing}");
+    let (code, _, body) = e
+        .client
+        .request(
+            Method::GET,
+            &format!("{GV}/debugrecordings"),
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("table");
+    assert_eq!(code, StatusCode::OK);
+    let table: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(table["kind"], "Table");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "Name",
+            "Pod",
+            "Container",
+            "User",
+            "Bytes",
+            "Exit",
+            "Truncated",
+            "Protocol",
+            "Ended",
+            "Age"
+        ]
+    );
+    assert_eq!(table["rows"].as_array().map(Vec::len), Some(5));
+    assert_eq!(table["rows"][4]["object"]["metadata"]["namespace"], "shop");
+    let (code, status) = e
+        .client
+        .get_json(&format!("{GV}/debugrecordings?watch=true"))
+        .await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED, "{status}");
+
+    // One permission decides, whichever path: carol lists shop's, nobody else's.
+    let carol = e
+        .server
+        .front_proxy_client("carol", &["system:authenticated"]);
+    let (code, list) = carol
+        .get_json(&format!("{GV}/namespaces/shop/debugrecordings"))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(names(&list), [ids[3]]);
+    for path in [
+        format!("{GV}/debugrecordings"),
+        format!("{GV}/namespaces/{NS}/debugrecordings"),
+    ] {
+        let (code, status) = carol.get_json(&path).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {status}");
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("pods/recordings"),
+            "{status}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_second_replica_lists_and_replays_the_firsts_recordings_and_a_killed_one_reads_truncated()
+{
+    let dir = TempDir::new();
+    let store = format!("--recording-store=file://{}", dir.0.display());
+    let mut e = env_in(dir, &["--recording-part-interval=1s"]).await;
+    let pki = e._fake.pki().clone();
+    let two = PodDebugServer::start(&e._fake, &pki, &[&store]).await;
+    let alice2 = two.front_proxy_client("alice", &["system:authenticated", "devs"]);
+
+    // Recorded by the first, ended: listed and replayed by the second.
+    let mut c = ws(&e.client, TTY).await;
+    c.stdin(b"through one\n").await.expect("send");
+    c.read_until(T, |t| t.stdout.ends_with(b"through one\n"))
+        .await;
+    c.close().await.expect("close");
+    let items = ended_recordings(&alice2, 1).await;
+    let first = items[0]["metadata"]["name"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(replay(&cast(&alice2, &first).await), "through one\n");
+
+    // A running session: its output reaches the store within a part interval, readable
+    // through the second; then the first is killed and the recording reads truncated.
+    let mut c = ws(&e.client, TTY).await;
+    c.stdin(b"before the kill\n").await.expect("send");
+    c.read_until(T, |t| t.stdout.ends_with(b"before the kill\n"))
+        .await;
+    let deadline = Instant::now() + T;
+    let running = loop {
+        let (_, list) = alice2.get_json(&format!("{BASE}/recordings")).await;
+        let found = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["metadata"]["name"] != first.as_str())
+            .and_then(|i| i["metadata"]["name"].as_str())
+            .map(str::to_owned);
+        if let Some(id) = found {
+            let (code, _, body) = alice2
+                .request(
+                    Method::GET,
+                    &format!("{BASE}/recordings/{id}"),
+                    &[],
+                    bytes::Bytes::new(),
+                )
+                .await
+                .expect("read");
+            if code == StatusCode::OK && String::from_utf8_lossy(&body).contains("before the kill")
+            {
+                break id;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the running session's part never arrived: {list}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &e.server.pid().to_string()])
+        .status();
+    assert!(
+        e.server.wait_exit(T).await.is_some(),
+        "the replica survived SIGKILL"
+    );
+    drop(c);
+    // Six part intervals without a renewal, plus the poll.
+    let deadline = Instant::now() + Duration::from_secs(6 + 10);
+    let item = loop {
+        let (_, list) = alice2.get_json(&format!("{BASE}/recordings")).await;
+        let item = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|i| i["metadata"]["name"] == running.as_str())
+            .cloned()
+            .expect("still listed");
+        if item["status"]["truncated"] == true {
+            break item;
+        }
+        assert!(Instant::now() < deadline, "never truncated: {item}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(item["status"]["end"].is_string(), "{item}");
+    let lines = cast(&alice2, &running).await;
+    assert!(replay(&lines).contains("before the kill"), "{lines:?}");
+}
+
+#[tokio::test]
+async fn recording_store_urls_are_checked_at_start() {
+    for (flag, want) in [
+        ("--recording-store=gopher://x", "unsupported store"),
+        ("--recording-store=file://relative", "absolute path"),
+        (
+            "--recording-part-interval=0s",
+            "--recording-part-interval must be between 1s and 60s",
+        ),
+    ] {
+        let mut args = vec![flag.to_owned()];
+        if !flag.starts_with("--recording-store") {
+            args.push("--recording-dir=/tmp/poddebug-never-used".to_owned());
+        }
+        let mut server = PodDebugServer::spawn_raw(&args);
+        let status = server.wait_exit(T).await.expect("the server exits");
+        assert!(!status.success(), "{flag}");
+        assert!(
+            server.logs_text().contains(want),
+            "{flag}: {}",
+            server.logs_text()
+        );
+    }
 }

@@ -29,7 +29,10 @@ pub use api::{
 };
 pub use field::{ErrorList, FieldError, FieldErrorKind, FieldValue};
 pub use profile::Profile;
-pub use recording::{KIND_RECORDING_LIST, Recording, RecordingList};
+pub use recording::{
+    KIND_RECORDING, KIND_RECORDING_LIST, Recording, RecordingList, RecordingRecord, RecordingSpec,
+    RecordingStatus,
+};
 pub use session::{
     DebugSession, DebugSessionList, DebugSessionSpec, DebugSessionStatus, KIND_DEBUG_SESSION,
     KIND_DEBUG_SESSION_LIST, Participant, SessionMode,

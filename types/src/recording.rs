@@ -1,18 +1,26 @@
-//! The session recordings of a pod, as `GET …/pods/POD/recordings` lists them.
+//! Session recordings: `Recording`, the API object `GET …/pods/POD/recordings`,
+//! `…/namespaces/NS/debugrecordings` and `…/debugrecordings` list, and `RecordingRecord`, what
+//! the recording store keeps for each (the `ID.json` object beside the recording).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Kind of the list of a pod's recordings.
+use crate::API_VERSION;
+
+/// Kind of one recording.
+pub const KIND_RECORDING: &str = "Recording";
+/// Kind of a list of recordings.
 pub const KIND_RECORDING_LIST: &str = "RecordingList";
 
-/// Recording describes one recorded attach session; the recording itself (asciicast v2) is at
-/// `…/pods/POD/recordings/ID`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// RecordingRecord is what the store keeps for one recorded attach session (its `ID.json`):
+/// written when the session starts, renewed while it runs, completed when it ends. The API
+/// shows it as a [`Recording`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "dev.poddebug.v1alpha1.Recording")]
-pub struct Recording {
+pub struct RecordingRecord {
     /// The recording's id: its start time (UTC) and 16 hex digits.
     pub id: String,
     /// Namespace of the pod.
@@ -30,17 +38,81 @@ pub struct Recording {
     /// When the session ended (RFC 3339); absent while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<String>,
-    /// Size of the recording in bytes.
+    /// When the recorder last wrote to the store (RFC 3339), while the session runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewed: Option<String>,
+    /// How often the recorder writes (seconds; `--recording-part-interval`): a recording with
+    /// no end not renewed for six of these lost its recorder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_interval_seconds: Option<u64>,
+    /// Size of the recording in bytes (as far as written, while it runs).
     pub bytes: u64,
     /// The process's exit code, when the session ended with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
-    /// The recording stops before the session did (size limit, slow disk, undecodable stream).
+    /// The recording stops before the session did.
     #[serde(default)]
     pub truncated: bool,
 }
 
-/// RecordingList is the list of a pod's session recordings, oldest first.
+/// Recording is one recorded attach session. `metadata.name` is its id, `metadata.namespace`
+/// the pod's namespace, `metadata.creationTimestamp` the session's start; the labels
+/// `poddebug.dev/pod`, `poddebug.dev/container` and `poddebug.dev/user` select by them. The
+/// recording itself (asciicast v2) is at `…/namespaces/NS/pods/POD/recordings/NAME`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.poddebug.v1alpha1.Recording")]
+pub struct Recording {
+    /// `poddebug.dev/v1alpha1`.
+    pub api_version: String,
+    /// `Recording`.
+    pub kind: String,
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What was recorded.
+    pub spec: RecordingSpec,
+    /// How far it got.
+    pub status: RecordingStatus,
+}
+
+/// RecordingSpec says what session a recording is of.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.poddebug.v1alpha1.RecordingSpec")]
+pub struct RecordingSpec {
+    /// The pod.
+    pub pod: String,
+    /// The debug container attached to.
+    pub container: String,
+    /// The user who attached.
+    pub user: String,
+    /// The stream protocol (`websocket/v5.channel.k8s.io`, `spdy/v4.channel.k8s.io`).
+    pub protocol: String,
+}
+
+/// RecordingStatus is how far a recording got.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.poddebug.v1alpha1.RecordingStatus")]
+pub struct RecordingStatus {
+    /// When the session started (RFC 3339).
+    pub start: String,
+    /// When the session ended (RFC 3339); absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    /// Size of the recording in bytes (as far as written, while it runs).
+    pub bytes: u64,
+    /// The process's exit code, when the session ended with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The recording stops before the session did (size limit, slow store, undecodable
+    /// stream, or the replica recording it stopped mid-session).
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// RecordingList is a list of recordings, oldest first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "dev.poddebug.v1alpha1.RecordingList")]
@@ -49,9 +121,52 @@ pub struct RecordingList {
     pub api_version: String,
     /// `RecordingList`.
     pub kind: String,
-    /// Standard list metadata.
+    /// Standard list metadata (`continue` when `limit` cut the list).
     #[serde(default)]
     pub metadata: ListMeta,
     /// The recordings.
     pub items: Vec<Recording>,
+}
+
+impl RecordingRecord {
+    /// The API object, with `labels` (label-safe values of pod, container and user, made by the
+    /// caller: a user name need not be a valid label value).
+    pub fn to_object(&self, labels: BTreeMap<String, String>) -> Recording {
+        Recording {
+            api_version: API_VERSION.to_owned(),
+            kind: KIND_RECORDING.to_owned(),
+            metadata: ObjectMeta {
+                name: Some(self.id.clone()),
+                namespace: Some(self.namespace.clone()),
+                creation_timestamp: self.start.parse().ok().map(Time),
+                labels: Some(labels),
+                ..Default::default()
+            },
+            spec: RecordingSpec {
+                pod: self.pod.clone(),
+                container: self.container.clone(),
+                user: self.user.clone(),
+                protocol: self.protocol.clone(),
+            },
+            status: RecordingStatus {
+                start: self.start.clone(),
+                end: self.end.clone(),
+                bytes: self.bytes,
+                exit_code: self.exit_code,
+                truncated: self.truncated,
+            },
+        }
+    }
+}
+
+impl RecordingList {
+    /// A list of `items`.
+    pub fn new(items: Vec<Recording>, metadata: ListMeta) -> RecordingList {
+        RecordingList {
+            api_version: API_VERSION.to_owned(),
+            kind: KIND_RECORDING_LIST.to_owned(),
+            metadata,
+            items,
+        }
+    }
 }

@@ -1,18 +1,35 @@
-//! `GET …/pods/POD/recordings` (the pod's session recordings, a `RecordingList`) and
-//! `GET …/pods/POD/recordings/ID` (one recording, `application/x-asciicast`).
+//! Session recordings as API objects: `GET …/namespaces/NS/pods/POD/recordings` (one pod's),
+//! `GET …/namespaces/NS/debugrecordings` (a namespace's) and `GET …/debugrecordings` (every
+//! namespace's), lists of kind `Recording` (JSON or a Table, with `labelSelector`, `limit` and
+//! `continue`), and `GET …/namespaces/NS/pods/POD/recordings/ID`, the recording itself
+//! (`application/x-asciicast`, streamed from the store).
 //!
-//! The handler chain has authorized `get` on `pods/recordings` in `poddebug.dev` and checked
-//! the namespace and pod names; the id is checked here against the one shape ids have before it
-//! names a file. Recordings outlive their pod, so the pod is not looked up. With recording off,
-//! the paths do not exist (404).
+//! Authorization: one permission decides who reads recordings whichever path is used, `get`
+//! (one pod's list, one recording) or `list` (the namespace's, the cluster's) on
+//! `pods/recordings` in `poddebug.dev`, in the pod's namespace (the cluster for every
+//! namespace). The handler chain has authorized the path and checked the namespace and pod
+//! names; the `debugrecordings` paths check `pods/recordings` here. The id is checked against
+//! the one shape ids have before it names an object. Lists and reads go to the store (a
+//! directory or a bucket every replica shares), never to this replica's memory. Recordings
+//! outlive their pod, so the pod is not looked up. With recording off, the paths do not exist
+//! (404).
 
+use std::collections::BTreeMap;
+
+use axum::Extension;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use http::{HeaderValue, StatusCode, header};
-use poddebug_types::{ApiError, GROUP, KIND_RECORDING_LIST, RecordingList, VERSION};
+use base64::Engine;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use poddebug_storage::{LabelSelector, label_value};
+use poddebug_types::{ApiError, GROUP, Recording, RecordingList, RecordingRecord, VERSION};
+use serde_json::{Value, json};
 
 use super::json_response;
+use crate::authn::Authenticated;
+use crate::authz::Attributes;
 use crate::error::Error;
 use crate::recording::Recorder;
 use crate::recording::store::valid_id;
@@ -27,30 +44,242 @@ fn recorder(st: &AppState) -> Result<&Recorder, Error> {
         .ok_or_else(|| ApiError::PathNotFound.into())
 }
 
-fn storage_failed(e: &std::io::Error) -> Error {
+fn storage_failed(e: &dyn std::fmt::Display) -> Error {
     tracing::warn!(error = %e, "reading recordings failed");
     ApiError::Internal("reading the recordings failed".to_owned()).into()
+}
+
+/// `verb` on `pods/recordings` in `namespace` (empty: the cluster).
+fn pods_recordings(verb: &str, namespace: &str) -> Attributes {
+    Attributes::Resource {
+        verb: verb.to_owned(),
+        group: GROUP.to_owned(),
+        version: VERSION.to_owned(),
+        resource: "pods".to_owned(),
+        subresource: "recordings".to_owned(),
+        namespace: namespace.to_owned(),
+        name: String::new(),
+    }
+}
+
+/// The labels of a recording: pod, container and user, each made label-safe (a user name such
+/// as `system:serviceaccount:ns:sa` is not a label value; `spec.user` holds it whole).
+fn labels(r: &RecordingRecord) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (format!("{GROUP}/pod"), label_value(&r.pod)),
+        (format!("{GROUP}/container"), label_value(&r.container)),
+        (format!("{GROUP}/user"), label_value(&r.user)),
+    ])
+}
+
+/// Where a page ends: the sort key of its last item, opaque to clients.
+fn continue_token(r: &RecordingRecord) -> String {
+    let key = json!([r.start, r.namespace, r.id]).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
+}
+
+fn sort_key(r: &RecordingRecord) -> (Option<jiff::Timestamp>, String, String) {
+    (r.start.parse().ok(), r.namespace.clone(), r.id.clone())
+}
+
+fn parse_continue(token: &str) -> Result<(Option<jiff::Timestamp>, String, String), Error> {
+    let bad = || -> Error {
+        ApiError::BadRequest(format!("continue key is not valid: {token:?}")).into()
+    };
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let v: (String, String, String) = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    Ok((v.0.parse().ok(), v.1, v.2))
+}
+
+fn column(name: &str, ty: &str, format: &str, description: &str, priority: i32) -> Value {
+    json!({"name": name, "type": ty, "format": format, "description": description, "priority": priority})
+}
+
+/// The Table `kubectl get debugrecordings` prints.
+fn table(items: &[Recording], meta: &ListMeta, include_object: &str) -> Value {
+    let now = jiff::Timestamp::now();
+    let columns = vec![
+        column("Name", "string", "name", "The recording id", 0),
+        column("Pod", "string", "", "The pod", 0),
+        column("Container", "string", "", "The debug container", 0),
+        column("User", "string", "", "Who attached", 0),
+        column("Bytes", "integer", "", "Size of the recording", 0),
+        column("Exit", "string", "", "The process's exit code", 0),
+        column(
+            "Truncated",
+            "boolean",
+            "",
+            "Whether the recording stops before the session did",
+            0,
+        ),
+        column("Protocol", "string", "", "The stream protocol", 1),
+        column("Ended", "string", "", "When the session ended", 1),
+        column("Age", "string", "", "Since the session started", 0),
+    ];
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|r| {
+            let cells = json!([
+                r.metadata.name.clone().unwrap_or_default(),
+                r.spec.pod,
+                r.spec.container,
+                r.spec.user,
+                r.status.bytes,
+                r.status
+                    .exit_code
+                    .map_or_else(|| "<none>".to_owned(), |c| c.to_string()),
+                r.status.truncated,
+                r.spec.protocol,
+                r.status
+                    .end
+                    .clone()
+                    .unwrap_or_else(|| "<running>".to_owned()),
+                super::table::human_age(r.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
+            ]);
+            let object = match include_object {
+                "None" => Value::Null,
+                "Object" => serde_json::to_value(r).unwrap_or(Value::Null),
+                _ => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                    "metadata": serde_json::to_value(&r.metadata).unwrap_or(Value::Null)}),
+            };
+            let mut row = json!({"cells": cells});
+            if !object.is_null() {
+                row["object"] = object;
+            }
+            row
+        })
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+        "metadata": serde_json::to_value(meta).unwrap_or(json!({})),
+        "columnDefinitions": columns, "rows": rows})
+}
+
+/// A list of the recordings of `namespace` (all: None) and `pod` (all: None), with the query's
+/// `labelSelector`, `limit` and `continue`, as JSON or a Table.
+async fn respond(
+    st: &AppState,
+    namespace: Option<&str>,
+    pod: Option<&str>,
+    headers: &HeaderMap,
+    q: &BTreeMap<String, String>,
+) -> Result<Response, Error> {
+    if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
+        // Recordings are not watched (their store has no change feed); as kube-apiserver
+        // answers a verb a resource does not have.
+        return Err(ApiError::MethodNotAllowed(
+            "the server does not allow this method on the requested resource (watch)".to_owned(),
+        )
+        .into());
+    }
+    let selector = LabelSelector::parse(q.get("labelSelector").map_or("", String::as_str))?;
+    let limit: usize = match q.get("limit").filter(|l| !l.is_empty()) {
+        Some(l) => l
+            .parse::<i64>()
+            .map_err(|_| Error::from(ApiError::BadRequest(format!("invalid limit {l:?}"))))?
+            .max(0) as usize,
+        None => 0,
+    };
+    let after = q
+        .get("continue")
+        .filter(|c| !c.is_empty())
+        .map(|c| parse_continue(c))
+        .transpose()?;
+    let mut records = recorder(st)?
+        .store()
+        .list(namespace, pod)
+        .await
+        .map_err(|e| storage_failed(&e))?;
+    records.retain(|r| selector.matches(Some(&labels(r))));
+    records.sort_by_cached_key(sort_key);
+    if let Some(after) = &after {
+        records.retain(|r| sort_key(r) > *after);
+    }
+    let mut meta = ListMeta::default();
+    if limit > 0 && records.len() > limit {
+        let rest = records.len() - limit;
+        records.truncate(limit);
+        if let Some(last) = records.last() {
+            meta.continue_ = Some(continue_token(last));
+            meta.remaining_item_count = Some(i64::try_from(rest).unwrap_or(i64::MAX));
+        }
+    }
+    let items: Vec<Recording> = records.iter().map(|r| r.to_object(labels(r))).collect();
+    if super::table::wants_table(headers) {
+        let include = q
+            .get("includeObject")
+            .map(String::as_str)
+            .unwrap_or("Metadata");
+        return json_response(StatusCode::OK, &table(&items, &meta, include));
+    }
+    json_response(StatusCode::OK, &RecordingList::new(items, meta))
 }
 
 /// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/pods/POD/recordings`.
 pub async fn list(
     State(st): State<AppState>,
     Path((ns, pod)): Path<(String, String)>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Response, Error> {
-    let items = recorder(&st)?
-        .store()
-        .list(&ns, &pod)
+    respond(&st, Some(&ns), Some(&pod), &headers, &q).await
+}
+
+/// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/debugrecordings`.
+pub async fn in_namespace(
+    State(st): State<AppState>,
+    Path(ns): Path<String>,
+    Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    recorder(&st)?;
+    crate::filters::check(&st, &auth.user, &pods_recordings("list", &ns)).await?;
+    respond(&st, Some(&ns), None, &headers, &q).await
+}
+
+/// `GET /apis/poddebug.dev/v1alpha1/debugrecordings`.
+pub async fn all_namespaces(
+    State(st): State<AppState>,
+    Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    recorder(&st)?;
+    crate::filters::check(&st, &auth.user, &pods_recordings("list", "")).await?;
+    respond(&st, None, None, &headers, &q).await
+}
+
+/// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/debugrecordings/ID`: the `Recording` object
+/// (`kubectl get debugrecordings ID`); the recording itself is under its pod.
+pub async fn get_in_namespace(
+    State(st): State<AppState>,
+    Path((ns, id)): Path<(String, String)>,
+    Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
+) -> Result<Response, Error> {
+    let store = recorder(&st)?.store();
+    crate::filters::check(&st, &auth.user, &pods_recordings("get", &ns)).await?;
+    let not_found = || Error::from(ApiError::not_found("debugrecordings", GROUP, &id));
+    if !valid_id(&id) {
+        return Err(not_found());
+    }
+    let found = store
+        .list(Some(&ns), None)
         .await
-        .map_err(|e| storage_failed(&e))?;
-    json_response(
-        StatusCode::OK,
-        &RecordingList {
-            api_version: format!("{GROUP}/{VERSION}"),
-            kind: KIND_RECORDING_LIST.to_owned(),
-            metadata: Default::default(),
-            items,
-        },
-    )
+        .map_err(|e| storage_failed(&e))?
+        .into_iter()
+        .find(|r| r.id == id)
+        .ok_or_else(not_found)?;
+    let obj = found.to_object(labels(&found));
+    if super::table::wants_table(&headers) {
+        return json_response(
+            StatusCode::OK,
+            &table(std::slice::from_ref(&obj), &ListMeta::default(), "Metadata"),
+        );
+    }
+    json_response(StatusCode::OK, &obj)
 }
 
 /// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/pods/POD/recordings/ID`.
@@ -63,12 +292,13 @@ pub async fn get(
     if !valid_id(&id) {
         return Err(not_found());
     }
-    let file = match tokio::fs::File::open(store.cast_path(&ns, &pod, &id)).await {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
+    // Streamed from the store a chunk at a time: a long recording never sits in memory.
+    let parts = match store.read(&ns, &pod, &id).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(not_found()),
         Err(e) => return Err(storage_failed(&e)),
     };
-    let mut resp = Response::new(Body::from_stream(tokio_util::io::ReaderStream::new(file)));
+    let mut resp = Response::new(Body::from_stream(parts));
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ASCIICAST));
     // A recording holds whatever the session printed: never a document a browser runs.
@@ -81,4 +311,41 @@ pub async fn get(
         HeaderValue::from_static("default-src 'none'; sandbox"),
     );
     Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_bad_ones_are_400() {
+        let r = RecordingRecord {
+            id: "20260101T000000Z-0123456789abcdef".into(),
+            namespace: "shop".into(),
+            start: "2026-01-01T00:00:00.5Z".into(),
+            ..Default::default()
+        };
+        assert_eq!(parse_continue(&continue_token(&r)).ok(), Some(sort_key(&r)));
+        assert!(parse_continue("not-a-token").is_err());
+    }
+
+    #[test]
+    fn user_names_become_label_safe_and_stay_whole_in_the_spec() {
+        let r = RecordingRecord {
+            id: "20260101T000000Z-0123456789abcdef".into(),
+            namespace: "shop".into(),
+            pod: "web".into(),
+            container: "dbg".into(),
+            user: "system:serviceaccount:shop:ci".into(),
+            start: "2026-01-01T00:00:00Z".into(),
+            ..Default::default()
+        };
+        let o = r.to_object(labels(&r));
+        assert_eq!(o.spec.user, "system:serviceaccount:shop:ci");
+        let l = o.metadata.labels.unwrap_or_default();
+        assert_eq!(l["poddebug.dev/pod"], "web");
+        assert!(!l["poddebug.dev/user"].contains(':'), "{l:?}");
+        assert_eq!(o.metadata.name.as_deref(), Some(r.id.as_str()));
+        assert!(o.metadata.creation_timestamp.is_some());
+    }
 }

@@ -1,15 +1,18 @@
-//! Session recordings: every attach session is written as an asciicast v2 file under
-//! `--recording-dir`, and served back by `GET …/pods/POD/recordings[/ID]`.
+//! Session recordings: every attach session is written as an asciicast v2 file to the store
+//! of `--recording-store` (a directory or an S3 bucket, shared by every replica), and served
+//! back by `GET …/pods/POD/recordings[/ID]` through any replica.
 //!
 //! One concern per file:
-//! - [`options`]: the flags (`--recording-dir`, `--recording-mode`, the bounds);
+//! - [`options`]: the flags (`--recording-store`, `--recording-mode`, the bounds);
 //! - [`Recorder`] (here): opening a session's recording;
 //! - [`tap`]: the relay's side, decoding each chunk as it passes ([`decode`]) and queueing what
 //!   is recorded, without waiting (best-effort) or at the recorder's pace (strict);
 //! - [`rate`]: `--max-recording-rate`, a gap (best-effort) or a throttle (strict);
-//! - [`writer`]: the session's writer task, turning queued items into asciicast lines;
+//! - [`writer`]: the session's writer task, turning queued items into asciicast lines and
+//!   writing them to the store in parts;
 //! - [`session`]: a recording in progress and how it ends (exit code, metadata);
-//! - [`asciicast`], [`store`]: the file format and where the files are.
+//! - [`asciicast`], [`store`]: the file format and where recordings are (object layout, list,
+//!   read, retention).
 //!
 //! When the session ends, the metadata sidecar gets the end time, the size and the process's
 //! exit code.
@@ -34,14 +37,14 @@ pub use session::{Finished, Session, exit_code_of_status};
 use store::{Metadata, Store};
 pub use tap::{Marker, Tap};
 use tap::{TapShared, TapState};
-use writer::{Lines, Writer};
+use writer::{Lines, PartSink, Writer};
 
 use crate::stream::ending::EndSignal;
 
 /// Terminal size assumed when the client never sent one before the first output.
 const DEFAULT_SIZE: (u16, u16) = (80, 24);
 
-/// The recorder of a server with `--recording-dir` set.
+/// The recorder of a server with `--recording-store` (or `--recording-dir`) set.
 #[derive(Debug)]
 pub struct Recorder {
     store: Store,
@@ -50,6 +53,7 @@ pub struct Recorder {
     max_bytes: u64,
     max_rate: u64,
     retention: Duration,
+    part_interval: Duration,
 }
 
 /// Who and what a recorded session is.
@@ -78,14 +82,16 @@ pub struct SessionInfo {
 impl Recorder {
     /// The recorder the flags ask for, if any.
     pub fn from_options(o: &RecordingOptions) -> Option<Arc<Recorder>> {
-        let dir = o.recording_dir.clone()?;
+        // The flags were validated at start-up: a store that cannot be made stopped it there.
+        let store = o.store().ok()??;
         Some(Arc::new(Recorder {
-            store: Store::new(dir),
+            store,
             mode: o.recording_mode,
             record_input: o.record_input,
             max_bytes: o.max_recording_bytes,
             max_rate: o.max_recording_rate,
             retention: o.recording_retention,
+            part_interval: o.recording_part_interval,
         }))
     }
 
@@ -94,22 +100,32 @@ impl Recorder {
         &self.store
     }
 
-    /// Start the retention sweep (now, then every quarter of the retention, at most hourly);
-    /// it runs for the life of the process. Nothing is swept with a retention of 0.
-    pub fn spawn_sweeper(self: &Arc<Self>) {
+    /// Start the retention sweep: while this replica leads (`leading`), now and then every
+    /// quarter of the retention (at most hourly). Nothing is swept with a retention of 0.
+    pub fn spawn_sweeper(
+        self: &Arc<Self>,
+        mut leading: tokio::sync::watch::Receiver<bool>,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) {
         if self.retention.is_zero() {
             return;
         }
         let every = (self.retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(3600));
         let me = self.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
             loop {
-                tick.tick().await;
-                let n = me.store.sweep(me.retention).await;
-                if n > 0 {
-                    tracing::info!(files = n, "recordings past their retention deleted");
+                if leading.wait_for(|l| *l).await.is_err() {
+                    return;
                 }
+                match me.store.sweep(me.retention).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        metrics.recordings_deleted.inc_by(n as u64);
+                        tracing::info!(recordings = n, "recordings past their retention deleted");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "the recording retention sweep failed"),
+                }
+                tokio::time::sleep(every).await;
             }
         });
     }
@@ -124,12 +140,6 @@ impl Recorder {
     pub async fn start(&self, info: SessionInfo, end: &EndSignal) -> std::io::Result<Session> {
         let start = jiff::Timestamp::now();
         let id = store::new_id(start);
-        tokio::fs::create_dir_all(self.store.pod_dir(&info.namespace, &info.pod)).await?;
-        let file = tokio::fs::File::options()
-            .write(true)
-            .create_new(true)
-            .open(self.store.cast_path(&info.namespace, &info.pod, &id))
-            .await?;
         let meta = Metadata {
             id: id.clone(),
             namespace: info.namespace.clone(),
@@ -139,11 +149,16 @@ impl Recorder {
             protocol: info.protocol.clone(),
             start: start.to_string(),
             end: None,
+            renewed: Some(start.to_string()),
+            part_interval_seconds: Some(self.part_interval.as_secs()),
             bytes: 0,
             exit_code: None,
             truncated: false,
         };
-        self.store.write_meta(&meta).await?;
+        self.store
+            .write_meta(&meta)
+            .await
+            .map_err(std::io::Error::other)?;
         let header = Header {
             version: 2,
             width: DEFAULT_SIZE.0,
@@ -171,7 +186,7 @@ impl Recorder {
         });
         let started = Instant::now();
         let writer = Writer {
-            file: Some(file.into_std().await),
+            sink: PartSink::new(self.store.clone(), meta.clone(), self.part_interval),
             lines: Lines {
                 buf: Vec::new(),
                 header,
@@ -235,15 +250,24 @@ mod tests {
     ) -> (Recorder, PathBuf) {
         let dir = std::env::temp_dir().join(format!("poddebug-rec-{:x}", rand::random::<u64>()));
         let r = Recorder::from_options(&RecordingOptions {
+            recording_store: None,
             recording_dir: Some(dir.clone()),
             recording_mode: mode,
             record_input: input,
             max_recording_bytes: cap,
             max_recording_rate: rate,
+            recording_part_interval: Duration::from_secs(5),
             recording_retention: Duration::ZERO,
         })
         .unwrap();
         (Arc::into_inner(r).unwrap(), dir)
+    }
+
+    async fn cast_text(r: &Recorder, id: &str) -> String {
+        use futures::TryStreamExt;
+        let parts = r.store().read("ns", "pod", id).await.unwrap().unwrap();
+        let chunks: Vec<bytes::Bytes> = parts.try_collect().await.unwrap();
+        String::from_utf8(chunks.concat()).unwrap()
     }
 
     fn info() -> SessionInfo {
@@ -290,7 +314,7 @@ mod tests {
         // container's status (here 9) decides.
         let f = s.finish(async { Some(9) }).await;
         assert_eq!((f.exit_code, f.truncated), (Some(9), false));
-        let cast = std::fs::read_to_string(r.store().cast_path("ns", "pod", &id)).unwrap();
+        let cast = cast_text(&r, &id).await;
         let lines: Vec<serde_json::Value> = cast
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
@@ -307,7 +331,7 @@ mod tests {
         assert_eq!(lines[2][2], "90x20");
         assert_eq!(lines[3][2], "world");
         assert_eq!(lines.len(), 4, "no input without --record-input: {cast}");
-        let list = r.store().list("ns", "pod").await.unwrap();
+        let list = r.store().list(Some("ns"), Some("pod")).await.unwrap();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].exit_code, Some(9));
         assert_eq!(list[0].bytes, cast.len() as u64);
@@ -326,13 +350,13 @@ mod tests {
         let id = s.id().to_owned();
         let f = s.finish(async { Some(5) }).await;
         assert_eq!((f.exit_code, f.truncated), (Some(5), true));
-        let cast = std::fs::read_to_string(r.store().cast_path("ns", "pod", &id)).unwrap();
+        let cast = cast_text(&r, &id).await;
         assert!(cast.len() as u64 <= MIN_CAP, "{}", cast.len());
         assert!(cast.contains(r#""i","typed""#));
         let last: serde_json::Value = serde_json::from_str(cast.lines().last().unwrap()).unwrap();
         assert_eq!(last[1], "m");
         assert_eq!(last[2], "recording truncated: size limit reached");
-        assert!(r.store().list("ns", "pod").await.unwrap()[0].truncated);
+        assert!(r.store().list(Some("ns"), Some("pod")).await.unwrap()[0].truncated);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -350,7 +374,7 @@ mod tests {
         }
         let id = s.id().to_owned();
         s.finish(async { None }).await;
-        let cast = std::fs::read_to_string(r.store().cast_path("ns", "pod", &id)).unwrap();
+        let cast = cast_text(&r, &id).await;
         let lines: Vec<serde_json::Value> = cast
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())

@@ -34,10 +34,19 @@ impl RecordingMode {
 /// The session-recording flags.
 #[derive(Clone, Debug, clap::Args)]
 pub struct RecordingOptions {
-    /// Directory where every attach session is recorded as an asciicast v2 file
-    /// (NAMESPACE/POD/ID.cast, with ID.json metadata beside it). Recording is off when unset.
-    /// With several replicas, a volume shared by all of them (ReadWriteMany).
-    #[arg(long, help_heading = "Session recording")]
+    /// Where every attach session is recorded (asciicast v2): file:///DIR, or s3://BUCKET/PREFIX
+    /// for S3 and S3-compatible stores (credentials, region and endpoint from the AWS_*
+    /// environment, as the AWS tools read them). Every replica must see the same store: with
+    /// several replicas, s3:// (or a ReadWriteMany volume). Recording is off when unset.
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "recording_dir",
+        help_heading = "Session recording"
+    )]
+    pub recording_store: Option<String>,
+    /// The same as --recording-store=file:///DIR (kept for existing deployments).
+    #[arg(long, value_name = "DIR", help_heading = "Session recording")]
     pub recording_dir: Option<PathBuf>,
     /// What a session that cannot be recorded whole does: 'best-effort' (it goes on, its
     /// recording marked truncated or with marked gaps) or 'strict' (no output reaches the client
@@ -62,9 +71,14 @@ pub struct RecordingOptions {
     /// stream is slowed to this rate instead.
     #[arg(long, default_value_t = 1 << 20, help_heading = "Session recording")]
     pub max_recording_rate: u64,
-    /// Recordings last written longer ago than this are deleted by a periodic sweep
-    /// (0 = keep forever).
-    #[arg(long, default_value = "720h", value_parser = crate::options::parse_duration, help_heading = "Session recording")]
+    /// How often a session's recording is written to the store while it runs: what gathered
+    /// goes out as the next part at least this often (and at once past 1 MiB). A replica killed
+    /// mid-session loses at most this much of it (1s to 60s).
+    #[arg(long, default_value = "5s", value_parser = crate::options::parse_duration, help_heading = "Session recording")]
+    pub recording_part_interval: Duration,
+    /// Recordings last written longer ago than this are deleted by a periodic sweep of the
+    /// leader (the replica holding the expiry Lease); 0 keeps them forever.
+    #[arg(long, default_value = "0", value_parser = crate::options::parse_duration, help_heading = "Session recording")]
     pub recording_retention: Duration,
 }
 
@@ -77,19 +91,28 @@ impl RecordingOptions {
                 "--max-recording-bytes must be 0 or at least {MIN_CAP}"
             ));
         }
-        if self.recording_mode == RecordingMode::Strict && self.recording_dir.is_none() {
-            errs.push(
-                "--recording-mode=strict needs a place to record: set --recording-dir".to_owned(),
-            );
-        }
-        if let Some(dir) = &self.recording_dir
-            && let Err(e) = std::fs::create_dir_all(dir)
+        if !(Duration::from_secs(1)..=Duration::from_secs(60))
+            .contains(&self.recording_part_interval)
         {
-            errs.push(format!(
-                "--recording-dir: {} cannot be created: {e}",
-                dir.display()
-            ));
+            errs.push("--recording-part-interval must be between 1s and 60s".to_owned());
+        }
+        match self.store() {
+            Ok(None) if self.recording_mode == RecordingMode::Strict => errs.push(
+                "--recording-mode=strict needs a place to record: set --recording-store (or --recording-dir)"
+                    .to_owned(),
+            ),
+            Ok(_) => {}
+            Err(e) => errs.push(e),
         }
         errs
+    }
+
+    /// The store the flags name, if any.
+    pub fn store(&self) -> Result<Option<super::store::Store>, String> {
+        match (&self.recording_store, &self.recording_dir) {
+            (Some(url), _) => super::store::Store::from_url(url).map(Some),
+            (None, Some(dir)) => super::store::Store::dir(dir).map(Some),
+            (None, None) => Ok(None),
+        }
     }
 }

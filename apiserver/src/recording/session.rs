@@ -66,7 +66,7 @@ impl Session {
                 writer.abort();
                 tracing::warn!(id = %meta.id, "the recording could not be finished in time");
                 WriterEnd {
-                    bytes: 0,
+                    stored: 0,
                     truncated: true,
                     exit_code: None,
                 }
@@ -82,10 +82,8 @@ impl Session {
             None => fallback.await,
         };
         meta.end = Some(jiff::Timestamp::now().to_string());
-        meta.bytes = tokio::fs::metadata(store.cast_path(&meta.namespace, &meta.pod, &meta.id))
-            .await
-            .map(|m| m.len())
-            .unwrap_or(end.bytes);
+        meta.bytes = end.stored;
+        meta.renewed = None;
         meta.exit_code = exit_code;
         meta.truncated = end.truncated;
         if let Err(e) = store.write_meta(&meta).await {

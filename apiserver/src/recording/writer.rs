@@ -1,5 +1,6 @@
 //! A session's writer task: turns the items the [`Tap`](super::tap::Tap) queued into asciicast
-//! event lines and appends them to the recording's file, a batch at a time.
+//! event lines and writes them to the store as the recording's parts
+//! ([`PartSink`]), a batch at a time.
 //!
 //! Writers run at the server's normal priority: at a low one (nice 19 was tried) a busy
 //! machine could starve them past the end-of-session limit and lose the recording, which is
@@ -9,8 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use super::asciicast::{self, Capped, Header, Utf8Carry};
 use super::session::exit_code_of_status;
+use super::store::{Metadata, PART_BYTES, Store, StoreError};
 use super::tap::{Item, TapShared};
 
 /// How long a writer, once woken by a chunk, lets more gather before it writes them.
@@ -19,7 +23,8 @@ const BATCH: Duration = Duration::from_millis(10);
 /// What the writer reports.
 #[derive(Debug)]
 pub(super) struct WriterEnd {
-    pub(super) bytes: u64,
+    /// Bytes written to the store.
+    pub(super) stored: u64,
     pub(super) truncated: bool,
     pub(super) exit_code: Option<i32>,
 }
@@ -27,11 +32,63 @@ pub(super) struct WriterEnd {
 /// The writer writes what it has gathered once this much is waiting (and after each batch).
 const FLUSH_AT: usize = 1 << 20;
 
-/// A session's writer task: turns the queued items into event lines and appends them to the
-/// file.
+/// Where a recording's bytes go: gathered, then written to the store as the next part once
+/// [`PART_BYTES`] have gathered or the part interval has passed; the metadata is renewed with
+/// each part (and every interval while the session is idle), so that a recording whose replica
+/// died is told from one still being written. A session holds at most about `PART_BYTES` plus
+/// one batch ([`FLUSH_AT`]) in memory.
+pub(super) struct PartSink {
+    store: Store,
+    meta: Metadata,
+    interval: Duration,
+    seq: u32,
+    pending: Vec<u8>,
+    last: Instant,
+    stored: u64,
+}
+
+impl PartSink {
+    pub(super) fn new(store: Store, meta: Metadata, interval: Duration) -> PartSink {
+        PartSink {
+            store,
+            meta,
+            interval,
+            seq: 0,
+            pending: Vec::new(),
+            last: Instant::now(),
+            stored: 0,
+        }
+    }
+
+    /// Write what has gathered as the next part when it is big or old enough (every time with
+    /// `end`), and renew the metadata (not at the end: the session completes it).
+    async fn sync(&mut self, end: bool) -> Result<(), StoreError> {
+        let due = end || self.pending.len() >= PART_BYTES || self.last.elapsed() >= self.interval;
+        if !due {
+            return Ok(());
+        }
+        if !self.pending.is_empty() {
+            let data = Bytes::from(std::mem::take(&mut self.pending));
+            let n = data.len() as u64;
+            self.store.write_part(&self.meta, self.seq, data).await?;
+            self.seq += 1;
+            self.stored += n;
+        }
+        self.last = Instant::now();
+        if !end {
+            self.meta.bytes = self.stored;
+            self.meta.renewed = Some(jiff::Timestamp::now().to_string());
+            self.store.write_meta(&self.meta).await?;
+        }
+        Ok(())
+    }
+}
+
+/// A session's writer task: turns the queued items into event lines and writes them to the
+/// store.
 pub(super) struct Writer {
-    /// The file (moved to a blocking thread and back for each write).
-    pub(super) file: Option<std::fs::File>,
+    /// The store's side of the recording.
+    pub(super) sink: PartSink,
     pub(super) lines: Lines,
     pub(super) started: Instant,
     pub(super) shared: Arc<TapShared>,
@@ -154,7 +211,14 @@ impl Writer {
                 return None;
             }
             if empty {
-                shared.wake.notified().await;
+                // Idle: come back within a part interval, so that what gathered is written
+                // and the metadata renewed.
+                if tokio::time::timeout(self.sink.interval, shared.wake.notified())
+                    .await
+                    .is_err()
+                {
+                    return Some(Default::default());
+                }
                 continue;
             }
             if !closed {
@@ -170,31 +234,16 @@ impl Writer {
         }
     }
 
-    /// Write the gathered lines to the file (on a blocking thread).
-    async fn flush(&mut self) -> std::io::Result<()> {
-        if self.lines.buf.is_empty() {
-            return Ok(());
-        }
-        let mut file = self
-            .file
-            .take()
-            .ok_or_else(|| std::io::Error::other("an earlier write failed"))?;
-        let buf = std::mem::take(&mut self.lines.buf);
-        let (file, mut buf, written) = tokio::task::spawn_blocking(move || {
-            let r = std::io::Write::write_all(&mut file, &buf);
-            (file, buf, r)
-        })
-        .await
-        .map_err(std::io::Error::other)?;
-        written?;
-        self.file = Some(file);
-        buf.clear();
-        if buf.capacity() > 2 * FLUSH_AT {
+    /// Hand the gathered lines to the sink, which writes a part when one is due (every time
+    /// with `end`).
+    async fn flush(&mut self, end: bool) -> Result<(), StoreError> {
+        self.sink.pending.extend_from_slice(&self.lines.buf);
+        self.lines.buf.clear();
+        if self.lines.buf.capacity() > 2 * FLUSH_AT {
             // A burst is over: give its room back.
-            buf = Vec::new();
+            self.lines.buf = Vec::new();
         }
-        self.lines.buf = buf;
-        Ok(())
+        self.sink.sync(end).await
     }
 
     pub(super) async fn run(mut self) -> WriterEnd {
@@ -212,13 +261,13 @@ impl Writer {
                     item => self.lines.item(t, item),
                 }
                 if self.lines.buf.len() >= FLUSH_AT
-                    && let Err(e) = self.flush().await
+                    && let Err(e) = self.flush(false).await
                 {
                     failure.get_or_insert(format!("write failed ({e})"));
                 }
             }
             if failure.is_none()
-                && let Err(e) = self.flush().await
+                && let Err(e) = self.flush(false).await
             {
                 failure = Some(format!("write failed ({e})"));
             }
@@ -246,9 +295,11 @@ impl Writer {
             let marker = self.lines.capped.marker(last, why);
             self.lines.buf.extend_from_slice(&marker);
         }
-        let _ = self.flush().await;
+        if let Err(e) = self.flush(true).await {
+            tracing::warn!(id = %self.sink.meta.id, error = %e, "the end of a recording could not be written");
+        }
         WriterEnd {
-            bytes: self.lines.capped.written(),
+            stored: self.sink.stored,
             truncated: why.is_some(),
             exit_code: self.lines.exit_code,
         }

@@ -69,15 +69,15 @@ async fn a_recorded_session_replays_byte_for_byte_and_needs_its_own_permission()
             panic!("the server under test does not record sessions (run it with --recording-dir): {list}");
         }
         match list["items"].as_array().and_then(|i| i.first()) {
-            Some(item) if code == StatusCode::OK && item["end"].is_string() => Ok(item.clone()),
+            Some(item) if code == StatusCode::OK && item["status"]["end"].is_string() => Ok(item.clone()),
             _ => Err(format!("{code} {list}")),
         }
     })
     .await;
-    assert_eq!(item["container"], "dbg");
-    assert_eq!(item["exitCode"], 3);
-    assert_eq!(item["truncated"], false);
-    let id = item["id"].as_str().expect("an id").to_owned();
+    assert_eq!(item["spec"]["container"], "dbg");
+    assert_eq!(item["status"]["exitCode"], 3);
+    assert_eq!(item["status"]["truncated"], false);
+    let id = item["metadata"]["name"].as_str().expect("an id").to_owned();
 
     let (code, headers, body) = sb
         .api
@@ -123,7 +123,8 @@ async fn a_recorded_session_replays_byte_for_byte_and_needs_its_own_permission()
             let (code, body) = reader.get_json(&list_path).await;
             match body["items"].as_array() {
                 Some(items)
-                    if code == StatusCode::OK && items.iter().any(|i| i["id"] == id.as_str()) =>
+                    if code == StatusCode::OK
+                        && items.iter().any(|i| i["metadata"]["name"] == id.as_str()) =>
                 {
                     Ok(())
                 }
@@ -179,13 +180,15 @@ async fn a_flood_of_output_is_recorded_whole_in_strict_mode_and_leaves_a_marked_
         || async {
             let (code, list) = sb.api.get_json(&sb.path("recordings")).await;
             match list["items"].as_array().and_then(|i| i.first()) {
-                Some(item) if code == StatusCode::OK && item["end"].is_string() => Ok(item.clone()),
+                Some(item) if code == StatusCode::OK && item["status"]["end"].is_string() => {
+                    Ok(item.clone())
+                }
                 _ => Err(format!("{code} {list}")),
             }
         },
     )
     .await;
-    let id = item["id"].as_str().expect("an id").to_owned();
+    let id = item["metadata"]["name"].as_str().expect("an id").to_owned();
     let (code, _, body) = sb
         .api
         .request(

@@ -696,3 +696,128 @@ async fn a_moderated_session_takes_input_only_while_a_moderator_is_attached() {
     );
     moderator.close().await.expect("close");
 }
+
+/// The recordings (through `client`) of pod `web` in the sandbox: the items, or why not.
+async fn recordings_of(client: &TestClient, sb: &Sandbox) -> Result<Vec<Value>, String> {
+    let (code, list) = client
+        .get_json(&format!("{GV}/namespaces/{}/pods/web/recordings", sb.ns))
+        .await;
+    if code != StatusCode::OK {
+        return Err(format!("{code} {list}"));
+    }
+    assert_eq!(list["kind"], "RecordingList", "{list}");
+    Ok(list["items"].as_array().cloned().unwrap_or_default())
+}
+
+/// A recording's asciicast text, through `client`.
+async fn recording_text(client: &TestClient, sb: &Sandbox, id: &str) -> Result<String, String> {
+    let (code, _, body) = client
+        .request(
+            Method::GET,
+            &format!("{GV}/namespaces/{}/pods/web/recordings/{id}", sb.ns),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&body).into_owned();
+    if code == StatusCode::OK {
+        Ok(text)
+    } else {
+        Err(format!("{code} {text}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG) and PODDEBUG_LIVE_RECORDING_STORE"]
+async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads_truncated() {
+    if !enabled() {
+        return;
+    }
+    // The store the replicas share (CI: an S3 bucket of a real S3-compatible server); a pass
+    // whose server records elsewhere (in its pod) has none to share.
+    let Ok(store) = std::env::var("PODDEBUG_LIVE_RECORDING_STORE") else {
+        eprintln!("skipped: PODDEBUG_LIVE_RECORDING_STORE names no store the replicas share");
+        return;
+    };
+    let sb = Sandbox::new("recrep");
+    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:auditor", ALICE);
+    let alice = as_user(&sb.api, ALICE);
+    shell_of(&sb, &alice, None).await;
+    let flag = format!("--recording-store={store}");
+    let mut one = Replica::start(&[&flag, "--recording-part-interval=1s"]).await;
+    let two = Replica::start(&[&flag]).await;
+
+    // A session relayed by replica 1, ended: listed and replayed through replica 2.
+    let mut s = attach_settled(&one.user(ALICE), &sb.path(TTY)).await;
+    s.stdin(b"echo one-$((20+1))\r").await.expect("type");
+    s.read_until(T, stdout_has("one-21")).await;
+    s.close().await.expect("close");
+    let ended = poll_async(
+        "the ended recording is listed through replica 2",
+        T,
+        Duration::from_millis(250),
+        || async {
+            let items = recordings_of(&two.user(ALICE), &sb).await?;
+            match items.iter().find(|i| i["status"]["end"].is_string()) {
+                Some(i) => Ok(i.clone()),
+                None => Err(format!("{items:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(ended["kind"], "Recording", "{ended}");
+    assert_eq!(ended["metadata"]["namespace"], sb.ns.as_str(), "{ended}");
+    assert_eq!(ended["spec"]["user"], ALICE, "{ended}");
+    assert_eq!(ended["status"]["truncated"], false, "{ended}");
+    let first = id_of(&ended);
+    let text = recording_text(&two.user(ALICE), &sb, &first)
+        .await
+        .expect("replayed through replica 2");
+    assert!(text.contains("one-21"), "{text}");
+
+    // A session whose replica is killed mid-session: what was written a part interval before
+    // stays readable, and the recording reads truncated once its metadata is no longer renewed.
+    let mut s = attach_settled(&one.user(ALICE), &sb.path(TTY)).await;
+    s.stdin(b"echo two-$((40+2))\r").await.expect("type");
+    s.read_until(T, stdout_has("two-42")).await;
+    let running = poll_async(
+        "the running session's output reaches the store",
+        T,
+        Duration::from_millis(250),
+        || async {
+            let items = recordings_of(&two.user(ALICE), &sb).await?;
+            let Some(r) = items.iter().find(|i| id_of(i) != first) else {
+                return Err(format!("{items:?}"));
+            };
+            let text = recording_text(&two.user(ALICE), &sb, &id_of(r)).await?;
+            if text.contains("two-42") {
+                Ok(id_of(r))
+            } else {
+                Err(text)
+            }
+        },
+    )
+    .await;
+    one.kill9().await;
+    drop(s);
+    let truncated = poll_async(
+        "the killed replica's recording reads truncated",
+        Duration::from_secs(6 + 20),
+        Duration::from_millis(500),
+        || async {
+            let items = recordings_of(&two.user(ALICE), &sb).await?;
+            match items.iter().find(|i| id_of(i) == running) {
+                Some(i) if i["status"]["truncated"] == true => Ok(i.clone()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(truncated["status"]["end"].is_string(), "{truncated}");
+    let text = recording_text(&two.user(ALICE), &sb, &running)
+        .await
+        .expect("still readable");
+    assert!(text.contains("two-42"), "{text}");
+}
