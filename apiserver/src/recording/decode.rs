@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use base64::Engine;
 
+use crate::stream::spdy_frames::{FrameSplitter, HEADERS, Piece, SYN_STREAM};
 use crate::stream::spdy_headers::{HeaderInflater, StreamType};
 use crate::stream::websocket_frames::{FrameHeader, HeaderReader};
 
@@ -334,39 +335,17 @@ impl WsDirection {
 
 // ---------- SPDY/3.1 ----------
 
-/// SYN_STREAM.
-const SYN_STREAM: u16 = 1;
-/// HEADERS.
-const HEADERS: u16 = 8;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SpdyPos {
-    Header { have: usize },
-    Payload { remaining: u32 },
-}
-
 /// One direction's framing state.
+#[derive(Default)]
 struct SpdyDirection {
-    pos: SpdyPos,
-    header: [u8; 8],
+    /// The frame boundaries (the relay's tracker uses the same splitter).
+    splitter: FrameSplitter,
     /// Control frame type of the current frame (None: data frame).
     control: Option<u16>,
     /// Stream of the current data frame.
     stream: u32,
     /// Payload kept of the current control frame (SYN_STREAM / HEADERS only).
     kept: Vec<u8>,
-}
-
-impl Default for SpdyDirection {
-    fn default() -> Self {
-        SpdyDirection {
-            pos: SpdyPos::Header { have: 0 },
-            header: [0; 8],
-            control: None,
-            stream: 0,
-            kept: Vec::new(),
-        }
-    }
 }
 
 /// Both directions of a SPDY session, with the stream types the client declared.
@@ -382,49 +361,24 @@ pub struct SpdySession {
 }
 
 impl SpdySession {
+    fn direction(&mut self, dir: Direction) -> &mut SpdyDirection {
+        match dir {
+            Direction::In => &mut self.inbound,
+            Direction::Out => &mut self.outbound,
+        }
+    }
+
     fn feed(&mut self, dir: Direction, mut data: &[u8], out: Sink<'_>) -> Result<(), DecodeError> {
-        while !data.is_empty() {
-            let d = match dir {
-                Direction::In => &mut self.inbound,
-                Direction::Out => &mut self.outbound,
-            };
-            match d.pos {
-                SpdyPos::Header { have } => {
-                    let take = (8 - have).min(data.len());
-                    d.header[have..have + take].copy_from_slice(&data[..take]);
-                    data = &data[take..];
-                    if have + take < 8 {
-                        d.pos = SpdyPos::Header { have: have + take };
-                        continue;
-                    }
-                    let h = d.header;
-                    let len = u32::from_be_bytes([0, h[5], h[6], h[7]]);
-                    if h[0] & 0x80 != 0 {
-                        d.control = Some(u16::from_be_bytes([h[2], h[3]]));
-                    } else {
-                        d.control = None;
-                        d.stream = u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & 0x7fff_ffff;
-                    }
+        while let Some(piece) = self.direction(dir).splitter.next(&mut data) {
+            match piece {
+                Piece::Start(head) => {
+                    let d = self.direction(dir);
+                    d.control = head.control;
+                    d.stream = head.stream;
                     d.kept.clear();
-                    if len == 0 {
-                        d.pos = SpdyPos::Header { have: 0 };
-                        self.end_frame(dir, out)?;
-                    } else {
-                        d.pos = SpdyPos::Payload { remaining: len };
-                    }
                 }
-                SpdyPos::Payload { remaining } => {
-                    let take = usize::try_from(remaining)
-                        .unwrap_or(usize::MAX)
-                        .min(data.len());
-                    let chunk = &data[..take];
-                    data = &data[take..];
-                    let left = remaining - take as u32;
-                    d.pos = if left == 0 {
-                        SpdyPos::Header { have: 0 }
-                    } else {
-                        SpdyPos::Payload { remaining: left }
-                    };
+                Piece::Payload(chunk) => {
+                    let d = self.direction(dir);
                     match d.control {
                         Some(SYN_STREAM | HEADERS) if dir == Direction::In => {
                             if d.kept.len() + chunk.len() > MAX_KEPT {
@@ -438,20 +392,15 @@ impl SpdySession {
                             self.stream_data(stream, chunk, out)?;
                         }
                     }
-                    if left == 0 {
-                        self.end_frame(dir, out)?;
-                    }
                 }
+                Piece::End => self.end_frame(dir, out)?,
             }
         }
         Ok(())
     }
 
     fn end_frame(&mut self, dir: Direction, out: Sink<'_>) -> Result<(), DecodeError> {
-        let d = match dir {
-            Direction::In => &mut self.inbound,
-            Direction::Out => &mut self.outbound,
-        };
+        let d = self.direction(dir);
         let (control, kept) = (d.control, std::mem::take(&mut d.kept));
         match control {
             Some(SYN_STREAM) if dir == Direction::In => {

@@ -1,5 +1,9 @@
-//! A light SPDY/3.1 frame tracker (8-byte frame headers, payloads skipped) and the frames the
-//! proxy may write to the client at shutdown: a last message on the error stream and GOAWAY.
+//! SPDY/3.1 framing, once for the whole server: [`FrameSplitter`] cuts a byte stream, split
+//! anywhere, into frame heads, payload pieces and frame ends; the relay's light
+//! [`FrameTracker`] (stream opens and closes, for the shutdown message) and the recorder's
+//! decoder (`recording::decode`, which also reads header blocks and stream data) are both built
+//! on it. Also the frames the proxy may write to the client at shutdown: a last message on the
+//! error stream and GOAWAY.
 //!
 //! Header blocks are zlib-compressed with a session-wide context, so the tracker never reads
 //! them: it only sees frame types, flags and stream ids. The error stream is recognised the way
@@ -9,15 +13,143 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// SYN_STREAM.
-const SYN_STREAM: u16 = 1;
+pub const SYN_STREAM: u16 = 1;
 /// SYN_REPLY.
-const SYN_REPLY: u16 = 2;
+pub const SYN_REPLY: u16 = 2;
 /// RST_STREAM.
-const RST_STREAM: u16 = 3;
+pub const RST_STREAM: u16 = 3;
 /// GOAWAY.
-const GOAWAY: u16 = 7;
+pub const GOAWAY: u16 = 7;
+/// HEADERS.
+pub const HEADERS: u16 = 8;
 /// FLAG_FIN on data frames and SYN_STREAM / SYN_REPLY.
-const FLAG_FIN: u8 = 0x01;
+pub const FLAG_FIN: u8 = 0x01;
+
+/// The 8-byte head of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHead {
+    /// The control frame's type; `None` for a data frame.
+    pub control: Option<u16>,
+    /// The data frame's stream (0 for control frames: theirs is in the payload).
+    pub stream: u32,
+    /// Flags.
+    pub flags: u8,
+    /// Payload length.
+    pub len: u32,
+}
+
+/// One piece of a SPDY byte stream, as [`FrameSplitter::next`] cuts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// A frame begins.
+    Start(FrameHead),
+    /// Some of the current frame's payload, in order.
+    Payload(&'a [u8]),
+    /// The current frame ended (right after its head when it has no payload).
+    End,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Position {
+    Header { have: usize },
+    Payload { remaining: u32 },
+}
+
+/// Follows the frame boundaries of one direction of a SPDY session across any split of the
+/// bytes, copying nothing but the 8 bytes of a frame head.
+#[derive(Clone, Debug)]
+pub struct FrameSplitter {
+    position: Position,
+    header: [u8; 8],
+    /// A frame ended and [`Piece::End`] is still to be handed out.
+    end_pending: bool,
+}
+
+impl Default for FrameSplitter {
+    fn default() -> Self {
+        FrameSplitter {
+            position: Position::Header { have: 0 },
+            header: [0; 8],
+            end_pending: false,
+        }
+    }
+}
+
+impl FrameSplitter {
+    /// The next piece of `data` (advanced past what it takes); `None` once `data` is used up
+    /// and no frame end is pending.
+    pub fn next<'a>(&mut self, data: &mut &'a [u8]) -> Option<Piece<'a>> {
+        if self.end_pending {
+            self.end_pending = false;
+            return Some(Piece::End);
+        }
+        loop {
+            if data.is_empty() {
+                return None;
+            }
+            match self.position {
+                Position::Header { have } => {
+                    let take = (8 - have).min(data.len());
+                    self.header[have..have + take].copy_from_slice(&data[..take]);
+                    *data = &data[take..];
+                    if have + take < 8 {
+                        self.position = Position::Header { have: have + take };
+                        continue;
+                    }
+                    let h = self.header;
+                    let head = FrameHead {
+                        control: (h[0] & 0x80 != 0).then(|| u16::from_be_bytes([h[2], h[3]])),
+                        stream: if h[0] & 0x80 != 0 {
+                            0
+                        } else {
+                            stream_id([h[0], h[1], h[2], h[3]])
+                        },
+                        flags: h[4],
+                        len: u32::from_be_bytes([0, h[5], h[6], h[7]]),
+                    };
+                    if head.len == 0 {
+                        self.position = Position::Header { have: 0 };
+                        self.end_pending = true;
+                    } else {
+                        self.position = Position::Payload {
+                            remaining: head.len,
+                        };
+                    }
+                    return Some(Piece::Start(head));
+                }
+                Position::Payload { remaining } => {
+                    let take = usize::try_from(remaining)
+                        .unwrap_or(usize::MAX)
+                        .min(data.len());
+                    let (piece, rest) = data.split_at(take);
+                    *data = rest;
+                    let left = remaining - take as u32;
+                    if left == 0 {
+                        self.position = Position::Header { have: 0 };
+                        self.end_pending = true;
+                    } else {
+                        self.position = Position::Payload { remaining: left };
+                    }
+                    return Some(Piece::Payload(piece));
+                }
+            }
+        }
+    }
+
+    /// Whether the next byte starts a frame.
+    pub fn at_frame_boundary(&self) -> bool {
+        self.position == Position::Header { have: 0 }
+    }
+
+    /// How many bytes may be read without running past the next frame boundary (at least 1).
+    pub fn wanted(&self) -> usize {
+        match self.position {
+            Position::Header { have } => 8 - have,
+            Position::Payload { remaining } => usize::try_from(remaining).unwrap_or(usize::MAX),
+        }
+        .max(1)
+    }
+}
 
 /// What one side of the session did that matters for injection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,35 +171,15 @@ pub enum Event {
     GoAway,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Position {
-    Header { have: usize },
-    Payload { remaining: u32 },
-}
-
-/// Follows frame boundaries of one direction of a SPDY session.
-#[derive(Clone, Debug)]
+/// Follows one direction of a SPDY session for the relay: which streams open and close.
+#[derive(Clone, Debug, Default)]
 pub struct FrameTracker {
-    position: Position,
-    header: [u8; 8],
+    splitter: FrameSplitter,
     /// First payload bytes of the current control frame (stream id of SYN_STREAM/SYN_REPLY/RST).
     prefix: [u8; 4],
     prefix_len: usize,
     control_type: Option<u16>,
     control_flags: u8,
-}
-
-impl Default for FrameTracker {
-    fn default() -> Self {
-        FrameTracker {
-            position: Position::Header { have: 0 },
-            header: [0; 8],
-            prefix: [0; 4],
-            prefix_len: 0,
-            control_type: None,
-            control_flags: 0,
-        }
-    }
 }
 
 fn stream_id(b: [u8; 4]) -> u32 {
@@ -77,65 +189,35 @@ fn stream_id(b: [u8; 4]) -> u32 {
 impl FrameTracker {
     /// Feed relayed bytes; `on_event` hears about streams opening and closing.
     pub fn consume(&mut self, mut data: &[u8], on_event: &mut impl FnMut(Event)) {
-        while !data.is_empty() {
-            match self.position {
-                Position::Header { have } => {
-                    let take = (8 - have).min(data.len());
-                    self.header[have..have + take].copy_from_slice(&data[..take]);
-                    data = &data[take..];
-                    let have = have + take;
-                    if have < 8 {
-                        self.position = Position::Header { have };
-                        continue;
+        while let Some(piece) = self.splitter.next(&mut data) {
+            match piece {
+                Piece::Start(head) => {
+                    self.control_type = head.control;
+                    self.control_flags = head.flags;
+                    self.prefix_len = 0;
+                    match head.control {
+                        Some(GOAWAY) => on_event(Event::GoAway),
+                        None if head.flags & FLAG_FIN != 0 => {
+                            on_event(Event::Finished(head.stream))
+                        }
+                        _ => {}
                     }
-                    self.start_frame(on_event);
                 }
-                Position::Payload { remaining } => {
-                    let take = usize::try_from(remaining)
-                        .unwrap_or(usize::MAX)
-                        .min(data.len());
+                Piece::Payload(p) => {
                     if self.control_type.is_some() && self.prefix_len < 4 {
-                        let n = (4 - self.prefix_len).min(take);
-                        self.prefix[self.prefix_len..self.prefix_len + n]
-                            .copy_from_slice(&data[..n]);
+                        let n = (4 - self.prefix_len).min(p.len());
+                        self.prefix[self.prefix_len..self.prefix_len + n].copy_from_slice(&p[..n]);
                         self.prefix_len += n;
                         if self.prefix_len == 4 {
                             self.control_prefix_complete(on_event);
                         }
                     }
-                    data = &data[take..];
-                    let left = remaining - take as u32;
-                    if left == 0 {
-                        self.end_frame();
-                    } else {
-                        self.position = Position::Payload { remaining: left };
-                    }
+                }
+                Piece::End => {
+                    self.control_type = None;
+                    self.prefix_len = 0;
                 }
             }
-        }
-    }
-
-    fn start_frame(&mut self, on_event: &mut impl FnMut(Event)) {
-        let h = self.header;
-        let flags = h[4];
-        let len = u32::from_be_bytes([0, h[5], h[6], h[7]]);
-        if h[0] & 0x80 != 0 {
-            self.control_type = Some(u16::from_be_bytes([h[2], h[3]]));
-            self.control_flags = flags;
-            self.prefix_len = 0;
-            if self.control_type == Some(GOAWAY) {
-                on_event(Event::GoAway);
-            }
-        } else {
-            self.control_type = None;
-            if flags & FLAG_FIN != 0 {
-                on_event(Event::Finished(stream_id([h[0], h[1], h[2], h[3]])));
-            }
-        }
-        if len == 0 {
-            self.end_frame();
-        } else {
-            self.position = Position::Payload { remaining: len };
         }
     }
 
@@ -152,24 +234,14 @@ impl FrameTracker {
         }
     }
 
-    fn end_frame(&mut self) {
-        self.position = Position::Header { have: 0 };
-        self.control_type = None;
-        self.prefix_len = 0;
-    }
-
     /// Whether the next byte starts a frame.
     pub fn at_frame_boundary(&self) -> bool {
-        self.position == Position::Header { have: 0 }
+        self.splitter.at_frame_boundary()
     }
 
     /// How many bytes may be read without running past the next frame boundary (at least 1).
     pub fn wanted(&self) -> usize {
-        match self.position {
-            Position::Header { have } => 8 - have,
-            Position::Payload { remaining } => usize::try_from(remaining).unwrap_or(usize::MAX),
-        }
-        .max(1)
+        self.splitter.wanted()
     }
 }
 
@@ -336,6 +408,39 @@ mod tests {
         t.consume(&f[9..], &mut |_| {});
         assert!(t.at_frame_boundary());
         assert_eq!(t.wanted(), 8);
+    }
+
+    #[test]
+    fn the_splitter_cuts_the_same_frames_from_any_split() {
+        let mut bytes = syn(SYN_STREAM, 1, 0);
+        bytes.extend(data_frame(1, true, b""));
+        bytes.extend(data_frame(3, false, b"hello world"));
+        bytes.extend(goaway_frame(3));
+        let frames = |chunk: usize| {
+            let mut sp = FrameSplitter::default();
+            let mut seen: Vec<(Option<FrameHead>, Vec<u8>)> = Vec::new();
+            for mut piece in bytes.chunks(chunk) {
+                while let Some(p) = sp.next(&mut piece) {
+                    match p {
+                        Piece::Start(h) => seen.push((Some(h), Vec::new())),
+                        Piece::Payload(b) => seen.last_mut().unwrap().1.extend_from_slice(b),
+                        Piece::End => seen.push((None, Vec::new())),
+                    }
+                }
+            }
+            assert!(sp.at_frame_boundary());
+            seen
+        };
+        let whole = frames(bytes.len());
+        assert_eq!(whole.len(), 8, "{whole:?}");
+        assert_eq!(whole[0].0.and_then(|h| h.control), Some(SYN_STREAM));
+        let data = whole[4].0.unwrap();
+        assert_eq!((data.control, data.stream, data.len), (None, 3, 11));
+        assert_eq!(whole[4].1, b"hello world");
+        assert_eq!(whole[2].0.map(|h| h.flags & FLAG_FIN), Some(FLAG_FIN));
+        for chunk in [1, 2, 7, 9] {
+            assert_eq!(frames(chunk), whole, "chunk {chunk}");
+        }
     }
 
     #[test]
