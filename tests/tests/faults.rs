@@ -413,3 +413,36 @@ async fn sigterm_right_after_a_create_still_writes_its_event() {
         "the Event was written before the server exited"
     );
 }
+
+#[tokio::test]
+async fn an_authorizer_connection_dropped_once_is_tried_again_not_a_503() {
+    let (fake, _server, c) = setup(&[
+        "--authorization-webhook-cache-unauthorized-ttl=0s",
+        "--authorization-webhook-cache-authorized-ttl=0s",
+    ])
+    .await;
+    fake.clear_requests();
+    fake.set_authorizer_outage(Outage::CloseConnection);
+    let list = format!("{GV}/namespaces/{NS}/poddebugcontainers");
+    let pending =
+        tokio::spawn(async move { c.request(Method::GET, &list, &[], Bytes::new()).await });
+    // The first review reached kube-apiserver and its connection was dropped; then the
+    // authorizer is back before the retry.
+    let reached = fake
+        .wait_until(Duration::from_secs(10), |f| {
+            f.requests()
+                .iter()
+                .any(|r| r.path.contains("subjectaccessreviews"))
+        })
+        .await;
+    assert!(reached, "no review was sent");
+    fake.set_authorizer_outage(Outage::None);
+    let (code, _, body) = pending.await.expect("task").expect("answered");
+    assert_eq!(code, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let reviews = fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("subjectaccessreviews"))
+        .count();
+    assert!(reviews >= 2, "tried again: {reviews}");
+}

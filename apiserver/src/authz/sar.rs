@@ -91,7 +91,8 @@ impl SarAuthorizer {
         }
     }
 
-    /// Decide, from the cache when fresh.
+    /// Decide, from the cache when fresh; a transient failure of the review is tried again
+    /// ([`SAR_ATTEMPTS`] in all, [`SAR_BACKOFF`] doubling between them).
     pub async fn authorize(
         &self,
         user: &Caller,
@@ -119,10 +120,28 @@ impl SarAuthorizer {
             spec,
             ..Default::default()
         };
-        let out = api
-            .create(&kube::api::PostParams::default(), &review)
-            .await
-            .map_err(|e| Unavailable(e.to_string()))?;
+        // A failure that may pass (a connection dropped, a 5xx or 429 of kube-apiserver
+        // restarting) is retried with a short backoff, as kube-apiserver's own webhook
+        // authorizer retries; a refusal of the review itself (a 4xx) is not.
+        let mut attempt = 0;
+        let started = Instant::now();
+        let out = loop {
+            match api.create(&kube::api::PostParams::default(), &review).await {
+                Ok(out) => break out,
+                // A review that failed slowly (a hung authorizer, timed out) is not tried again:
+                // the request's caller would wait for every attempt.
+                Err(e)
+                    if attempt + 1 < SAR_ATTEMPTS
+                        && transient(&e)
+                        && started.elapsed() < SAR_RETRY_WINDOW =>
+                {
+                    tracing::debug!(error = %e, attempt, "SubjectAccessReview failed; retrying");
+                    tokio::time::sleep(SAR_BACKOFF * (1 << attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(Unavailable(e.to_string())),
+            }
+        };
         let status = out
             .status
             .ok_or_else(|| Unavailable("SubjectAccessReview without status".to_owned()))?;
@@ -147,5 +166,22 @@ impl SarAuthorizer {
             cache.insert(key, (Instant::now(), decision.clone()));
         }
         Ok(decision)
+    }
+}
+
+/// Attempts of one SubjectAccessReview before the authorizer is reported unavailable.
+pub const SAR_ATTEMPTS: u32 = 3;
+/// The first pause between attempts (then doubled).
+pub const SAR_BACKOFF: std::time::Duration = std::time::Duration::from_millis(200);
+/// Failures later than this after the first attempt are not retried.
+pub const SAR_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a failed review may succeed when tried again.
+fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        // Connection, TLS handshake, timeouts: the request may not have reached anyone.
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
     }
 }
