@@ -564,6 +564,19 @@ async fn recordings_past_their_retention_are_deleted() {
     assert_eq!(items[0]["metadata"]["name"], young);
     assert!(!pod.join(format!("{old}.cast")).exists());
     assert!(pod.join(format!("{young}.cast")).exists());
+    // The leader (this server alone leads) counts what it deleted.
+    let (code, _, body) = e
+        .client
+        .request(Method::GET, "/metrics", &[], bytes::Bytes::new())
+        .await
+        .expect("metrics");
+    assert_eq!(code, StatusCode::OK);
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.lines()
+            .any(|l| l == "poddebug_recordings_deleted_total 1"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -107,6 +107,48 @@ async fn a_recorded_session_replays_byte_for_byte_and_needs_its_own_permission()
         .collect();
     assert_eq!(replayed.as_bytes(), t.stdout.as_slice(), "byte for byte");
 
+    // kubectl (the admin) lists it as a Table through the aggregator, like any resource.
+    let table = poddebug_tests::kubectl::kubectl_ok(
+        &["get", "debugrecordings", "-n", &sb.ns, "-o", "wide"],
+        None,
+    );
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "POD",
+            "CONTAINER",
+            "USER",
+            "BYTES",
+            "EXIT",
+            "TRUNCATED",
+            "PROTOCOL",
+            "ENDED",
+            "AGE"
+        ],
+        "{table}"
+    );
+    assert!(table.contains(&id), "{table}");
+    let one = poddebug_tests::kubectl::kubectl_ok(
+        &[
+            "get",
+            "debugrecordings",
+            "-n",
+            &sb.ns,
+            &id,
+            "-o",
+            "jsonpath={.spec.container}",
+        ],
+        None,
+    );
+    assert_eq!(one, "dbg");
+
     // A user without pods/recordings is refused; poddebug:auditor grants it.
     let alice = as_user(&sb.api, ALICE);
     let (code, status) = alice.get_json(&list_path).await;
