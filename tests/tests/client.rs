@@ -714,8 +714,10 @@ async fn sessions_listed_watched_joined_as_moderator_and_terminated() {
         .expect("alice's session ends");
     let said = format!("{ended:?} {}", drain.await.expect("drain"));
     assert!(said.contains("session terminated by alice"), "{said}");
+    // Her record goes when the relay ends: when the client closed first, the relay still lets
+    // the upstream finish for up to its linger (5 s) before it does. Polled with a bound past it.
     let mut left = modes().await;
-    for _ in 0..100 {
+    for _ in 0..300 {
         if left == vec![SessionMode::Moderator] {
             break;
         }
