@@ -28,6 +28,7 @@ use poddebug_types::{ApiError, GROUP, Recording, RecordingList, RecordingRecord,
 use serde_json::{Value, json};
 
 use super::json_response;
+use super::table::{column, table_row};
 use crate::authn::Authenticated;
 use crate::authz::Attributes;
 use crate::error::Error;
@@ -93,10 +94,6 @@ fn parse_continue(token: &str) -> Result<(Option<jiff::Timestamp>, String, Strin
     Ok((v.0.parse().ok(), v.1, v.2))
 }
 
-fn column(name: &str, ty: &str, format: &str, description: &str, priority: i32) -> Value {
-    json!({"name": name, "type": ty, "format": format, "description": description, "priority": priority})
-}
-
 /// The Table `kubectl get debugrecordings` prints.
 fn table(items: &[Recording], meta: &ListMeta, include_object: &str) -> Value {
     let now = jiff::Timestamp::now();
@@ -138,17 +135,7 @@ fn table(items: &[Recording], meta: &ListMeta, include_object: &str) -> Value {
                     .unwrap_or_else(|| "<running>".to_owned()),
                 super::table::human_age(r.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
             ]);
-            let object = match include_object {
-                "None" => Value::Null,
-                "Object" => serde_json::to_value(r).unwrap_or(Value::Null),
-                _ => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                    "metadata": serde_json::to_value(&r.metadata).unwrap_or(Value::Null)}),
-            };
-            let mut row = json!({"cells": cells});
-            if !object.is_null() {
-                row["object"] = object;
-            }
-            row
+            table_row(cells, r, &r.metadata, include_object)
         })
         .collect();
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1",

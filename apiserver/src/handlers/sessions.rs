@@ -26,6 +26,7 @@ use poddebug_types::{ApiError, DebugSession, DebugSessionList, GROUP, VERSION};
 use serde_json::{Value, json};
 
 use super::json_response;
+use super::table::{column, table_row};
 use crate::audit::{Action, AuditRecord};
 use crate::authn::Authenticated;
 use crate::authz::Attributes;
@@ -92,10 +93,6 @@ fn is_watch(q: &BTreeMap<String, String>) -> bool {
     matches!(q.get("watch").map(String::as_str), Some("true" | "1"))
 }
 
-fn column(name: &str, ty: &str, format: &str, description: &str, priority: i32) -> Value {
-    json!({"name": name, "type": ty, "format": format, "description": description, "priority": priority})
-}
-
 /// The Table of sessions `kubectl get debugsessions` prints.
 fn table(items: &[DebugSession], rv: Option<&str>, include_object: &str) -> Value {
     let now = Timestamp::now();
@@ -156,17 +153,7 @@ fn table(items: &[DebugSession], rv: Option<&str>, include_object: &str) -> Valu
                 st.replica,
                 super::table::human_age(s.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
             ]);
-            let object = match include_object {
-                "None" => Value::Null,
-                "Object" => serde_json::to_value(s).unwrap_or(Value::Null),
-                _ => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                    "metadata": serde_json::to_value(&s.metadata).unwrap_or(Value::Null)}),
-            };
-            let mut r = json!({"cells": cells});
-            if !object.is_null() {
-                r["object"] = object;
-            }
-            r
+            table_row(cells, s, &s.metadata, include_object)
         })
         .collect();
     let mut meta = json!({});

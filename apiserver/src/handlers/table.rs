@@ -36,7 +36,8 @@ pub fn human_age(since: Option<Timestamp>, now: Timestamp) -> String {
     }
 }
 
-fn column(name: &str, ty: &str, format: &str, description: &str, priority: i32) -> Value {
+/// One column definition of a Table.
+pub fn column(name: &str, ty: &str, format: &str, description: &str, priority: i32) -> Value {
     json!({"name": name, "type": ty, "format": format, "description": description, "priority": priority})
 }
 
@@ -128,13 +129,24 @@ pub fn row(p: &PodDebugContainer, include_object: &str, now: Timestamp) -> Value
         human_age(p.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
         expires_cell(p, now),
     ]);
+    table_row(cells, p, &p.metadata, include_object)
+}
+
+/// A Table row: its `cells`, and the object as `includeObject` asks (`None`, `Object`, else
+/// kube-apiserver's default `Metadata`: a `PartialObjectMetadata`).
+pub fn table_row<T: serde::Serialize>(
+    cells: Value,
+    object: &T,
+    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    include_object: &str,
+) -> Value {
     let object = match include_object {
         "None" => Value::Null,
-        "Object" => serde_json::to_value(p).unwrap_or(Value::Null),
+        "Object" => serde_json::to_value(object).unwrap_or(Value::Null),
         _ => json!({
             "kind": "PartialObjectMetadata",
             "apiVersion": "meta.k8s.io/v1",
-            "metadata": serde_json::to_value(&p.metadata).unwrap_or(Value::Null),
+            "metadata": serde_json::to_value(metadata).unwrap_or(Value::Null),
         }),
     };
     let mut r = json!({ "cells": cells });
