@@ -984,6 +984,11 @@ async fn recording_store_urls_are_checked_at_start() {
         let mut server = PodDebugServer::spawn_raw(&args);
         let status = server.wait_exit(T).await.expect("the server exits");
         assert!(!status.success(), "{flag}");
+        // Its last lines may still be on their way from the pipe when it has exited.
+        let deadline = Instant::now() + T;
+        while !server.logs_text().contains(want) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert!(
             server.logs_text().contains(want),
             "{flag}: {}",
