@@ -110,6 +110,8 @@ pub struct Config {
     pub ttl: poddebug_storage::TtlPolicy,
     /// The expiry loop and the leader election that picks the replica running it.
     pub expiry: Expiry,
+    /// Namespace of node debug pods (`--node-debug-namespace`).
+    pub node_debug_namespace: String,
     /// Session recording (`--recording-dir` and the flags beside it).
     pub recording: crate::recording::RecordingOptions,
     /// Profiles whose sessions are moderated (`--moderated-profiles`).
@@ -209,6 +211,7 @@ impl Config {
                 max: Some(o.max_debug_ttl).filter(|d| !d.is_zero()),
             },
             recording: o.recording.clone(),
+            node_debug_namespace: o.node_debug_namespace.clone(),
             moderated_profiles: o.moderated_profiles.clone(),
             session_lease_duration: o.session_lease_duration,
             session_namespace: crate::leader::own_namespace(&o.service_namespace),

@@ -66,6 +66,32 @@ async fn round(backend: &KubeBackend, metrics: &Metrics, refused: &mut BTreeSet<
         }
         Err(e) => tracing::warn!(error = %e, "expiry round: could not list pods"),
     }
+    // Copies and node debug pods end by deletion.
+    match backend.expire_made_pods(jiff::Timestamp::now()).await {
+        Ok(done) => {
+            for p in &done {
+                let caller = Caller {
+                    user: EXPIRY_USER.to_owned(),
+                    ..Caller::default()
+                };
+                let mut r = AuditRecord::new(Action::Expire, &caller, &p.namespace, &p.name, "");
+                r.expires_at = Some(p.expires_at);
+                match &p.error {
+                    None => {
+                        metrics.debug_pods_expired.inc();
+                        r.outcome = Some(format!("{} pod deleted", p.kind));
+                    }
+                    Some(e) => {
+                        tracing::warn!(namespace = %p.namespace, pod = %p.name, error = %e,
+                            "could not delete an expired debug pod; retrying next round");
+                        r.outcome = Some(format!("failed: {e}"));
+                    }
+                }
+                r.emit();
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "expiry round: could not list debug pods"),
+    }
 }
 
 /// Run the loop for the life of the process: rounds every `interval` while `leading` is true.

@@ -273,8 +273,23 @@ pub fn authorizer_unavailable(e: &authz::sar::Unavailable) -> ApiError {
     )
 }
 
+/// The streams and watches of node debug containers, whose attributes (`nodes/debug`, named
+/// after the node) do not tell them apart from a read.
+fn is_long_running_node_request(path: &str, query: Option<&str>) -> bool {
+    let Some(rest) = path.strip_prefix("/apis/poddebug.dev/v1alpha1/") else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
+    let streams = matches!(parts.as_slice(), ["nodes", _, "debug", _, "attach" | "log"]);
+    let node_list = matches!(parts.as_slice(), ["nodes", _, "debug"]);
+    let watch = crate::query::query_map(query)
+        .get("watch")
+        .is_some_and(|w| w == "true" || w == "1");
+    streams || (node_list && watch)
+}
+
 async fn run(st: &AppState, req: Request, next: Next, attrs: &Attributes) -> Response {
-    if is_long_running(attrs) {
+    if is_long_running(attrs) || is_long_running_node_request(req.uri().path(), req.uri().query()) {
         return next.run(req).await;
     }
     let _permit = if st.config.max_requests_inflight > 0 {

@@ -92,6 +92,8 @@ pub struct Metrics {
     product: Registry,
     /// Debug containers the expiry loop stopped because their time limit passed.
     pub debug_containers_expired: Counter,
+    /// Copies and node debug pods deleted at their time limit.
+    pub debug_pods_expired: Counter,
     /// Debug containers whose time limit passed and that the expiry loop cannot stop.
     pub debug_containers_not_stoppable: Counter,
     /// Rounds of the expiry loop made by this replica (while it leads).
@@ -186,6 +188,12 @@ impl Metrics {
         );
         let mut product = Registry::with_prefix("poddebug");
         let debug_containers_expired = Counter::default();
+        let debug_pods_expired = Counter::default();
+        product.register(
+            "debug_pods_expired",
+            "Copies of pods and node debug pods deleted because their time limit (ttlSeconds) passed",
+            debug_pods_expired.clone(),
+        );
         let debug_containers_not_stoppable = Counter::default();
         let expiry_rounds = Counter::default();
         let leader = Gauge::default();
@@ -219,6 +227,7 @@ impl Metrics {
             registry: Mutex::new(registry),
             product,
             debug_containers_expired,
+            debug_pods_expired,
             debug_containers_not_stoppable,
             expiry_rounds,
             leader,

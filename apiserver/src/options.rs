@@ -234,6 +234,10 @@ pub struct Options {
     /// With a maximum every debug container gets a time limit.
     #[arg(long, default_value = "0", value_parser = parse_duration, help_heading = "Policy")]
     pub max_debug_ttl: Duration,
+    /// Namespace of the pods that run node debug containers (`nodes/NODE/debug/NAME`). The
+    /// server alone acts in it; it must allow privileged pods (Pod Security `privileged`).
+    #[arg(long, default_value = "poddebug-nodes", help_heading = "Policy")]
+    pub node_debug_namespace: String,
     /// How often the server looks for debug containers whose time limit passed.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Policy")]
     pub debug_ttl_check_interval: Duration,

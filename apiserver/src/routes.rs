@@ -6,7 +6,8 @@ use axum::routing::get;
 
 use crate::filters::handler_chain;
 use crate::handlers::{
-    debug, discovery, health, list, not_found, portal, profiles, recordings, sessions, streams,
+    copies, debug, discovery, health, list, nodes, not_found, portal, profiles, recordings,
+    sessions, streams,
 };
 use crate::state::AppState;
 
@@ -61,6 +62,38 @@ pub fn app(state: AppState) -> Router {
         .route(
             &format!("{GV}/namespaces/{{namespace}}/debugsessions/{{id}}"),
             get(sessions::get_in_namespace),
+        )
+        .route(
+            &format!("{ns_pods}/copy"),
+            axum::routing::post(copies::create),
+        )
+        .route(&format!("{ns_pods}/copies"), get(copies::list))
+        .route(
+            &format!("{ns_pods}/copies/{{name}}"),
+            get(copies::get).delete(copies::delete),
+        )
+        .route(
+            &format!("{GV}/nodes/{{node}}/debug"),
+            get(nodes::list_in_node).post(nodes::create_generated),
+        )
+        .route(
+            &format!("{GV}/nodes/{{node}}/debug/{{name}}"),
+            get(nodes::get)
+                .post(nodes::create_named)
+                .delete(nodes::delete),
+        )
+        .route(
+            &format!("{GV}/nodes/{{node}}/debug/{{name}}/attach"),
+            get(nodes::attach).post(nodes::attach),
+        )
+        .route(
+            &format!("{GV}/nodes/{{node}}/debug/{{name}}/log"),
+            get(nodes::log),
+        )
+        .route(&format!("{GV}/nodedebugcontainers"), get(nodes::all))
+        .route(
+            &format!("{GV}/nodedebugcontainers/{{name}}"),
+            get(nodes::get_one),
         )
         .route(&format!("{ns_pods}/recordings"), get(recordings::list))
         .route(

@@ -166,6 +166,7 @@ fn storage(config: &Config, clients: &Clients, metrics: &Metrics) -> poddebug_st
     let mut backend_cfg = poddebug_storage::BackendConfig::new(config.policy.clone());
     backend_cfg.impersonate = config.impersonate;
     backend_cfg.ttl = config.ttl;
+    backend_cfg.node_debug_namespace = config.node_debug_namespace.clone();
     backend_cfg.reporting_instance = reporting_instance();
     let pod_cache = poddebug_storage::PodCache::start(clients.pods.clone());
     let backend = poddebug_storage::KubeBackend::new(clients.pods.clone(), backend_cfg)

@@ -171,8 +171,9 @@ spec:
   groupPriorityMinimum: 1000
   versionPriority: 15
 EOF
-  # The user roles, as a deployment from manifests/ has them.
+  # The user roles and the node-debug namespace, as a deployment from manifests/ has them.
   kubectl apply -f "$HERE/../personas.yaml" >/dev/null
+  kubectl apply -f "$HERE/../node-debug-namespace.yaml" >/dev/null
   say "registered $APISERVICE -> $SVC.$NS.svc:$PORT (ExternalName localhost), with the persona roles"
   wait_served
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
+use poddebug_types::copy::{PodDebugCopy, PodDebugCopyList};
 use poddebug_types::decode::PassThroughFields;
+use poddebug_types::node::{NodeDebugContainer, NodeDebugContainerList};
 use poddebug_types::{ApiError, PodDebugContainer, PodDebugContainerList, Profile};
 
 use crate::StorageError;
@@ -219,11 +221,159 @@ pub struct StreamTarget {
     /// The user who created the debug container, when recorded: anyone else attaching joins
     /// that user's session.
     pub owner: Option<String>,
+    /// Reach it with the server's own identity even with `--impersonate` (a node debug pod,
+    /// in a namespace where callers hold no rights).
+    pub server_identity: bool,
+}
+
+/// A copy of a pod to make (`POST pods/POD/copy`), after authorization.
+#[derive(Clone, Debug)]
+pub struct CopyRequest {
+    /// Namespace of the original.
+    pub namespace: String,
+    /// The original.
+    pub pod: String,
+    /// The decoded body.
+    pub body: PodDebugCopy,
+    /// The debug container's profile (resolved, permitted).
+    pub profile: Profile,
+    /// Who asks.
+    pub caller: Caller,
+    /// `?dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// A node debug container to start (`POST nodes/NODE/debug[/NAME]`), after authorization.
+#[derive(Clone, Debug)]
+pub struct NodeDebugRequest {
+    /// The node.
+    pub node: String,
+    /// The debug container's name (from the URL, the body, or generated).
+    pub name: String,
+    /// The decoded body.
+    pub body: NodeDebugContainer,
+    /// The profile (resolved, permitted).
+    pub profile: Profile,
+    /// Who asks.
+    pub caller: Caller,
+    /// `?dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// One event of a watch of node debug containers.
+#[derive(Clone, Debug)]
+pub enum NodeWatchEvent {
+    /// Appeared.
+    Added(NodeDebugContainer),
+    /// Changed.
+    Modified(NodeDebugContainer),
+    /// Its pod was deleted.
+    Deleted(NodeDebugContainer),
+    /// Progress marker.
+    Bookmark(String),
+    /// The watch cannot continue.
+    Error(ApiError),
+}
+
+/// A stream of node watch events.
+pub type NodeWatchStream = Pin<Box<dyn Stream<Item = NodeWatchEvent> + Send>>;
+
+fn unsupported() -> StorageError {
+    ApiError::MethodNotAllowed("this storage does not serve copies or node debugging".to_owned())
+        .into()
+}
+
+/// Copies of pods and node debug containers: pods poddebug makes itself.
+#[async_trait::async_trait]
+pub trait WorkloadBackend: Send + Sync + 'static {
+    /// Make a copy of a pod.
+    async fn create_copy(&self, _req: CopyRequest) -> Result<PodDebugCopy, StorageError> {
+        Err(unsupported())
+    }
+    /// One copy of a pod.
+    async fn get_copy(
+        &self,
+        _namespace: &str,
+        _pod: &str,
+        _name: &str,
+        _caller: &Caller,
+    ) -> Result<PodDebugCopy, StorageError> {
+        Err(unsupported())
+    }
+    /// The copies of a pod.
+    async fn list_copies(
+        &self,
+        _namespace: &str,
+        _pod: &str,
+        _caller: &Caller,
+    ) -> Result<PodDebugCopyList, StorageError> {
+        Err(unsupported())
+    }
+    /// Delete a copy.
+    async fn delete_copy(
+        &self,
+        _namespace: &str,
+        _pod: &str,
+        _name: &str,
+        _grace_period_seconds: Option<u32>,
+        _caller: &Caller,
+    ) -> Result<PodDebugCopy, StorageError> {
+        Err(unsupported())
+    }
+    /// Start a node debug container.
+    async fn create_node_debug(
+        &self,
+        _req: NodeDebugRequest,
+    ) -> Result<NodeDebugContainer, StorageError> {
+        Err(unsupported())
+    }
+    /// One node debug container.
+    async fn get_node_debug(
+        &self,
+        _node: &str,
+        _name: &str,
+    ) -> Result<NodeDebugContainer, StorageError> {
+        Err(unsupported())
+    }
+    /// Node debug containers of one node, or of all (named `NODE.NAME`).
+    async fn list_node_debug(
+        &self,
+        _node: Option<&str>,
+    ) -> Result<NodeDebugContainerList, StorageError> {
+        Err(unsupported())
+    }
+    /// Watch node debug containers.
+    async fn watch_node_debug(
+        &self,
+        _node: Option<&str>,
+        _resource_version: &str,
+        _timeout_seconds: Option<u32>,
+    ) -> Result<NodeWatchStream, StorageError> {
+        Err(unsupported())
+    }
+    /// Delete a node debug container's pod.
+    async fn delete_node_debug(
+        &self,
+        _node: &str,
+        _name: &str,
+        _grace_period_seconds: Option<u32>,
+    ) -> Result<NodeDebugContainer, StorageError> {
+        Err(unsupported())
+    }
+    /// Where an attach or log of a node debug container goes.
+    async fn node_stream_target(
+        &self,
+        _node: &str,
+        _name: &str,
+        _wait_running: Option<Duration>,
+    ) -> Result<StreamTarget, StorageError> {
+        Err(unsupported())
+    }
 }
 
 /// The verbs of the debug API, mapped onto the pod.
 #[async_trait::async_trait]
-pub trait DebugBackend: Send + Sync + 'static {
+pub trait DebugBackend: WorkloadBackend + Send + Sync + 'static {
     /// Add a debug container to the pod (validation, policy, append, event, optional wait).
     async fn create(&self, req: CreateRequest) -> Result<PodDebugContainer, StorageError>;
     /// One debug container of a pod, with status.

@@ -35,6 +35,8 @@ pub struct BackendConfig {
     pub event_timeout: Duration,
     /// Time limits of debug containers (none by default).
     pub ttl: TtlPolicy,
+    /// Namespace of node debug pods (`--node-debug-namespace`).
+    pub node_debug_namespace: String,
 }
 
 impl BackendConfig {
@@ -52,6 +54,7 @@ impl BackendConfig {
             conflict_retries: 30,
             event_timeout: Duration::from_secs(3),
             ttl: TtlPolicy::default(),
+            node_debug_namespace: "poddebug-nodes".to_owned(),
         }
     }
 }

@@ -101,6 +101,15 @@ impl KubeBackend {
         crate::expiry::expire_due(&self.cluster, self.cache.as_ref(), now, skip).await
     }
 
+    /// Delete every copy and node debug pod whose deadline passed at `now`, with the server's
+    /// own identity.
+    pub async fn expire_made_pods(
+        &self,
+        now: jiff::Timestamp,
+    ) -> Result<Vec<crate::ExpiredPod>, StorageError> {
+        crate::copies::expire_made_pods(&self.cluster, now).await
+    }
+
     /// With impersonation, reads served from the cache (made with the server's identity) are
     /// first tried as the caller, for kube-apiserver's RBAC to judge: a LIST of one pod, or a
     /// WATCH that is closed at once. Its refusal (403) is the answer; without impersonation the
@@ -232,5 +241,104 @@ impl DebugBackend for KubeBackend {
 
     async fn flush(&self, within: Duration) -> bool {
         self.cluster.flush_events(within).await
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::WorkloadBackend for KubeBackend {
+    async fn create_copy(
+        &self,
+        req: crate::CopyRequest,
+    ) -> Result<poddebug_types::copy::PodDebugCopy, StorageError> {
+        crate::copies::create(&self.cluster, req).await
+    }
+
+    async fn get_copy(
+        &self,
+        namespace: &str,
+        pod: &str,
+        name: &str,
+        caller: &Caller,
+    ) -> Result<poddebug_types::copy::PodDebugCopy, StorageError> {
+        let p = crate::copies::get(&self.cluster, namespace, pod, name, caller).await?;
+        Ok(poddebug_types::copy::copy_from_pod(&p))
+    }
+
+    async fn list_copies(
+        &self,
+        namespace: &str,
+        pod: &str,
+        caller: &Caller,
+    ) -> Result<poddebug_types::copy::PodDebugCopyList, StorageError> {
+        crate::copies::list(&self.cluster, namespace, pod, caller).await
+    }
+
+    async fn delete_copy(
+        &self,
+        namespace: &str,
+        pod: &str,
+        name: &str,
+        grace_period_seconds: Option<u32>,
+        caller: &Caller,
+    ) -> Result<poddebug_types::copy::PodDebugCopy, StorageError> {
+        crate::copies::delete(
+            &self.cluster,
+            namespace,
+            pod,
+            name,
+            grace_period_seconds,
+            caller,
+        )
+        .await
+    }
+
+    async fn create_node_debug(
+        &self,
+        req: crate::NodeDebugRequest,
+    ) -> Result<poddebug_types::node::NodeDebugContainer, StorageError> {
+        crate::nodes::create(&self.cluster, req).await
+    }
+
+    async fn get_node_debug(
+        &self,
+        node: &str,
+        name: &str,
+    ) -> Result<poddebug_types::node::NodeDebugContainer, StorageError> {
+        let p = crate::nodes::get_pod(&self.cluster, node, name).await?;
+        Ok(poddebug_types::node::node_debug_from_pod(&p))
+    }
+
+    async fn list_node_debug(
+        &self,
+        node: Option<&str>,
+    ) -> Result<poddebug_types::node::NodeDebugContainerList, StorageError> {
+        crate::nodes::list(&self.cluster, node).await
+    }
+
+    async fn watch_node_debug(
+        &self,
+        node: Option<&str>,
+        resource_version: &str,
+        timeout_seconds: Option<u32>,
+    ) -> Result<crate::NodeWatchStream, StorageError> {
+        crate::nodes::watch(&self.cluster, node, resource_version, timeout_seconds).await
+    }
+
+    async fn delete_node_debug(
+        &self,
+        node: &str,
+        name: &str,
+        grace_period_seconds: Option<u32>,
+    ) -> Result<poddebug_types::node::NodeDebugContainer, StorageError> {
+        crate::nodes::delete(&self.cluster, node, name, grace_period_seconds).await
+    }
+
+    async fn node_stream_target(
+        &self,
+        node: &str,
+        name: &str,
+        wait_running: Option<Duration>,
+    ) -> Result<StreamTarget, StorageError> {
+        crate::nodes::stream_target(&self.cluster, node, name, wait_running).await
     }
 }

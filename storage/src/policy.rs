@@ -44,6 +44,16 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
 
 /// Refuse an image that matches none of `--allowed-images` (an empty list allows every image).
 pub(crate) fn check_image(policy: &Policy, pod: &str, image: &str) -> Result<(), ApiError> {
+    check_image_for(RESOURCE, policy, pod, image)
+}
+
+/// [`check_image`] for a request on `resource` (`pods/copy`, `nodes/debug`).
+pub(crate) fn check_image_for(
+    resource: &str,
+    policy: &Policy,
+    pod: &str,
+    image: &str,
+) -> Result<(), ApiError> {
     if policy.allowed_images.is_empty()
         || policy.allowed_images.iter().any(|p| glob_match(p, image))
     {
@@ -56,7 +66,7 @@ pub(crate) fn check_image(policy: &Policy, pod: &str, image: &str) -> Result<(),
         .collect::<Vec<_>>()
         .join(", ");
     Err(ApiError::forbidden(
-        RESOURCE,
+        resource,
         GROUP,
         pod,
         format!(

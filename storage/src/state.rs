@@ -102,12 +102,21 @@ impl EcState {
 
 /// The status the kubelet reports for ephemeral container `ec_name`, if any.
 pub(crate) fn ec_status<'a>(pod: &'a Pod, ec_name: &str) -> Option<&'a ContainerStatus> {
-    pod.status
-        .as_ref()?
+    let status = pod.status.as_ref()?;
+    let ephemeral = status
         .ephemeral_container_statuses
-        .as_ref()?
         .iter()
-        .find(|s| s.name == ec_name)
+        .flatten()
+        .find(|s| s.name == ec_name);
+    // In a pod poddebug made (a copy, a node debug pod) the debug container is a regular one.
+    ephemeral.or_else(|| {
+        poddebug_types::copy::label(pod, poddebug_types::copy::LABEL_KIND)?;
+        status
+            .container_statuses
+            .iter()
+            .flatten()
+            .find(|s| s.name == ec_name)
+    })
 }
 
 /// The state of ephemeral container `ec_name` of `pod`.

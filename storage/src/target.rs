@@ -76,21 +76,70 @@ pub(crate) async fn stream_target(
     wait_running: Option<Duration>,
 ) -> Result<StreamTarget, StorageError> {
     let pod = api.get(pod_name).await?;
-    let ec = newest_for(&pod, container)
-        .or_else(|| ephemeral_container(&pod, container))
-        .ok_or_else(|| {
+    let target = match newest_for(&pod, container).or_else(|| ephemeral_container(&pod, container))
+    {
+        Some(ec) => StreamTarget {
+            namespace: namespace.to_owned(),
+            pod: pod_name.to_owned(),
+            container: ec.name.clone(),
+            profiles: profiles_of(ec),
+            owner: poddebug_types::convert::owner_of(ec),
+            server_identity: false,
+        },
+        None => made_pod_target(&pod, namespace, pod_name, container, false).ok_or_else(|| {
             ApiError::BadRequest(format!(
                 "container {container} is not a debug container of pod {pod_name}"
             ))
-        })?;
-    let ec_name = ec.name.clone();
-    let target = StreamTarget {
+        })?,
+    };
+    finish(api, pod, target, container, wait_running).await
+}
+
+/// The target of a container of a pod poddebug made (a copy of a pod, a node debug pod): every
+/// container of it may be reached; the profile its debug container was made with holds for
+/// all of them, and its maker owns its sessions.
+pub(crate) fn made_pod_target(
+    pod: &Pod,
+    namespace: &str,
+    pod_name: &str,
+    container: &str,
+    server_identity: bool,
+) -> Option<StreamTarget> {
+    use poddebug_types::copy::{
+        ANNOTATION_CREATED_BY, ANNOTATION_PROFILE, LABEL_KIND, annotation, label,
+    };
+    label(pod, LABEL_KIND)?;
+    let spec = pod.spec.as_ref()?;
+    spec.containers.iter().find(|c| c.name == container)?;
+    let profiles = annotation(pod, ANNOTATION_PROFILE)
+        .and_then(poddebug_types::Profile::parse)
+        .map(|profile| Elevation {
+            profile,
+            setting: String::new(),
+        })
+        .into_iter()
+        .collect();
+    Some(StreamTarget {
         namespace: namespace.to_owned(),
         pod: pod_name.to_owned(),
-        container: ec_name.clone(),
-        profiles: profiles_of(ec),
-        owner: poddebug_types::convert::owner_of(ec),
-    };
+        container: container.to_owned(),
+        profiles,
+        owner: annotation(pod, ANNOTATION_CREATED_BY).map(str::to_owned),
+        server_identity,
+    })
+}
+
+/// For attach (`wait_running` set), wait until the target's container runs.
+pub(crate) async fn finish(
+    api: &Api<Pod>,
+    pod: Pod,
+    target: StreamTarget,
+    container: &str,
+    wait_running: Option<Duration>,
+) -> Result<StreamTarget, StorageError> {
+    let pod_name = target.pod.clone();
+    let pod_name = pod_name.as_str();
+    let ec_name = target.container.clone();
     let Some(timeout) = wait_running else {
         return Ok(target);
     };

@@ -28,10 +28,21 @@ pub(crate) fn deadline(
     name: &str,
     now: jiff::Timestamp,
 ) -> Result<Option<jiff::Timestamp>, ApiError> {
+    deadline_of(KIND_POD_DEBUG_CONTAINER, policy, ttl_seconds, name, now)
+}
+
+/// [`deadline`] of an object of kind `kind` (the kind its 422 names).
+pub(crate) fn deadline_of(
+    kind: &str,
+    policy: &TtlPolicy,
+    ttl_seconds: Option<i64>,
+    name: &str,
+    now: jiff::Timestamp,
+) -> Result<Option<jiff::Timestamp>, ApiError> {
     let invalid = |value: i64, detail: String| {
         let mut errs = ErrorList::new();
         errs.push(FieldError::invalid("ttlSeconds", value, detail));
-        ApiError::invalid(GROUP, KIND_POD_DEBUG_CONTAINER, name, errs)
+        ApiError::invalid(GROUP, kind, name, errs)
     };
     let ttl = match ttl_seconds {
         Some(s) if s < 0 => {

@@ -9,10 +9,12 @@
 
 pub mod api;
 pub mod convert;
+pub mod copy;
 pub mod decode;
 pub mod duration;
 pub mod field;
 pub mod names;
+pub mod node;
 pub mod pass_through;
 pub mod privilege;
 pub mod profile;

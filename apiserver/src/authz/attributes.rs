@@ -142,6 +142,23 @@ pub fn request_attributes(
     } else {
         name
     };
+    // The cluster-wide view of node debug containers is authorized as what it shows:
+    // `nodes/debug` (named after the node of `NODE.NAME`).
+    if resource == "nodedebugcontainers" && namespace.is_empty() && subresource.is_empty() {
+        let node = name
+            .rsplit_once('.')
+            .map(|(node, _)| node.to_owned())
+            .unwrap_or(name);
+        return Attributes::Resource {
+            verb,
+            group: GROUP.to_owned(),
+            version: VERSION.to_owned(),
+            resource: "nodes".to_owned(),
+            subresource: "debug".to_owned(),
+            namespace,
+            name: node,
+        };
+    }
     Attributes::Resource {
         verb,
         group: GROUP.to_owned(),
@@ -247,6 +264,36 @@ mod tests {
                 M::GET,
                 format!("{base}/debugprofiles/sysadmin"),
                 res("get", "debugprofiles", "", "", "sysadmin"),
+            ),
+            (
+                M::POST,
+                format!("{base}/namespaces/ns/pods/web/copy"),
+                res("create", "pods", "copy", "ns", "web"),
+            ),
+            (
+                M::DELETE,
+                format!("{base}/namespaces/ns/pods/web/copies/web-debug-x"),
+                res("delete", "pods", "copies", "ns", "web"),
+            ),
+            (
+                M::POST,
+                format!("{base}/nodes/node-1/debug/dbg"),
+                res("create", "nodes", "debug", "", "node-1"),
+            ),
+            (
+                M::GET,
+                format!("{base}/nodes/node-1/debug/dbg/attach"),
+                res("get", "nodes", "debug", "", "node-1"),
+            ),
+            (
+                M::GET,
+                format!("{base}/nodedebugcontainers"),
+                res("list", "nodes", "debug", "", ""),
+            ),
+            (
+                M::GET,
+                format!("{base}/nodedebugcontainers/a.b.dbg"),
+                res("get", "nodes", "debug", "", "a.b"),
             ),
         ];
         for (m, p, want) in cases {

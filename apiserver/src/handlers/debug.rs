@@ -33,7 +33,7 @@ fn flag(q: &BTreeMap<String, String>, k: &str) -> bool {
     matches!(q.get(k).map(String::as_str), Some("true" | "1" | ""))
 }
 
-fn seconds(q: &BTreeMap<String, String>, k: &str) -> Result<Option<u64>, ApiError> {
+pub(crate) fn seconds(q: &BTreeMap<String, String>, k: &str) -> Result<Option<u64>, ApiError> {
     match q.get(k) {
         None => Ok(None),
         Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
@@ -74,7 +74,7 @@ pub async fn create_named(
 
 /// Refuse a dry run where none can be honoured: a stop cannot be simulated, so a DELETE that
 /// asks for one is refused before anything happens instead of being carried out for real.
-fn refuse_dry_run(q: &BTreeMap<String, String>) -> Result<(), ApiError> {
+pub(crate) fn refuse_dry_run(q: &BTreeMap<String, String>) -> Result<(), ApiError> {
     if q.get("dryRun").is_some_and(|v| !v.is_empty()) {
         return Err(ApiError::BadRequest("dryRun is not supported".to_owned()));
     }
@@ -102,7 +102,7 @@ fn dry_run_values(query: Option<&str>) -> Vec<String> {
 /// `?dryRun=` of a create, as kube-apiserver's `ValidateCreateOptions` reads it: absent is a
 /// real create, `All` (possibly repeated) a dry run, and any other value (the empty one too)
 /// a 422 for `CreateOptions.meta.k8s.io` naming the values, as kube-apiserver answers it.
-fn create_dry_run(query: Option<&str>) -> Result<bool, ApiError> {
+pub(crate) fn create_dry_run(query: Option<&str>) -> Result<bool, ApiError> {
     let values = dry_run_values(query);
     if values.iter().all(|v| v == "All") {
         return Ok(!values.is_empty());
@@ -269,7 +269,7 @@ fn not_stoppable_warning(created: &poddebug_types::PodDebugContainer) -> Option<
 /// the one any privilege in its own `securityContext` belongs to (privileged, extra
 /// capabilities, unconfined seccomp…), so an ungated profile cannot smuggle a gated one's
 /// privileges in.
-async fn authorize_profiles(
+pub(crate) async fn authorize_profiles(
     st: &AppState,
     auth: &Authenticated,
     pdc: &poddebug_types::PodDebugContainer,

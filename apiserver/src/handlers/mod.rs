@@ -3,10 +3,12 @@
 //! Kubernetes call is made here directly.
 
 pub mod body;
+pub mod copies;
 pub mod debug;
 pub mod discovery;
 pub mod health;
 pub mod list;
+pub mod nodes;
 pub mod paging;
 pub mod portal;
 pub mod profiles;

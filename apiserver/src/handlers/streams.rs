@@ -37,14 +37,14 @@ use std::sync::Arc;
 /// How long the client's side of the upgrade may take to complete after our 101.
 const CLIENT_UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn shutting_down() -> Error {
+pub(crate) fn shutting_down() -> Error {
     ApiError::ServiceUnavailable(relay::SHUTDOWN_MESSAGE.to_owned()).into()
 }
 
 /// Profiles hold at attach and log: a debug container made with (or running with the
 /// privileges of) a gated profile is reached only by a caller who may `use` that profile, the
 /// same permission its create needed, worded as the create words its refusal.
-async fn authorize_profiles(
+pub(crate) async fn authorize_profiles(
     st: &AppState,
     auth: &Authenticated,
     target: &poddebug_storage::StreamTarget,
@@ -76,11 +76,35 @@ async fn authorize_profiles(
 /// on `pods/debug`), an observer (`observe`) or a moderator (`moderate` on `pods/sessions`).
 /// `mode=peer|observer|moderator` asks for one; without it a caller who may `join` is a peer,
 /// else an observer. Observers and moderators never send input: `stdin=true` is a 403.
+/// What a session's join, observe and moderate permissions are asked on: `pods/debug` (and
+/// `pods/sessions` to moderate) of the pod, or `nodes/debug` of the node.
+#[derive(Clone, Debug)]
+pub(crate) struct SessionScope {
+    /// `pods` or `nodes`.
+    pub resource: &'static str,
+    /// The pod's namespace; empty for a node.
+    pub namespace: String,
+    /// The pod or node.
+    pub name: String,
+    /// The subresource `moderate` is asked on (`sessions` for pods, `debug` for nodes).
+    pub moderate_on: &'static str,
+}
+
+impl SessionScope {
+    fn pod(ns: &str, pod: &str) -> Self {
+        SessionScope {
+            resource: "pods",
+            namespace: ns.to_owned(),
+            name: pod.to_owned(),
+            moderate_on: "sessions",
+        }
+    }
+}
+
 async fn session_mode(
     st: &AppState,
     auth: &Authenticated,
-    ns: &str,
-    pod: &str,
+    scope: &SessionScope,
     target: &poddebug_storage::StreamTarget,
     opts: &AttachOptions,
     query: &std::collections::BTreeMap<String, String>,
@@ -97,11 +121,12 @@ async fn session_mode(
         verb: verb.to_owned(),
         group: poddebug_types::GROUP.to_owned(),
         version: poddebug_types::VERSION.to_owned(),
-        resource: "pods".to_owned(),
+        resource: scope.resource.to_owned(),
         subresource: sub.to_owned(),
-        namespace: ns.to_owned(),
-        name: pod.to_owned(),
+        namespace: scope.namespace.clone(),
+        name: scope.name.clone(),
     };
+    let (res, moderate_on) = (scope.resource, scope.moderate_on);
     let user = &auth.user.user;
     let own = target.owner.as_deref().is_none_or(|o| o == user);
     let why = |what: &str| match target.owner.as_deref() {
@@ -116,8 +141,10 @@ async fn session_mode(
             crate::filters::check_explained(
                 st,
                 &auth.user,
-                &attrs("moderate", "sessions"),
-                Some(&why("as a moderator needs moderate on pods/sessions")),
+                &attrs("moderate", moderate_on),
+                Some(&why(&format!(
+                    "as a moderator needs moderate on {res}/{moderate_on}"
+                ))),
             )
             .await?;
             SessionMode::Moderator
@@ -129,7 +156,7 @@ async fn session_mode(
                 st,
                 &auth.user,
                 &attrs("join", "debug"),
-                Some(&why("as a peer needs join on pods/debug")),
+                Some(&why(&format!("as a peer needs join on {res}/debug"))),
             )
             .await?;
             SessionMode::Peer
@@ -139,7 +166,9 @@ async fn session_mode(
                 st,
                 &auth.user,
                 &attrs("observe", "debug"),
-                Some(&why("as an observer needs observe on pods/debug")),
+                Some(&why(&format!(
+                    "as an observer needs observe on {res}/debug"
+                ))),
             )
             .await?;
             SessionMode::Observer
@@ -155,9 +184,9 @@ async fn session_mode(
                     st,
                     &auth.user,
                     &attrs("observe", "debug"),
-                    Some(&why(
-                        "needs join (as a peer) or observe (as an observer) on pods/debug",
-                    )),
+                    Some(&why(&format!(
+                        "needs join (as a peer) or observe (as an observer) on {res}/debug"
+                    ))),
                 )
                 .await?;
                 SessionMode::Observer
@@ -169,7 +198,9 @@ async fn session_mode(
         return Err(crate::authz::forbidden(
             &auth.user,
             &attrs("join", "debug"),
-            &why("with stdin needs join on pods/debug (observe watches it with stdin=false)"),
+            &why(&format!(
+                "with stdin needs join on {res}/debug (observe watches it with stdin=false)"
+            )),
         )
         .into());
     }
@@ -182,7 +213,7 @@ async fn session_mode(
         let sub = if mode == SessionMode::Observer {
             "debug"
         } else {
-            "sessions"
+            moderate_on
         };
         return Err(crate::authz::forbidden(
             &auth.user,
@@ -205,14 +236,7 @@ pub async fn attach(
     mut req: Request,
 ) -> Result<Response, Error> {
     let query = query_map(req.uri().query());
-    let kind = protocol::classify(req.method(), req.version(), req.headers())?;
-    let opts = AttachOptions::parse(&query)?;
-    let Some(on_upgrade) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
-        return Err(ApiError::BadRequest("this connection cannot be upgraded".to_owned()).into());
-    };
-    if *st.drain.borrow() {
-        return Err(shutting_down());
-    }
+    let (opts, on_upgrade) = prepare_attach(&st, &mut req, &query)?;
     let target = st
         .backend
         .stream_target(
@@ -224,7 +248,43 @@ pub async fn attach(
         )
         .await?;
     authorize_profiles(&st, &auth, &target, &opts.container).await?;
-    let mode = session_mode(&st, &auth, &ns, &pod, &target, &opts, &query).await?;
+    let scope = SessionScope::pod(&ns, &pod);
+    attach_to(st, auth, req, target, opts, scope, on_upgrade).await
+}
+
+/// The checks every attach makes before anything is read: an upgrade over HTTP/1.1, valid
+/// options, a server not draining.
+pub(crate) fn prepare_attach(
+    st: &AppState,
+    req: &mut Request,
+    query: &std::collections::BTreeMap<String, String>,
+) -> Result<(AttachOptions, hyper::upgrade::OnUpgrade), Error> {
+    protocol::classify(req.method(), req.version(), req.headers())?;
+    let opts = AttachOptions::parse(query)?;
+    let Some(on_upgrade) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
+        return Err(ApiError::BadRequest("this connection cannot be upgraded".to_owned()).into());
+    };
+    if *st.drain.borrow() {
+        return Err(shutting_down());
+    }
+    Ok((opts, on_upgrade))
+}
+
+/// Attach to a resolved and authorized target: session mode, upstream upgrade, recording,
+/// session record, relay.
+pub(crate) async fn attach_to(
+    st: AppState,
+    auth: Authenticated,
+    req: Request,
+    target: poddebug_storage::StreamTarget,
+    opts: AttachOptions,
+    scope: SessionScope,
+    on_upgrade: hyper::upgrade::OnUpgrade,
+) -> Result<Response, Error> {
+    let query = query_map(req.uri().query());
+    let kind = protocol::classify(req.method(), req.version(), req.headers())?;
+    let (ns, pod) = (target.namespace.clone(), target.pod.clone());
+    let mode = session_mode(&st, &auth, &scope, &target, &opts, &query).await?;
     let outcome = st
         .upstream
         .attach(
@@ -470,11 +530,23 @@ pub async fn log(
         .stream_target(&ns, &pod, &container, None, &auth.user)
         .await?;
     authorize_profiles(&st, &auth, &target, &container).await?;
+    log_from(st, auth, &query, target, container).await
+}
+
+/// Stream the log of a resolved and authorized target.
+pub(crate) async fn log_from(
+    st: AppState,
+    auth: Authenticated,
+    query: &std::collections::BTreeMap<String, String>,
+    target: poddebug_storage::StreamTarget,
+    container: String,
+) -> Result<Response, Error> {
+    let (ns, pod) = (target.namespace.clone(), target.pod.clone());
     let upstream = match st
         .upstream
         .log(
             &target,
-            &protocol::log_query(&query, &target.container),
+            &protocol::log_query(query, &target.container),
             &auth.user,
             &st.metrics,
         )

@@ -103,9 +103,11 @@ impl Upstream {
         method: Method,
         uri: String,
         mut headers: HeaderMap,
-        caller: &Caller,
+        caller: Option<&Caller>,
     ) -> Result<Request<KubeBody>, Error> {
-        if self.impersonate {
+        if self.impersonate
+            && let Some(caller) = caller
+        {
             for (k, v) in poddebug_storage::impersonation_headers(caller)? {
                 headers.append(k, v);
             }
@@ -166,7 +168,12 @@ impl Upstream {
             path_segment(&target.namespace),
             path_segment(&target.pod)
         );
-        let req = self.request(method, uri, headers, caller)?;
+        let req = self.request(
+            method,
+            uri,
+            headers,
+            (!target.server_identity).then_some(caller),
+        )?;
         let mut resp = self.send(req, metrics).await?;
         let status = resp.status();
         if status == StatusCode::SWITCHING_PROTOCOLS {
@@ -209,7 +216,12 @@ impl Upstream {
         );
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
-        let req = self.request(Method::GET, uri, headers, caller)?;
+        let req = self.request(
+            Method::GET,
+            uri,
+            headers,
+            (!target.server_identity).then_some(caller),
+        )?;
         let resp = self.send(req, metrics).await?;
         let status = resp.status();
         if status.is_success() {

@@ -22,6 +22,7 @@
 mod support;
 
 mod authz;
+mod copies;
 mod crud;
 mod deployment;
 mod discovery;
@@ -31,6 +32,7 @@ mod hardening;
 mod impersonation;
 mod lists;
 mod naming;
+mod nodes;
 mod portal;
 mod recordings;
 mod sessions;

@@ -1,0 +1,421 @@
+//! `nodes/NODE/debug[/NAME[/attach|/log]]` and `nodedebugcontainers`: debug containers on
+//! nodes.
+//!
+//! Authorization: the chain asks for the verb on `nodes/debug` (cluster scope, name NODE);
+//! `nodedebugcontainers` is authorized as `list`/`watch`/`get` on `nodes/debug` too (see
+//! `authz::attributes`). Creating one, attaching to it and reading its log also need `use` on
+//! its profile, whatever `--profiles-requiring-permission` says: every node profile but
+//! `baseline` and `restricted` hands out the host. Nobody needs rights in the node-debug
+//! namespace: the server acts there with its own identity.
+
+use std::collections::BTreeMap;
+
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::{Path, Query, Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use poddebug_storage::{NodeDebugRequest, NodeWatchEvent};
+use poddebug_types::node::{DEFAULT_NODE_PROFILE, NodeDebugContainer};
+use poddebug_types::{ApiError, GROUP, Profile};
+use serde_json::json;
+
+use super::json_response;
+use super::streams::SessionScope;
+use crate::audit::{Action, AuditRecord};
+use crate::authn::Authenticated;
+use crate::error::Error;
+use crate::query::query_map;
+use crate::state::AppState;
+
+/// `use` on the node debug container's profile, always.
+async fn authorize_profile(
+    st: &AppState,
+    auth: &Authenticated,
+    profile: Profile,
+    what: &str,
+) -> Result<(), Error> {
+    let why = format!("{what} a node debug container with the {profile} profile needs use on it");
+    crate::filters::check_explained(
+        st,
+        &auth.user,
+        &crate::authz::profile_use(profile),
+        Some(&why),
+    )
+    .await?;
+    Ok(())
+}
+
+/// `POST .../nodes/NODE/debug/NAME`.
+pub async fn create_named(
+    st: State<AppState>,
+    Path((node, name)): Path<(String, String)>,
+    auth: Extension<Authenticated>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Error> {
+    create(st.0, node, Some(name), auth.0, uri, headers, body).await
+}
+
+/// `POST .../nodes/NODE/debug` (generated name).
+pub async fn create_generated(
+    st: State<AppState>,
+    Path(node): Path<String>,
+    auth: Extension<Authenticated>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Error> {
+    create(st.0, node, None, auth.0, uri, headers, body).await
+}
+
+async fn create(
+    st: AppState,
+    node: String,
+    url_name: Option<String>,
+    auth: Authenticated,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Error> {
+    let dry_run = super::debug::create_dry_run(uri.query())?;
+    super::body::require_json(&headers)?;
+    let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
+    let req: NodeDebugContainer = super::copies::decode_strict("NodeDebugContainer", &bytes)?;
+    let body_name = req.metadata.name.clone().filter(|n| !n.is_empty());
+    let container_name = Some(req.container.name.clone()).filter(|n| !n.is_empty());
+    for other in [&body_name, &container_name].into_iter().flatten() {
+        if let Some(u) = url_name.as_ref().or(body_name.as_ref())
+            && u != other
+        {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({other}) does not match the name on the URL ({u})"
+            ))
+            .into());
+        }
+    }
+    let name = match url_name.or(body_name).or(container_name) {
+        Some(n) => n,
+        None => poddebug_types::names::generate_debug_name(|_| false, &mut rand::rng())?,
+    };
+    let profile = match req.profile.as_deref().filter(|p| !p.is_empty()) {
+        Some(p) => Profile::parse(p)
+            .ok_or_else(|| ApiError::BadRequest(format!("unknown profile {p:?}")))?,
+        None => DEFAULT_NODE_PROFILE,
+    };
+    authorize_profile(&st, &auth, profile, "creating").await?;
+    let created = st
+        .backend
+        .create_node_debug(NodeDebugRequest {
+            node: node.clone(),
+            name: name.clone(),
+            body: req,
+            profile,
+            caller: auth.user.clone(),
+            dry_run,
+        })
+        .await?;
+    if !dry_run {
+        let mut record = AuditRecord::new(
+            Action::Create,
+            &auth.user,
+            &st.config.node_debug_namespace,
+            &poddebug_types::node::pod_name(&node, &name),
+            &name,
+        );
+        record.profile = Some(profile.as_str().to_owned());
+        record.image = created.container.image.clone();
+        record.emit();
+    }
+    json_response(StatusCode::CREATED, &created)
+}
+
+/// `GET .../nodes/NODE/debug/NAME`.
+pub async fn get(
+    State(st): State<AppState>,
+    Path((node, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    let obj = st.backend.get_node_debug(&node, &name).await?;
+    respond_one(obj, &headers, &q)
+}
+
+fn respond_one(
+    obj: NodeDebugContainer,
+    headers: &HeaderMap,
+    q: &BTreeMap<String, String>,
+) -> Result<Response, Error> {
+    if super::table::wants_table(headers) {
+        return json_response(StatusCode::OK, &table(std::slice::from_ref(&obj), None, q));
+    }
+    json_response(StatusCode::OK, &obj)
+}
+
+/// `GET .../nodedebugcontainers/NODE.NAME`.
+pub async fn get_one(
+    State(st): State<AppState>,
+    Path(full): Path<String>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    let Some((node, name)) = poddebug_types::node::split_pod_name(&full) else {
+        return Err(ApiError::not_found("nodedebugcontainers", GROUP, &full).into());
+    };
+    let mut obj = st.backend.get_node_debug(node, name).await.map_err(|e| {
+        if e.to_api_error().code() == 404 {
+            Error::Api(ApiError::not_found("nodedebugcontainers", GROUP, &full))
+        } else {
+            Error::Storage(e)
+        }
+    })?;
+    obj.metadata.name = Some(full);
+    respond_one(obj, &headers, &q)
+}
+
+/// `DELETE .../nodes/NODE/debug/NAME`: delete its pod.
+pub async fn delete(
+    State(st): State<AppState>,
+    Path((node, name)): Path<(String, String)>,
+    Query(q): Query<BTreeMap<String, String>>,
+    Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Error> {
+    let grace = super::copies::grace_period(&st, &q, &headers, body).await?;
+    let obj = st.backend.delete_node_debug(&node, &name, grace).await?;
+    AuditRecord::new(
+        Action::Stop,
+        &auth.user,
+        &st.config.node_debug_namespace,
+        &poddebug_types::node::pod_name(&node, &name),
+        &name,
+    )
+    .emit();
+    json_response(StatusCode::OK, &obj)
+}
+
+/// `GET .../nodes/NODE/debug`: the node's debug containers (or a watch of them).
+pub async fn list_in_node(
+    State(st): State<AppState>,
+    Path(node): Path<String>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    list_or_watch(st, Some(node), headers, q).await
+}
+
+/// `GET .../nodedebugcontainers`: every node's (or a watch of them).
+pub async fn all(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Result<Response, Error> {
+    list_or_watch(st, None, headers, q).await
+}
+
+fn is_watch(q: &BTreeMap<String, String>) -> bool {
+    matches!(q.get("watch").map(String::as_str), Some("true" | "1"))
+}
+
+async fn list_or_watch(
+    st: AppState,
+    node: Option<String>,
+    headers: HeaderMap,
+    q: BTreeMap<String, String>,
+) -> Result<Response, Error> {
+    if is_watch(&q) {
+        return watch(st, node, q).await;
+    }
+    let list = st.backend.list_node_debug(node.as_deref()).await?;
+    if super::table::wants_table(&headers) {
+        return json_response(
+            StatusCode::OK,
+            &table(&list.items, list.metadata.resource_version.as_deref(), &q),
+        );
+    }
+    json_response(StatusCode::OK, &list)
+}
+
+/// A newline-delimited JSON watch, as kube-apiserver streams one.
+async fn watch(
+    st: AppState,
+    node: Option<String>,
+    q: BTreeMap<String, String>,
+) -> Result<Response, Error> {
+    let rv = q
+        .get("resourceVersion")
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .unwrap_or_else(|| "0".to_owned());
+    let timeout =
+        super::debug::seconds(&q, "timeoutSeconds")?.map(|t| u32::try_from(t).unwrap_or(u32::MAX));
+    let events = st
+        .backend
+        .watch_node_debug(node.as_deref(), &rv, timeout)
+        .await?;
+    let mut drain = st.watch_drain.clone();
+    let lines = events
+        .map(|ev| {
+            let (kind, object) = match ev {
+                NodeWatchEvent::Added(o) => ("ADDED", serde_json::to_value(o)),
+                NodeWatchEvent::Modified(o) => ("MODIFIED", serde_json::to_value(o)),
+                NodeWatchEvent::Deleted(o) => ("DELETED", serde_json::to_value(o)),
+                NodeWatchEvent::Bookmark(rv) => (
+                    "BOOKMARK",
+                    Ok(json!({"kind": "NodeDebugContainer", "apiVersion": poddebug_types::API_VERSION,
+                              "metadata": {"resourceVersion": rv}})),
+                ),
+                NodeWatchEvent::Error(e) => (
+                    "ERROR",
+                    serde_json::from_slice(&e.to_json()),
+                ),
+            };
+            let mut line = serde_json::to_vec(
+                &json!({"type": kind, "object": object.unwrap_or(serde_json::Value::Null)}),
+            )
+            .unwrap_or_default();
+            line.push(b'\n');
+            Ok::<_, std::io::Error>(Bytes::from(line))
+        })
+        .take_until(async move {
+            let _ = drain.wait_for(|d| *d).await;
+        });
+    let mut resp = Body::from_stream(lines).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+/// A Table of node debug containers, as `kubectl get nodedebugcontainers` shows it.
+fn table(
+    items: &[NodeDebugContainer],
+    resource_version: Option<&str>,
+    q: &BTreeMap<String, String>,
+) -> serde_json::Value {
+    use super::table::{column, human_age, table_row};
+    let include = q
+        .get("includeObject")
+        .map(String::as_str)
+        .unwrap_or("Metadata");
+    let now = jiff::Timestamp::now();
+    let rows: Vec<serde_json::Value> = items
+        .iter()
+        .map(|o| {
+            let st = o.status.clone().unwrap_or_default();
+            let cells = json!([
+                o.metadata.name.clone().unwrap_or_default(),
+                st.node_name,
+                o.profile.clone().unwrap_or_default(),
+                o.container.image.clone().unwrap_or_default(),
+                st.phase.as_str(),
+                st.created_by.unwrap_or_default(),
+                st.expires_at
+                    .map(|t| t.0.to_string())
+                    .unwrap_or_else(|| "<none>".to_owned()),
+                human_age(o.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
+            ]);
+            table_row(cells, o, &o.metadata, include)
+        })
+        .collect();
+    let mut meta = json!({});
+    if let Some(rv) = resource_version {
+        meta["resourceVersion"] = json!(rv);
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": [
+            column("Name", "string", "name", "Name of the node debug container", 0),
+            column("Node", "string", "", "The node", 0),
+            column("Profile", "string", "", "Node debug profile", 0),
+            column("Image", "string", "", "Container image", 0),
+            column("State", "string", "", "Waiting, Running or Terminated", 0),
+            column("Created By", "string", "", "The user who made it", 1),
+            column("Expires", "string", "", "When the server deletes it", 1),
+            column("Age", "string", "", "Time since creation", 0),
+        ],
+        "rows": rows,
+    })
+}
+
+/// The query of a stream on `nodes/NODE/debug/NAME/…`: the container is NAME (a `container`
+/// parameter naming another is a 400).
+fn stream_query(req: &Request, name: &str) -> Result<BTreeMap<String, String>, Error> {
+    let mut query = query_map(req.uri().query());
+    match query.get("container").filter(|c| !c.is_empty()) {
+        Some(c) if c != name => {
+            return Err(ApiError::BadRequest(format!(
+                "container {c} is not debug container {name} of this node"
+            ))
+            .into());
+        }
+        _ => {
+            query.insert("container".to_owned(), name.to_owned());
+        }
+    }
+    Ok(query)
+}
+
+/// `GET|POST .../nodes/NODE/debug/NAME/attach`.
+pub async fn attach(
+    State(st): State<AppState>,
+    Path((node, name)): Path<(String, String)>,
+    Extension(auth): Extension<Authenticated>,
+    mut req: Request,
+) -> Result<Response, Error> {
+    let query = stream_query(&req, &name)?;
+    // A WebSocket attach arrives as GET (authorized as `get`): it takes `create` as a POST does.
+    crate::filters::check(&st, &auth.user, &node_debug_attrs(&node, "create")).await?;
+    let (opts, on_upgrade) = super::streams::prepare_attach(&st, &mut req, &query)?;
+    let target = st
+        .backend
+        .node_stream_target(&node, &name, Some(st.config.attach_wait_timeout))
+        .await?;
+    for e in &target.profiles {
+        authorize_profile(&st, &auth, e.profile, "attaching to").await?;
+    }
+    let scope = SessionScope {
+        resource: "nodes",
+        namespace: String::new(),
+        name: node,
+        moderate_on: "debug",
+    };
+    super::streams::attach_to(st, auth, req, target, opts, scope, on_upgrade).await
+}
+
+/// `GET .../nodes/NODE/debug/NAME/log`.
+pub async fn log(
+    State(st): State<AppState>,
+    Path((node, name)): Path<(String, String)>,
+    Extension(auth): Extension<Authenticated>,
+    req: Request,
+) -> Result<Response, Error> {
+    let query = stream_query(&req, &name)?;
+    if *st.drain.borrow() {
+        return Err(super::streams::shutting_down());
+    }
+    let target = st.backend.node_stream_target(&node, &name, None).await?;
+    for e in &target.profiles {
+        authorize_profile(&st, &auth, e.profile, "reading the log of").await?;
+    }
+    super::streams::log_from(st, auth, &query, target, name).await
+}
+
+fn node_debug_attrs(node: &str, verb: &str) -> crate::authz::Attributes {
+    crate::authz::Attributes::Resource {
+        verb: verb.to_owned(),
+        group: GROUP.to_owned(),
+        version: poddebug_types::VERSION.to_owned(),
+        resource: "nodes".to_owned(),
+        subresource: "debug".to_owned(),
+        namespace: String::new(),
+        name: node.to_owned(),
+    }
+}

@@ -1,0 +1,196 @@
+//! Copies of pods (`pods/POD/copy`, `pods/POD/copies[/NAME]`): a normal Pod in the original's
+//! namespace, built by [`poddebug_types::copy::build_copy`], created with the caller's identity
+//! under `--impersonate` (else the server's, once the handler has checked the caller's own
+//! `create pods`), read back from the pod every time.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
+use poddebug_types::copy::{
+    CopyContext, KIND_POD_DEBUG_COPY, LABEL_COPY_OF, LABEL_KIND, PodDebugCopy, PodDebugCopyList,
+    build_copy, copy_from_pod, images_of, label,
+};
+use poddebug_types::{ApiError, ErrorList, FieldError, GROUP};
+
+use crate::cluster::Cluster;
+use crate::{Caller, CopyRequest, StorageError};
+
+/// The resource copies' errors name.
+pub(crate) const RESOURCE: &str = "poddebugcopies";
+
+fn not_found(name: &str) -> StorageError {
+    ApiError::not_found(RESOURCE, GROUP, name).into()
+}
+
+/// Make the copy.
+pub(crate) async fn create(
+    cluster: &Cluster,
+    req: CopyRequest,
+) -> Result<PodDebugCopy, StorageError> {
+    let api = cluster.pods(&req.namespace, &req.caller)?;
+    let name = req.body.metadata.name.clone().filter(|n| !n.is_empty());
+    let shown = name.clone().unwrap_or_default();
+    // The original's name is the copy's label, which holds 63 characters.
+    if req.pod.len() > 63 {
+        let mut errs = ErrorList::new();
+        errs.push(FieldError::invalid(
+            "metadata.labels[poddebug.dev/copy-of]",
+            req.pod.as_str(),
+            "must be no more than 63 characters: pods with longer names cannot be copied"
+                .to_owned(),
+        ));
+        return Err(ApiError::invalid(GROUP, KIND_POD_DEBUG_COPY, &shown, errs).into());
+    }
+    let source = api.get(&req.pod).await?;
+    let config = cluster.config();
+    let expires_at = crate::ttl::deadline_of(
+        KIND_POD_DEBUG_COPY,
+        &config.ttl,
+        req.body.ttl_seconds,
+        &shown,
+        jiff::Timestamp::now(),
+    )?;
+    let ctx = CopyContext {
+        name: name.clone(),
+        profile: req.profile,
+        default_image: &config.policy.default_image,
+        created_by: &req.caller.user,
+        expires_at,
+    };
+    let pod = build_copy(&source, &req.body, &ctx)
+        .map_err(|errs| ApiError::invalid(GROUP, KIND_POD_DEBUG_COPY, &shown, errs))?;
+    // Every image the copy would run passes the policy: the original's too, which the server
+    // would otherwise start again under another name.
+    for image in images_of(&pod) {
+        crate::policy::check_image_for("pods/copy", &config.policy, &req.pod, &image)?;
+    }
+    let params = PostParams {
+        dry_run: req.dry_run,
+        field_manager: Some(config.reporting_component.clone()),
+    };
+    let created = api.create(&params, &pod).await?;
+    Ok(copy_from_pod(&created))
+}
+
+/// The copy `name` of `pod`: 404 when there is no such pod or it is not a copy of `pod`.
+pub(crate) async fn get(
+    cluster: &Cluster,
+    namespace: &str,
+    pod: &str,
+    name: &str,
+    caller: &Caller,
+) -> Result<Pod, StorageError> {
+    let api = cluster.pods(namespace, caller)?;
+    match api.get_opt(name).await? {
+        Some(p)
+            if label(&p, LABEL_KIND) == Some("copy") && label(&p, LABEL_COPY_OF) == Some(pod) =>
+        {
+            Ok(p)
+        }
+        _ => Err(not_found(name)),
+    }
+}
+
+/// The copies of `pod`.
+pub(crate) async fn list(
+    cluster: &Cluster,
+    namespace: &str,
+    pod: &str,
+    caller: &Caller,
+) -> Result<PodDebugCopyList, StorageError> {
+    let api = cluster.pods(namespace, caller)?;
+    let params = ListParams::default().labels(&format!("{LABEL_KIND}=copy,{LABEL_COPY_OF}={pod}"));
+    let pods = api.list(&params).await?;
+    let mut meta = pods.metadata.clone();
+    meta.continue_ = None;
+    Ok(PodDebugCopyList::new(
+        pods.items.iter().map(copy_from_pod).collect(),
+        meta,
+    ))
+}
+
+/// Delete the copy (the very pod read: a pod of the same name made since is left alone).
+pub(crate) async fn delete(
+    cluster: &Cluster,
+    namespace: &str,
+    pod: &str,
+    name: &str,
+    grace_period_seconds: Option<u32>,
+    caller: &Caller,
+) -> Result<PodDebugCopy, StorageError> {
+    let found = get(cluster, namespace, pod, name, caller).await?;
+    let api = cluster.pods(namespace, caller)?;
+    let params = DeleteParams {
+        grace_period_seconds,
+        preconditions: Some(Preconditions {
+            uid: found.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(either) => Ok(copy_from_pod(&either.left_or(found))),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Err(not_found(name)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A pod poddebug made (a copy, a node debug pod) that the expiry deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpiredPod {
+    /// `copy` or `node`.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+    /// Its deadline.
+    pub expires_at: jiff::Timestamp,
+    /// The deletion's failure, if it failed (tried again next round).
+    pub error: Option<String>,
+}
+
+/// Delete every pod poddebug made whose deadline passed at `now` (with the server's identity;
+/// each pod is deleted only if it is still the pod read).
+pub(crate) async fn expire_made_pods(
+    cluster: &Cluster,
+    now: jiff::Timestamp,
+) -> Result<Vec<ExpiredPod>, StorageError> {
+    let api: kube::Api<Pod> = kube::Api::all(cluster.server_client());
+    let pods = api
+        .list(&ListParams::default().labels(&format!("{LABEL_KIND} in (copy,node)")))
+        .await?;
+    let mut out = Vec::new();
+    for p in pods.items {
+        let Some(at) = poddebug_types::copy::expires_at_of_pod(&p) else {
+            continue;
+        };
+        if at > now || p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let (Some(ns), Some(name)) = (p.metadata.namespace.clone(), p.metadata.name.clone()) else {
+            continue;
+        };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: p.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let ns_api: kube::Api<Pod> = kube::Api::namespaced(cluster.server_client(), &ns);
+        let error = match ns_api.delete(&name, &params).await {
+            Ok(_) => None,
+            // Gone already (another replica, the user): nothing to report.
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => continue,
+            Err(e) => Some(e.to_string()),
+        };
+        out.push(ExpiredPod {
+            kind: label(&p, LABEL_KIND).unwrap_or_default().to_owned(),
+            namespace: ns,
+            name,
+            expires_at: at,
+            error,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,237 @@
+//! Node debug containers (`nodes/NODE/debug[/NAME]`, `nodedebugcontainers`): one pod each,
+//! pinned to the node, in the server's node-debug namespace, always made, read, streamed and
+//! deleted with the server's own identity (callers hold no rights there; `nodes/debug` in
+//! `poddebug.dev` is their permission).
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams};
+use poddebug_types::copy::{LABEL_KIND, label};
+use poddebug_types::node::{
+    KIND_NODE_DEBUG_CONTAINER, LABEL_NODE_DEBUG, NodeDebugContainer, NodeDebugContainerList,
+    NodePodContext, build_node_pod, node_debug_from_pod, pod_name,
+};
+use poddebug_types::{ApiError, ErrorList, FieldError, GROUP};
+
+use crate::cluster::Cluster;
+use crate::{NodeDebugRequest, NodeWatchEvent, NodeWatchStream, StorageError, StreamTarget};
+
+/// The resource node debug containers' errors name.
+pub(crate) const RESOURCE: &str = "nodedebugcontainers";
+
+fn pods(cluster: &Cluster) -> Api<Pod> {
+    Api::namespaced(
+        cluster.server_client(),
+        &cluster.config().node_debug_namespace,
+    )
+}
+
+fn not_found(name: &str) -> StorageError {
+    ApiError::not_found(RESOURCE, GROUP, name).into()
+}
+
+fn invalid(name: &str, field: &str, value: &str, detail: String) -> StorageError {
+    let mut errs = ErrorList::new();
+    errs.push(FieldError::invalid(field, value, detail));
+    ApiError::invalid(GROUP, KIND_NODE_DEBUG_CONTAINER, name, errs).into()
+}
+
+/// Start a node debug container.
+pub(crate) async fn create(
+    cluster: &Cluster,
+    req: NodeDebugRequest,
+) -> Result<NodeDebugContainer, StorageError> {
+    let name = req.name.clone();
+    let errs = poddebug_types::names::dns1123_label_errors(&name);
+    if let Some(e) = errs.first() {
+        return Err(invalid(&name, "metadata.name", &name, e.clone()));
+    }
+    let pod = pod_name(&req.node, &name);
+    if pod.len() > 253 {
+        return Err(invalid(
+            &name,
+            "metadata.name",
+            &name,
+            format!(
+                "the node's name and the debug container's together make a pod name ({pod:?}) \
+                 over 253 characters"
+            ),
+        ));
+    }
+    let config = cluster.config();
+    // The node first: a node that does not exist is kube-apiserver's own 404.
+    let nodes: Api<Node> = Api::all(cluster.server_client());
+    nodes.get(&req.node).await?;
+    let expires_at = crate::ttl::deadline_of(
+        KIND_NODE_DEBUG_CONTAINER,
+        &config.ttl,
+        req.body.ttl_seconds,
+        &name,
+        jiff::Timestamp::now(),
+    )?;
+    let built = build_node_pod(
+        &req.body,
+        &NodePodContext {
+            node: &req.node,
+            name: &name,
+            namespace: &config.node_debug_namespace,
+            profile: req.profile,
+            default_image: &config.policy.default_image,
+            created_by: &req.caller.user,
+            expires_at,
+        },
+    );
+    for image in poddebug_types::copy::images_of(&built) {
+        crate::policy::check_image_for("nodes/debug", &config.policy, &req.node, &image)?;
+    }
+    let params = PostParams {
+        dry_run: req.dry_run,
+        field_manager: Some(config.reporting_component.clone()),
+    };
+    match pods(cluster).create(&params, &built).await {
+        Ok(p) => Ok(node_debug_from_pod(&p)),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            Err(ApiError::already_exists(RESOURCE, GROUP, &name).into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The pod of debug container `name` on `node`; 404 when there is none.
+pub(crate) async fn get_pod(
+    cluster: &Cluster,
+    node: &str,
+    name: &str,
+) -> Result<Pod, StorageError> {
+    match pods(cluster).get_opt(&pod_name(node, name)).await? {
+        Some(p) if label(&p, LABEL_KIND) == Some("node") => Ok(p),
+        _ => Err(not_found(name)),
+    }
+}
+
+fn list_params(node: Option<&str>) -> (String, Option<String>) {
+    (
+        format!("{LABEL_KIND}=node,{LABEL_NODE_DEBUG}"),
+        node.map(|n| format!("spec.nodeName={n}")),
+    )
+}
+
+/// The node debug containers of `node`, or of every node; in the cluster-wide list, names
+/// are `NODE.NAME`.
+pub(crate) async fn list(
+    cluster: &Cluster,
+    node: Option<&str>,
+) -> Result<NodeDebugContainerList, StorageError> {
+    let (labels, fields) = list_params(node);
+    let mut params = ListParams::default().labels(&labels);
+    if let Some(f) = &fields {
+        params = params.fields(f);
+    }
+    let found = pods(cluster).list(&params).await?;
+    let mut meta = found.metadata.clone();
+    meta.continue_ = None;
+    let items = found
+        .items
+        .iter()
+        .map(|p| named_for(node.is_none(), p))
+        .collect();
+    Ok(NodeDebugContainerList::new(items, meta))
+}
+
+fn named_for(cluster_wide: bool, p: &Pod) -> NodeDebugContainer {
+    let mut obj = node_debug_from_pod(p);
+    if cluster_wide {
+        obj.metadata.name = p.metadata.name.clone();
+    }
+    obj
+}
+
+/// Watch node debug containers (of `node`, or all) from `resource_version`.
+pub(crate) async fn watch(
+    cluster: &Cluster,
+    node: Option<&str>,
+    resource_version: &str,
+    timeout_seconds: Option<u32>,
+) -> Result<NodeWatchStream, StorageError> {
+    let (labels, fields) = list_params(node);
+    let mut params = WatchParams::default().labels(&labels);
+    if let Some(f) = &fields {
+        params = params.fields(f);
+    }
+    if let Some(t) = timeout_seconds {
+        params = params.timeout(t.min(290));
+    }
+    let cluster_wide = node.is_none();
+    let stream = pods(cluster).watch(&params, resource_version).await?;
+    Ok(Box::pin(stream.filter_map(move |ev| async move {
+        match ev {
+            Ok(WatchEvent::Added(p)) => Some(NodeWatchEvent::Added(named_for(cluster_wide, &p))),
+            Ok(WatchEvent::Modified(p)) => {
+                Some(NodeWatchEvent::Modified(named_for(cluster_wide, &p)))
+            }
+            Ok(WatchEvent::Deleted(p)) => {
+                Some(NodeWatchEvent::Deleted(named_for(cluster_wide, &p)))
+            }
+            Ok(WatchEvent::Bookmark(b)) => {
+                Some(NodeWatchEvent::Bookmark(b.metadata.resource_version))
+            }
+            Ok(WatchEvent::Error(e)) => Some(NodeWatchEvent::Error(ApiError::from_upstream(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Status {
+                    code: Some(i32::from(e.code)),
+                    message: Some(e.message),
+                    reason: Some(e.reason),
+                    status: Some("Failure".to_owned()),
+                    ..Default::default()
+                },
+            ))),
+            Err(e) => {
+                tracing::debug!(error = %e, "node debug watch ended");
+                None
+            }
+        }
+    })))
+}
+
+/// Delete debug container `name` on `node` (its pod, the very one read).
+pub(crate) async fn delete(
+    cluster: &Cluster,
+    node: &str,
+    name: &str,
+    grace_period_seconds: Option<u32>,
+) -> Result<NodeDebugContainer, StorageError> {
+    let found = get_pod(cluster, node, name).await?;
+    let params = DeleteParams {
+        grace_period_seconds,
+        preconditions: Some(Preconditions {
+            uid: found.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match pods(cluster).delete(&pod_name(node, name), &params).await {
+        Ok(either) => Ok(node_debug_from_pod(&either.left_or(found))),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Err(not_found(name)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Where an attach or log of debug container `name` on `node` goes (for attach, once it runs).
+pub(crate) async fn stream_target(
+    cluster: &Cluster,
+    node: &str,
+    name: &str,
+    wait_running: Option<std::time::Duration>,
+) -> Result<StreamTarget, StorageError> {
+    let pod = get_pod(cluster, node, name).await?;
+    let pod_name = pod_name(node, name);
+    let target = crate::target::made_pod_target(
+        &pod,
+        &cluster.config().node_debug_namespace,
+        &pod_name,
+        name,
+        true,
+    )
+    .ok_or_else(|| not_found(name))?;
+    crate::target::finish(&pods(cluster), pod, target, name, wait_running).await
+}
