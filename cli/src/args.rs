@@ -189,7 +189,9 @@ const GLOBAL_FLAGS: [&str; 7] = [
 ];
 
 /// Long flags of any subcommand that take their value as the next word (`--image X`).
-const LONG_WITH_VALUE: [&str; 22] = [
+const LONG_WITH_VALUE: [&str; 24] = [
+    "--copy-to",
+    "--set-image",
     "--namespace",
     "--context",
     "--kubeconfig",
@@ -366,6 +368,37 @@ pub struct RunArgs {
     /// Output format of the created (or dry-run) object when not attaching.
     #[arg(short = 'o', long, value_enum)]
     pub output: Option<Format>,
+    /// Debug a copy of the pod, made with this name, instead of the pod itself.
+    #[arg(long, value_name = "NAME")]
+    pub copy_to: Option<String>,
+    /// With --copy-to: container images to change, `name=image` (comma-separated, repeatable;
+    /// `*=image` changes every container).
+    #[arg(long = "set-image", value_name = "NAME=IMAGE", value_delimiter = ',')]
+    pub set_image: Vec<String>,
+    /// With --copy-to: the copy's containers share one process namespace.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true")]
+    pub share_processes: bool,
+    /// With --copy-to: run the copy on the original's node.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub same_node: bool,
+    /// With --copy-to: keep the original's labels.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub keep_labels: bool,
+    /// With --copy-to: keep the original's annotations.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub keep_annotations: bool,
+    /// With --copy-to: keep liveness probes.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub keep_liveness: bool,
+    /// With --copy-to: keep readiness probes.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub keep_readiness: bool,
+    /// With --copy-to: keep startup probes.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub keep_startup: bool,
+    /// With --copy-to: keep init containers.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub keep_init_containers: bool,
     /// Command and arguments.
     #[arg(last = true)]
     pub command: Vec<String>,

@@ -7,7 +7,9 @@
 //! it waits), attaches, and exits with the container's exit code.
 
 mod args;
+mod copy;
 mod list;
+mod node;
 mod output;
 mod request;
 mod run;
@@ -35,7 +37,7 @@ pub(crate) fn fail(e: &Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn exit_with(code: i32) -> ExitCode {
+pub(crate) fn exit_with(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
@@ -155,6 +157,16 @@ async fn run(cli: Cli) -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
+            if let Some(node) = node::node_of(&pod) {
+                return node::run(&client, node, args).await;
+            }
+            if args.copy_to.is_some() {
+                return copy::run(&client, &ns, &pod, args).await;
+            }
+            if !args.set_image.is_empty() {
+                eprintln!("error: --set-image needs --copy-to");
+                return ExitCode::FAILURE;
+            }
             let api = DebugContainers::new(client.clone(), &ns);
             run::run(&api, &ns, &pod, args).await
         }

@@ -229,7 +229,17 @@ pub async fn attach_as(
         mode,
         ..Default::default()
     };
-    let mut session = api.attach(pod, name, &params).await?;
+    let session = api.attach(pod, name, &params).await?;
+    relay_session(session, stdin, tty, quiet).await
+}
+
+/// Relay an attached session on the local terminal until it ends; what became of it.
+pub async fn relay_session(
+    mut session: poddebug_client::AttachedDebugContainer,
+    stdin: bool,
+    tty: bool,
+    quiet: bool,
+) -> Result<AttachOutcome> {
     let detacher = session.detacher();
     let local_tty = tty && stdin && std::io::stdin().is_terminal();
     if tty && !quiet {

@@ -214,3 +214,95 @@ fn kubectl_command_lines_with_flags_before_the_pod_and_impersonation() {
         get.text()
     );
 }
+
+#[test]
+#[ignore = "needs a live cluster with poddebug deployed"]
+fn copy_to_debugs_a_crashing_pods_copy_and_exits_with_the_shells_code() {
+    let Some(s) = Sandbox::new("copy") else {
+        return;
+    };
+    // A pod whose only container exits 1 at once (CrashLoopBackOff): no attach to it can work.
+    poddebug_tests::kubectl::kubectl_ok(
+        &[
+            "run",
+            "crash",
+            "-n",
+            &s.ns,
+            "--image=busybox:1.36",
+            "--restart=Always",
+            "--",
+            "sh",
+            "-c",
+            "exit 1",
+        ],
+        None,
+    );
+    let mut t = s.plugin(&[
+        "crash",
+        "-it",
+        "--copy-to=crash-debug",
+        "--container=crash",
+        "--",
+        "sh",
+    ]);
+    t.expect("If you don't see a command prompt, try pressing enter.");
+    t.type_bytes(b"\r");
+    t.type_bytes(b"echo in-the-$((6*7))-copy\r");
+    t.expect("in-the-42-copy");
+    t.type_bytes(b"exit 5\r");
+    assert_eq!(t.exit_code(), 5, "{}", t.text());
+    assert!(t.cooked(), "the terminal is restored");
+    assert!(
+        t.text().contains("copies/crash-debug"),
+        "the delete hint: {}",
+        t.text()
+    );
+}
+
+#[test]
+#[ignore = "needs a live cluster with poddebug deployed"]
+fn node_form_debugs_the_node_and_exits_with_the_shells_code() {
+    if !live_cluster_given("the live plugin suite") {
+        return;
+    }
+    let name = format!("plugin-{}", std::process::id());
+    // Whatever happens, the node debug pod goes.
+    struct Cleanup(String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = poddebug_tests::kubectl::kubectl(
+                &[
+                    "delete",
+                    "pod",
+                    "-n",
+                    "poddebug-nodes",
+                    &format!("localhost.{}", self.0),
+                    "--ignore-not-found",
+                    "--wait=false",
+                ],
+                None,
+            );
+        }
+    }
+    let _cleanup = Cleanup(name.clone());
+    let mut t = Terminal::spawn_with_path(
+        &[
+            "node/localhost",
+            "-it",
+            "-c",
+            &name,
+            "--image=busybox:1.36",
+            "--profile=sysadmin",
+            "--",
+            "sh",
+        ],
+        "",
+    );
+    t.expect("If you don't see a command prompt, try pressing enter.");
+    t.type_bytes(b"\r");
+    t.type_bytes(b"grep -c '^ID=' /host/etc/os-release\r");
+    t.expect("\n1");
+    t.type_bytes(b"exit 4\r");
+    assert_eq!(t.exit_code(), 4, "{}", t.text());
+    assert!(t.cooked(), "the terminal is restored");
+}

@@ -168,11 +168,18 @@ impl AsyncWrite for DebugStdin {
     }
 }
 
+/// Reads what became of the attached container: `Some` once it terminated.
+pub(crate) type OutcomeReader = Arc<
+    dyn Fn() -> Pin<Box<dyn std::future::Future<Output = Result<Option<AttachOutcome>>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// A live attach session: the container's stdin, stdout, stderr and terminal size, and
 /// [`join`](Self::join), the future of its outcome.
 pub struct AttachedDebugContainer {
     process: AttachedProcess,
-    api: DebugContainers,
+    outcome: OutcomeReader,
     pod: String,
     name: String,
     exit_status_wait: Duration,
@@ -199,46 +206,40 @@ impl DebugContainers {
         name: &str,
         params: &AttachParams,
     ) -> Result<AttachedDebugContainer> {
-        if params.tty && params.stderr {
-            return Err(Error::InvalidParams(
-                "a TTY has no separate stderr: set stderr to false".into(),
-            ));
-        }
-        if params.stdin
-            && matches!(
-                params.mode,
-                Some(SessionMode::Observer | SessionMode::Moderator)
-            )
-        {
-            return Err(Error::InvalidParams(
-                "observers and moderators do not send input: set stdin to false".into(),
-            ));
-        }
+        check_params(params)?;
         let ns = self.namespace().ok_or(Error::NamespaceRequired("attach"))?;
         let client = match params.mode {
             Some(mode) => with_query(&self.client, "mode", mode.as_str()),
             None => self.client.clone(),
         };
         let api = kube::Api::<DebugPod>::namespaced(client, ns);
-        let kp = kube::api::AttachParams {
-            container: Some(name.to_owned()),
-            stdin: params.stdin,
-            stdout: params.stdout,
-            stderr: params.stderr,
-            tty: params.tty,
-            ..Default::default()
-        };
-        let process = api.attach(pod, &kp).await?;
-        Ok(AttachedDebugContainer {
-            process,
-            api: self.clone(),
-            pod: pod.to_owned(),
-            name: name.to_owned(),
-            exit_status_wait: params.exit_status_wait,
-            has_stdin: params.stdin,
-            stdin_closed: Arc::new(AtomicBool::new(false)),
-            ended: CancellationToken::new(),
-        })
+        let process = api.attach(pod, &kube_params(name, params)).await?;
+        let (this, p, n) = (self.clone(), pod.to_owned(), name.to_owned());
+        let outcome: OutcomeReader = Arc::new(move || {
+            let (api, pod, name) = (this.clone(), p.clone(), n.clone());
+            Box::pin(async move { Ok(outcome_of(&api.get(&pod, &name).await?)) })
+        });
+        Ok(AttachedDebugContainer::new(
+            process, outcome, pod, name, params,
+        ))
+    }
+
+    /// [`attach`](Self::attach) to any container of a pod poddebug made (a copy), its outcome
+    /// read by `outcome`.
+    pub(crate) async fn attach_with(
+        &self,
+        pod: &str,
+        name: &str,
+        params: &AttachParams,
+        outcome: OutcomeReader,
+    ) -> Result<AttachedDebugContainer> {
+        check_params(params)?;
+        let ns = self.namespace().ok_or(Error::NamespaceRequired("attach"))?;
+        let api = kube::Api::<DebugPod>::namespaced(self.client.clone(), ns);
+        let process = api.attach(pod, &kube_params(name, params)).await?;
+        Ok(AttachedDebugContainer::new(
+            process, outcome, pod, name, params,
+        ))
     }
 
     /// Join the session on debug container `name` (another user's) as a peer, who may type:
@@ -275,6 +276,38 @@ impl DebugContainers {
     }
 }
 
+/// Parameters no attach can have.
+pub(crate) fn check_params(params: &AttachParams) -> Result<()> {
+    if params.tty && params.stderr {
+        return Err(Error::InvalidParams(
+            "a TTY has no separate stderr: set stderr to false".into(),
+        ));
+    }
+    if params.stdin
+        && matches!(
+            params.mode,
+            Some(SessionMode::Observer | SessionMode::Moderator)
+        )
+    {
+        return Err(Error::InvalidParams(
+            "observers and moderators do not send input: set stdin to false".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// kube-rs's attach parameters for container `name`.
+pub(crate) fn kube_params(name: &str, params: &AttachParams) -> kube::api::AttachParams {
+    kube::api::AttachParams {
+        container: Some(name.to_owned()),
+        stdin: params.stdin,
+        stdout: params.stdout,
+        stderr: params.stderr,
+        tty: params.tty,
+        ..Default::default()
+    }
+}
+
 /// `client`, with `key=value` added to the query of every request it sends: kube-rs builds the
 /// attach URL from its own parameters only, and a session's `mode` is one more.
 fn with_query(client: &kube::Client, key: &'static str, value: &'static str) -> kube::Client {
@@ -300,6 +333,25 @@ fn with_query(client: &kube::Client, key: &'static str, value: &'static str) -> 
 }
 
 impl AttachedDebugContainer {
+    pub(crate) fn new(
+        process: AttachedProcess,
+        outcome: OutcomeReader,
+        pod: &str,
+        name: &str,
+        params: &AttachParams,
+    ) -> Self {
+        AttachedDebugContainer {
+            process,
+            outcome,
+            pod: pod.to_owned(),
+            name: name.to_owned(),
+            exit_status_wait: params.exit_status_wait,
+            has_stdin: params.stdin,
+            stdin_closed: Arc::new(AtomicBool::new(false)),
+            ended: CancellationToken::new(),
+        }
+    }
+
     /// The container's stdin (once; only when attached with `stdin`).
     pub fn stdin(&mut self) -> Option<DebugStdin> {
         self.process.stdin().map(|inner| DebugStdin {
@@ -348,12 +400,10 @@ impl AttachedDebugContainer {
         };
         // However it ended, the output streams end once drained.
         detach.cancel();
-        let api = self.api;
-        let (pod, name) = (self.pod, self.name);
+        let outcome = self.outcome.clone();
         let Some(ended) = ended else {
             // Dropping the process above aborted the stream.
-            let o = api.get(&pod, &name).await?;
-            return Ok(outcome_of(&o).unwrap_or(AttachOutcome::Detached));
+            return Ok(outcome().await?.unwrap_or(AttachOutcome::Detached));
         };
         ended.map_err(|e| Error::Stream(Box::new(e)))?;
         let status = match status {
@@ -386,23 +436,18 @@ impl AttachedDebugContainer {
             self.exit_status_wait
         };
         let o = if wait.is_zero() {
-            api.get(&pod, &name).await?
+            outcome().await?
         } else {
-            wait_terminated(&api, &pod, &name, wait).await?
+            wait_terminated(&outcome, wait).await?
         };
-        Ok(outcome_of(&o).unwrap_or(AttachOutcome::Detached))
+        Ok(o.unwrap_or(AttachOutcome::Detached))
     }
 }
 
-/// The debug container once terminated, or as it is after `wait`.
-async fn wait_terminated(
-    api: &DebugContainers,
-    pod: &str,
-    name: &str,
-    wait: Duration,
-) -> Result<PodDebugContainer> {
-    let mut last = api.get(pod, name).await?;
-    if outcome_of(&last).is_some() {
+/// The container's outcome once terminated, or none after `wait`.
+async fn wait_terminated(outcome: &OutcomeReader, wait: Duration) -> Result<Option<AttachOutcome>> {
+    let mut last = outcome().await?;
+    if last.is_some() {
         return Ok(last);
     }
     let deadline = tokio::time::Instant::now() + wait;
@@ -412,8 +457,8 @@ async fn wait_terminated(
     tick.tick().await;
     while tokio::time::Instant::now() < deadline {
         tick.tick().await;
-        last = api.get(pod, name).await?;
-        if outcome_of(&last).is_some() {
+        last = outcome().await?;
+        if last.is_some() {
             break;
         }
     }

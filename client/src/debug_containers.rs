@@ -19,7 +19,7 @@ use crate::params::{CreateParams, LogParams};
 use crate::streams::DebugPod;
 
 /// Prefix of every path of the API.
-const GV: &str = "/apis/poddebug.dev/v1alpha1";
+pub(crate) const GV: &str = "/apis/poddebug.dev/v1alpha1";
 
 /// A cheap, cloneable handle on the debug containers of one namespace, or of all namespaces
 /// (then only [`list`](Self::list), [`watch`](Self::watch) and [`profiles`](Self::profiles)
@@ -38,8 +38,26 @@ impl std::fmt::Debug for DebugContainers {
     }
 }
 
+/// One JSON request and its decoded answer (a refusal is [`Error::Api`]).
+pub(crate) async fn request_json<T: DeserializeOwned>(
+    client: &kube::Client,
+    method: http::Method,
+    uri: String,
+    body: Vec<u8>,
+) -> Result<T> {
+    let mut req = http::Request::builder().method(method).uri(uri);
+    if !body.is_empty() {
+        req = req.header(http::header::CONTENT_TYPE, "application/json");
+    }
+    let req = req
+        .body(body)
+        .map_err(|e| Error::InvalidParams(e.to_string()))?;
+    let text = client.request_text(req).await?;
+    serde_json::from_str(&text).map_err(Error::Decode)
+}
+
 /// Escape one path segment or query value.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
 }
 
@@ -112,15 +130,7 @@ impl DebugContainers {
         uri: String,
         body: Vec<u8>,
     ) -> Result<T> {
-        let mut req = http::Request::builder().method(method).uri(uri);
-        if !body.is_empty() {
-            req = req.header(http::header::CONTENT_TYPE, "application/json");
-        }
-        let req = req
-            .body(body)
-            .map_err(|e| Error::InvalidParams(e.to_string()))?;
-        let text = self.client.request_text(req).await?;
-        serde_json::from_str(&text).map_err(Error::Decode)
+        request_json(&self.client, method, uri, body).await
     }
 
     /// Adds a debug container to running pod `pod`. Its name is `debug.metadata.name`; without

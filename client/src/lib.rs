@@ -34,8 +34,10 @@
 
 mod attach;
 mod config;
+mod copies;
 mod debug_containers;
 mod error;
+mod nodes;
 mod params;
 mod sessions;
 mod streams;
@@ -45,8 +47,10 @@ pub use attach::{
     exit_code_of, outcome_of,
 };
 pub use config::{ConnectOptions, Warnings, config, connect, warning_text};
+pub use copies::{Copies, container_status as copy_container_status};
 pub use debug_containers::{DebugContainers, waiting_reason};
 pub use error::{Error, Result, Status};
+pub use nodes::{NodeDebugContainers, outcome_of as node_outcome_of};
 pub use params::{AttachParams, CreateParams, LogParams};
 pub use sessions::Sessions;
 

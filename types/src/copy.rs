@@ -50,6 +50,12 @@ pub struct CommandReplacement {
     /// `--arguments-only` does).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// Keep the container's stdin open (to attach to it), as `kubectl debug -i` sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<bool>,
+    /// Give the container a TTY, as `kubectl debug -t` sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<bool>,
 }
 
 /// PodDebugCopy asks for (and reports) a copy of a pod made to debug it:
@@ -260,15 +266,21 @@ pub fn build_copy(
             errs.push(FieldError::not_found(&path, container.clone()));
             continue;
         };
-        if r.command.is_empty() && r.args.is_empty() {
-            errs.push(FieldError::required(&path, "command or args"));
+        if r.command.is_empty() && r.args.is_empty() && r.stdin.is_none() && r.tty.is_none() {
+            errs.push(FieldError::required(&path, "command, args, stdin or tty"));
             continue;
         }
         if !r.command.is_empty() {
             c.command = Some(r.command.clone());
             c.args = (!r.args.is_empty()).then(|| r.args.clone());
-        } else {
+        } else if !r.args.is_empty() {
             c.args = Some(r.args.clone());
+        }
+        if let Some(stdin) = r.stdin {
+            c.stdin = Some(stdin);
+        }
+        if let Some(tty) = r.tty {
+            c.tty = Some(tty);
         }
     }
     let mut debug_container = None;
