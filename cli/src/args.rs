@@ -50,7 +50,7 @@ pub struct Global {
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Add a debug container to a pod (the default subcommand), wait for it, attach with -i.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show one debug container, or all of a pod's.
     Get {
         /// The pod.
@@ -523,20 +523,20 @@ mod tests {
         ])))
         .map_err(|e| e.to_string());
         let Ok(Cli {
-            command:
-                Cmd::Run(RunArgs {
-                    pod,
-                    stdin,
-                    tty,
-                    attach,
-                    command,
-                    ..
-                }),
+            command: Cmd::Run(run),
             ..
         }) = cli
         else {
             panic!("{cli:?}");
         };
+        let RunArgs {
+            pod,
+            stdin,
+            tty,
+            attach,
+            command,
+            ..
+        } = *run;
         assert_eq!(pod.as_deref(), Some("web"));
         assert!(stdin && tty && attach.is_none());
         assert_eq!(command, ["sh", "-c", "exit 7"]);

@@ -212,7 +212,7 @@ mod tests {
         let argv: Vec<std::ffi::OsString> = words.iter().map(Into::into).collect();
         let cli = crate::args::Cli::parse_from(crate::args::with_default_subcommand(argv));
         match cli.command {
-            crate::args::Cmd::Run(a) => a,
+            crate::args::Cmd::Run(a) => *a,
             other => panic!("{other:?}"),
         }
     }

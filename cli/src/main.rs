@@ -129,6 +129,7 @@ async fn run(cli: Cli) -> ExitCode {
     let mut ns = g.namespace.clone().unwrap_or(default_ns);
     match cli.command {
         Cmd::Run(args) => {
+            let args = *args;
             let pod = match (&args.pod, &args.filename) {
                 (Some(p), _) => p.clone(),
                 (None, Some(file)) => match request::read_pod_file(file) {
