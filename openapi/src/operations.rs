@@ -136,6 +136,7 @@ pub(crate) fn paths() -> Vec<PathItem> {
                 item_description,
             } => nested_collection(r, item, item_description),
             Shape::Connect { options } => connect(r, options),
+            Shape::Create => create_only(r),
             Shape::Text { options } => text(r, options),
             Shape::Files {
                 item,
@@ -167,6 +168,7 @@ fn name_param(kind: &str) -> Param {
 fn name_description(kind: &str) -> &'static str {
     match kind {
         "Pod" => "name of the Pod",
+        "Node" => "name of the Node",
         "PodDebugContainer" => "name of the PodDebugContainer",
         "DebugProfile" => "name of the DebugProfile",
         "DebugSession" => "name of the DebugSession",
@@ -399,6 +401,24 @@ fn subresource_base(r: &Resource) -> (String, Vec<Param>, String) {
             format!("{}{}", r.parent_kind, title(sub)),
         ),
     }
+}
+
+/// `pods/copy`: `POST` on the subresource makes an object.
+fn create_only(r: &Resource) -> Vec<PathItem> {
+    let (path, params, noun) = subresource_base(r);
+    let (_, sub) = r.split().unwrap_or((r.name, ""));
+    vec![PathItem {
+        path,
+        params,
+        operations: vec![create_operation(
+            r,
+            operation_id("create", &noun),
+            format!(
+                "create a {} from {sub} of the specified {}",
+                r.kind.kind, r.parent_kind
+            ),
+        )],
+    }]
 }
 
 /// `pods/debug`: a collection under the pod, and one object of it.
@@ -689,6 +709,18 @@ mod tests {
                 vec!["get", "post"],
             ),
             (
+                format!("{p}/namespaces/{{namespace}}/pods/{{name}}/copies"),
+                vec!["get"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/pods/{{name}}/copies/{{copy}}"),
+                vec!["get", "delete"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/pods/{{name}}/copy"),
+                vec!["post"],
+            ),
+            (
                 format!("{p}/namespaces/{{namespace}}/pods/{{name}}/debug"),
                 vec!["get", "post"],
             ),
@@ -715,6 +747,13 @@ mod tests {
             (
                 format!("{p}/namespaces/{{namespace}}/pods/{{name}}/sessions/{{session}}"),
                 vec!["get", "delete"],
+            ),
+            (format!("{p}/nodedebugcontainers"), vec!["get"]),
+            (format!("{p}/nodedebugcontainers/{{name}}"), vec!["get"]),
+            (format!("{p}/nodes/{{name}}/debug"), vec!["get", "post"]),
+            (
+                format!("{p}/nodes/{{name}}/debug/{{container}}"),
+                vec!["get", "post", "delete"],
             ),
             (format!("{p}/poddebugcontainers"), vec!["get"]),
         ];

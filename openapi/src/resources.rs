@@ -111,6 +111,9 @@ pub enum Shape {
         /// Media types of one file.
         media_types: &'static [&'static str],
     },
+    /// A subresource that only creates: `POST …/{parent}/{name}/{sub}` answers the object made
+    /// (`pods/copy`).
+    Create,
     /// A subresource answering `GET` with plain text.
     Text {
         /// The query parameters.
@@ -204,6 +207,33 @@ pub const RESOURCES: &[Resource] = &[
         shape: Shape::Objects,
     },
     Resource {
+        name: "nodedebugcontainers",
+        singular_name: "nodedebugcontainer",
+        parent_kind: "",
+        scope: Scope::Cluster,
+        kind: Gvk::poddebug("NodeDebugContainer"),
+        list_kind: Some("NodeDebugContainerList"),
+        verbs: &[Verb::Get, Verb::List, Verb::Watch],
+        short_names: &[],
+        categories: &["debug"],
+        shape: Shape::Objects,
+    },
+    Resource {
+        name: "nodes/debug",
+        singular_name: "",
+        parent_kind: "Node",
+        scope: Scope::Cluster,
+        kind: Gvk::poddebug("NodeDebugContainer"),
+        list_kind: Some("NodeDebugContainerList"),
+        verbs: &[Verb::Create, Verb::Delete, Verb::Get, Verb::List],
+        short_names: &[],
+        categories: &[],
+        shape: Shape::NestedCollection {
+            item: "container",
+            item_description: "name of the node debug container",
+        },
+    },
+    Resource {
         name: "poddebugcontainers",
         singular_name: "poddebugcontainer",
         parent_kind: "",
@@ -228,6 +258,33 @@ pub const RESOURCES: &[Resource] = &[
         shape: Shape::Connect {
             options: ATTACH_OPTIONS,
         },
+    },
+    Resource {
+        name: "pods/copies",
+        singular_name: "",
+        parent_kind: "Pod",
+        scope: Scope::Namespaced,
+        kind: Gvk::poddebug("PodDebugCopy"),
+        list_kind: Some("PodDebugCopyList"),
+        verbs: &[Verb::Delete, Verb::Get, Verb::List],
+        short_names: &[],
+        categories: &[],
+        shape: Shape::NestedCollection {
+            item: "copy",
+            item_description: "name of the copy",
+        },
+    },
+    Resource {
+        name: "pods/copy",
+        singular_name: "",
+        parent_kind: "Pod",
+        scope: Scope::Namespaced,
+        kind: Gvk::poddebug("PodDebugCopy"),
+        list_kind: None,
+        verbs: &[Verb::Create],
+        short_names: &[],
+        categories: &[],
+        shape: Shape::Create,
     },
     Resource {
         name: "pods/debug",

@@ -8,6 +8,8 @@
 use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use poddebug_types::copy::{PodDebugCopy, PodDebugCopyList};
+use poddebug_types::node::{NodeDebugContainer, NodeDebugContainerList};
 use poddebug_types::{
     DebugProfile, DebugProfileList, DebugSession, DebugSessionList, PodDebugContainer,
     PodDebugContainerList, Recording, RecordingList,
@@ -28,7 +30,7 @@ pub(crate) struct KindSchema {
 }
 
 /// Every kind with a definition and `x-kubernetes-group-version-kind`.
-pub(crate) fn kinds() -> [KindSchema; 9] {
+pub(crate) fn kinds() -> [KindSchema; 13] {
     [
         KindSchema {
             gvk: Gvk::poddebug("PodDebugContainer"),
@@ -63,6 +65,22 @@ pub(crate) fn kinds() -> [KindSchema; 9] {
             name: DebugSessionList::schema_name(),
         },
         KindSchema {
+            gvk: Gvk::poddebug("PodDebugCopy"),
+            name: PodDebugCopy::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("PodDebugCopyList"),
+            name: PodDebugCopyList::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("NodeDebugContainer"),
+            name: NodeDebugContainer::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("NodeDebugContainerList"),
+            name: NodeDebugContainerList::schema_name(),
+        },
+        KindSchema {
             gvk: Gvk::core("Status"),
             name: Status::schema_name(),
         },
@@ -95,6 +113,9 @@ pub(crate) fn definitions(dialect: Dialect) -> Map<String, Value> {
     let _ = generator.subschema_for::<DebugProfileList>();
     let _ = generator.subschema_for::<RecordingList>();
     let _ = generator.subschema_for::<DebugSessionList>();
+    let _ = generator.subschema_for::<PodDebugCopy>();
+    let _ = generator.subschema_for::<PodDebugCopyList>();
+    let _ = generator.subschema_for::<NodeDebugContainerList>();
     let _ = generator.subschema_for::<Status>();
     let mut raw = generator.take_definitions(false);
     let ours = PodDebugContainer::schema_name();
