@@ -56,9 +56,20 @@ pub(crate) async fn request_json<T: DeserializeOwned>(
     serde_json::from_str(&text).map_err(Error::Decode)
 }
 
-/// Escape one path segment or query value.
+/// What [`esc`] escapes: everything but RFC 3986's unreserved characters, so that names (DNS
+/// labels and subdomains) go as they are.
+const ESCAPED: &percent_encoding::AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Escape one path segment or query value (`.` and `..`, which would walk the path, entirely).
 pub(crate) fn esc(s: &str) -> String {
-    utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
+    if s == "." || s == ".." {
+        return s.replace('.', "%2E");
+    }
+    utf8_percent_encode(s, ESCAPED).to_string()
 }
 
 impl DebugContainers {

@@ -224,6 +224,10 @@ pub struct StreamTarget {
     /// Reach it with the server's own identity even with `--impersonate` (a node debug pod,
     /// in a namespace where callers hold no rights).
     pub server_identity: bool,
+    /// A regular container of a pod poddebug made (a copy), not an ephemeral one: reaching it
+    /// is what core `pods/attach` and `pods/log` grant, which the caller must hold as well
+    /// (labels that mark a pod as poddebug's can be written by whoever may patch it).
+    pub regular_container: bool,
 }
 
 /// A copy of a pod to make (`POST pods/POD/copy`), after authorization.

@@ -149,6 +149,25 @@ pub struct ExpiredPod {
     pub error: Option<String>,
 }
 
+/// Slack between a pod's `expires-at` and its kubelet deadline (`activeDeadlineSeconds` from
+/// its start, later than its creation).
+const DEADLINE_SLACK_SECONDS: i64 = 120;
+
+/// Whether the pod's own `activeDeadlineSeconds` (counted here from its creation, which is
+/// before its start) ends it by `now` give or take the slack: poddebug sets it on every pod it
+/// makes with a time limit. The labels and annotation that mark a pod as poddebug's can be
+/// written by anyone who may patch the pod; the deadline can only be shortened, which ends the
+/// pod anyway, so the server never deletes a pod its own deadline would have let run.
+fn kubelet_would_end(p: &Pod, now: jiff::Timestamp) -> bool {
+    let (Some(created), Some(deadline)) = (
+        p.metadata.creation_timestamp.as_ref(),
+        p.spec.as_ref().and_then(|s| s.active_deadline_seconds),
+    ) else {
+        return false;
+    };
+    created.0.as_second().saturating_add(deadline) <= now.as_second() + DEADLINE_SLACK_SECONDS
+}
+
 /// Delete every pod poddebug made whose deadline passed at `now` (with the server's identity;
 /// each pod is deleted only if it is still the pod read).
 pub(crate) async fn expire_made_pods(
@@ -164,7 +183,7 @@ pub(crate) async fn expire_made_pods(
         let Some(at) = poddebug_types::copy::expires_at_of_pod(&p) else {
             continue;
         };
-        if at > now || p.metadata.deletion_timestamp.is_some() {
+        if at > now || p.metadata.deletion_timestamp.is_some() || !kubelet_would_end(&p, now) {
             continue;
         }
         let (Some(ns), Some(name)) = (p.metadata.namespace.clone(), p.metadata.name.clone()) else {
@@ -193,4 +212,32 @@ pub(crate) async fn expire_made_pods(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(created: i64, deadline: Option<i64>) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::from_second(created).expect("time"),
+        ));
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            active_deadline_seconds: deadline,
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn only_pods_their_own_deadline_ends_are_deleted() {
+        let now = jiff::Timestamp::from_second(10_000).expect("time");
+        // Made with a 600 s limit at 9 400: due.
+        assert!(kubelet_would_end(&pod(9_400, Some(600)), now));
+        // Marked by hand, without a deadline: never.
+        assert!(!kubelet_would_end(&pod(9_400, None), now));
+        // A deadline far beyond the annotation's: not ours to end.
+        assert!(!kubelet_would_end(&pod(9_400, Some(86_400)), now));
+    }
 }

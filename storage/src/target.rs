@@ -85,6 +85,7 @@ pub(crate) async fn stream_target(
             profiles: profiles_of(ec),
             owner: poddebug_types::convert::owner_of(ec),
             server_identity: false,
+            regular_container: false,
         },
         None => made_pod_target(&pod, namespace, pod_name, container, false).ok_or_else(|| {
             ApiError::BadRequest(format!(
@@ -126,6 +127,7 @@ pub(crate) fn made_pod_target(
         profiles,
         owner: annotation(pod, ANNOTATION_CREATED_BY).map(str::to_owned),
         server_identity,
+        regular_container: true,
     })
 }
 

@@ -142,23 +142,6 @@ pub fn request_attributes(
     } else {
         name
     };
-    // The cluster-wide view of node debug containers is authorized as what it shows:
-    // `nodes/debug` (named after the node of `NODE.NAME`).
-    if resource == "nodedebugcontainers" && namespace.is_empty() && subresource.is_empty() {
-        let node = name
-            .rsplit_once('.')
-            .map(|(node, _)| node.to_owned())
-            .unwrap_or(name);
-        return Attributes::Resource {
-            verb,
-            group: GROUP.to_owned(),
-            version: VERSION.to_owned(),
-            resource: "nodes".to_owned(),
-            subresource: "debug".to_owned(),
-            namespace,
-            name: node,
-        };
-    }
     Attributes::Resource {
         verb,
         group: GROUP.to_owned(),
@@ -288,12 +271,12 @@ mod tests {
             (
                 M::GET,
                 format!("{base}/nodedebugcontainers"),
-                res("list", "nodes", "debug", "", ""),
+                res("list", "nodedebugcontainers", "", "", ""),
             ),
             (
                 M::GET,
                 format!("{base}/nodedebugcontainers/a.b.dbg"),
-                res("get", "nodes", "debug", "", "a.b"),
+                res("get", "nodedebugcontainers", "", "", "a.b.dbg"),
             ),
         ];
         for (m, p, want) in cases {

@@ -122,14 +122,17 @@ pub async fn list(
     json_response(StatusCode::OK, &list)
 }
 
-/// `GET .../pods/POD/copies/NAME`.
+/// `GET .../pods/POD/copies/NAME` (with the portal's attach ticket for a same-origin page).
 pub async fn get(
     State(st): State<AppState>,
     Path((ns, pod, name)): Path<(String, String, String)>,
     Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
 ) -> Result<Response, Error> {
     let copy = st.backend.get_copy(&ns, &pod, &name, &auth.user).await?;
-    json_response(StatusCode::OK, &copy)
+    let mut resp = json_response(StatusCode::OK, &copy)?;
+    super::debug::offer_ticket(&st, &auth, &headers, &mut resp);
+    Ok(resp)
 }
 
 /// `gracePeriodSeconds` of a DELETE, from the query or the DeleteOptions body.

@@ -317,8 +317,19 @@ pub async fn get(
         );
     }
     let mut resp = json_response(StatusCode::OK, &obj)?;
-    // A page of the server's own origin (the browser says so; no page can forge it) gets the
-    // ticket its WebSocket handshake to this container needs (crate::attach_ticket).
+    offer_ticket(&st, &auth, &headers, &mut resp);
+    Ok(resp)
+}
+
+/// A page of the server's own origin (the browser says so; no page can forge it) gets, with
+/// the object it reads, the ticket its WebSocket handshake to the container needs
+/// (crate::attach_ticket).
+pub(crate) fn offer_ticket(
+    st: &AppState,
+    auth: &Authenticated,
+    headers: &HeaderMap,
+    resp: &mut Response,
+) {
     let same_origin = headers
         .get("sec-fetch-site")
         .and_then(|v| v.to_str().ok())
@@ -336,7 +347,6 @@ pub async fn get(
             http::HeaderValue::from_static("no-store"),
         );
     }
-    Ok(resp)
 }
 
 /// `GET .../pods/POD/debug`: the debug containers of one pod.

@@ -1,9 +1,9 @@
 //! `nodes/NODE/debug[/NAME[/attach|/log]]` and `nodedebugcontainers`: debug containers on
 //! nodes.
 //!
-//! Authorization: the chain asks for the verb on `nodes/debug` (cluster scope, name NODE);
-//! `nodedebugcontainers` is authorized as `list`/`watch`/`get` on `nodes/debug` too (see
-//! `authz::attributes`). Creating one, attaching to it and reading its log also need `use` on
+//! Authorization: the chain asks for the verb on `nodes/debug` (cluster scope, name NODE), and
+//! on `nodedebugcontainers` for the cluster-wide list, as kube-apiserver's aggregator asks
+//! before it. Creating one, attaching to it and reading its log also need `use` on
 //! its profile, whatever `--profiles-requiring-permission` says: every node profile but
 //! `baseline` and `restricted` hands out the host. Nobody needs rights in the node-debug
 //! namespace: the server acts there with its own identity.
@@ -107,6 +107,24 @@ async fn create(
         None => DEFAULT_NODE_PROFILE,
     };
     authorize_profile(&st, &auth, profile, "creating").await?;
+    // A privilege the container's own securityContext sets needs the profile that grants it,
+    // as for a debug container: a baseline node container may not make itself privileged.
+    for e in node_container_elevations(&req, profile) {
+        if e.profile == profile {
+            continue;
+        }
+        let why = format!(
+            "the node debug container sets {}, which only the {} profile grants",
+            e.setting, e.profile
+        );
+        crate::filters::check_explained(
+            &st,
+            &auth.user,
+            &crate::authz::profile_use(e.profile),
+            Some(&why),
+        )
+        .await?;
+    }
     let created = st
         .backend
         .create_node_debug(NodeDebugRequest {
@@ -133,15 +151,46 @@ async fn create(
     json_response(StatusCode::CREATED, &created)
 }
 
-/// `GET .../nodes/NODE/debug/NAME`.
+/// The gated privileges the node debug container would run with, its profile applied.
+fn node_container_elevations(
+    req: &NodeDebugContainer,
+    profile: Profile,
+) -> Vec<poddebug_types::privilege::Elevation> {
+    let pod = poddebug_types::node::build_node_pod(
+        req,
+        &poddebug_types::node::NodePodContext {
+            node: "preview",
+            name: "preview",
+            namespace: "preview",
+            profile,
+            default_image: "preview",
+            created_by: "preview",
+            expires_at: None,
+        },
+    );
+    let Some(c) = pod.spec.and_then(|s| s.containers.into_iter().next()) else {
+        return Vec::new();
+    };
+    // A container's fields are an ephemeral container's (less `targetContainerName`).
+    let ec: Option<k8s_openapi::api::core::v1::EphemeralContainer> = serde_json::to_value(&c)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok());
+    ec.map(|ec| poddebug_types::privilege::elevations(&ec))
+        .unwrap_or_default()
+}
+
+/// `GET .../nodes/NODE/debug/NAME` (with the portal's attach ticket for a same-origin page).
 pub async fn get(
     State(st): State<AppState>,
     Path((node, name)): Path<(String, String)>,
+    Extension(auth): Extension<Authenticated>,
     headers: HeaderMap,
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Response, Error> {
     let obj = st.backend.get_node_debug(&node, &name).await?;
-    respond_one(obj, &headers, &q)
+    let mut resp = respond_one(obj, &headers, &q)?;
+    super::debug::offer_ticket(&st, &auth, &headers, &mut resp);
+    Ok(resp)
 }
 
 fn respond_one(

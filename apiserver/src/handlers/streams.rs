@@ -71,6 +71,36 @@ pub(crate) async fn authorize_profiles(
     Ok(())
 }
 
+/// A regular container of a pod poddebug made (a copy) is reached with the core permission
+/// that reaches any container: `create pods/attach` or `get pods/log` in the namespace (with
+/// `--impersonate` the upstream call is the caller's own, which kube-apiserver judges).
+async fn authorize_regular(
+    st: &AppState,
+    auth: &Authenticated,
+    target: &poddebug_storage::StreamTarget,
+    verb: &str,
+    sub: &str,
+) -> Result<(), Error> {
+    if !target.regular_container || st.config.impersonate {
+        return Ok(());
+    }
+    let attrs = crate::authz::Attributes::Resource {
+        verb: verb.to_owned(),
+        group: String::new(),
+        version: "v1".to_owned(),
+        resource: "pods".to_owned(),
+        subresource: sub.to_owned(),
+        namespace: target.namespace.clone(),
+        name: target.pod.clone(),
+    };
+    let why = format!(
+        "container {:?} is a container of a copy of a pod, not a debug container: reaching it needs {verb} on pods/{sub}",
+        target.container
+    );
+    crate::filters::check_explained(st, &auth.user, &attrs, Some(&why)).await?;
+    Ok(())
+}
+
 /// How a caller takes part in the session it opens: the owner of the debug container (its
 /// creator, or anyone when its creator is not recorded), or, on someone else's, a peer (`join`
 /// on `pods/debug`), an observer (`observe`) or a moderator (`moderate` on `pods/sessions`).
@@ -248,6 +278,7 @@ pub async fn attach(
         )
         .await?;
     authorize_profiles(&st, &auth, &target, &opts.container).await?;
+    authorize_regular(&st, &auth, &target, "create", "attach").await?;
     let scope = SessionScope::pod(&ns, &pod);
     attach_to(st, auth, req, target, opts, scope, on_upgrade).await
 }
@@ -530,6 +561,7 @@ pub async fn log(
         .stream_target(&ns, &pod, &container, None, &auth.user)
         .await?;
     authorize_profiles(&st, &auth, &target, &container).await?;
+    authorize_regular(&st, &auth, &target, "get", "log").await?;
     log_from(st, auth, &query, target, container).await
 }
 

@@ -243,6 +243,30 @@ async fn a_copy_needs_the_callers_own_create_pods() {
     )
     .await;
     assert_eq!(created["status"]["createdBy"], ALICE);
+
+    // The copy's containers are regular ones: poddebug's pods/log alone (the debugger role)
+    // does not reach them, the core pods/log does.
+    let carol = as_user(&sb.api, "carol");
+    sb.bind("poddebug-debugger", "carol");
+    let log = format!(
+        "{GV}/namespaces/{}/pods/web-copy/log?container=debugger",
+        sb.ns
+    );
+    let refusal = poll_async(
+        "carol's read of a copy's container is refused for want of the core pods/log",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match carol.get_json(&log).await {
+                (StatusCode::FORBIDDEN, s) if !message(&s).contains("poddebug.dev") => Ok(s),
+                (code, s) => Err(format!("{code} {s}")),
+            }
+        },
+    )
+    .await;
+    if !impersonating() {
+        assert!(message(&refusal).contains("pods/log"), "{refusal}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -196,6 +196,13 @@ async fn node_debugging_needs_nodes_debug_and_use_on_the_profile() {
     )
     .await;
     assert!(message(&refusal).contains("sysadmin"), "{refusal}");
+    // A baseline container that makes itself privileged needs what privileged needs.
+    let sneaky = json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"],
+                                      "securityContext": {"privileged": true}},
+                        "profile": "baseline"});
+    let (code, status) = alice.post_json(&node_path(&name, ""), &sneaky).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    assert!(message(&status).contains("privileged"), "{status}");
     let (code, created) = alice.post_json(&node_path(&name, ""), &baseline).await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     assert_eq!(created["status"]["createdBy"], ALICE);
