@@ -60,8 +60,8 @@ export async function request(method, path, body) {
 
 export const get = (path) => request('GET', path);
 
-// The attach ticket the server hands a page of its own origin with a debug container
-// (`Poddebug-Attach-Ticket`), or null.
+// The attach ticket the server hands a page of its own origin with a debug container, a copy
+// or a node debug container it reads (`Poddebug-Attach-Ticket`), or null.
 export async function attachTicket(path) {
   try {
     const resp = await fetch(apiRoot() + path, {
@@ -87,6 +87,17 @@ export async function getOptional(path) {
   }
 }
 
+// GET that answers null when the server or the connection failed for now (a 5xx, no answer),
+// for reads worth making again; refusals and absence are thrown.
+export async function getTransient(path) {
+  try {
+    return await get(path);
+  } catch (e) {
+    if (e.code === 0 || e.code >= 500) return null;
+    throw e;
+  }
+}
+
 const enc = encodeURIComponent;
 
 export const paths = {
@@ -108,6 +119,17 @@ export const paths = {
   session: (ns, pod, id) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/sessions/${enc(id)}`,
   recordings: (ns, pod) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/recordings`,
   recording: (ns, pod, name) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/recordings/${enc(name)}`,
+  copy: (ns, pod) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/copy`,
+  copies: (ns, pod) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/copies`,
+  copyOf: (ns, pod, name) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/copies/${enc(name)}`,
+  // The copies of `pod` as core pods (poddebug labels each with the pod it copies).
+  podsCopying: (ns, pod) => `/api/v1/namespaces/${enc(ns)}/pods?labelSelector=${enc(`poddebug.dev/copy-of=${pod}`)}`,
+  nodes: () => '/api/v1/nodes',
+  nodeDebugAll: () => `${GV}/nodedebugcontainers`,
+  nodeDebugList: (node) => `${GV}/nodes/${enc(node)}/debug`,
+  nodeDebug: (node, name) => `${GV}/nodes/${enc(node)}/debug/${enc(name)}`,
+  nodeAttach: (node, name) => `${GV}/nodes/${enc(node)}/debug/${enc(name)}/attach?stdin=true&stdout=true&tty=true`,
+  nodeLog: (node, name) => `${GV}/nodes/${enc(node)}/debug/${enc(name)}/log?tailLines=1000`,
   profiles: () => `${GV}/debugprofiles`,
   ssar: () => '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
 };
@@ -152,6 +174,20 @@ export async function usableProfiles() {
       return null;
     }
   });
+  return (await Promise.all(checks)).filter(Boolean);
+}
+
+// The profiles the user may run node debug containers with: every one a SelfSubjectAccessReview
+// for `use` allows (a node debug container always needs it, whatever the profile).
+export async function usableNodeProfiles() {
+  const list = await get(paths.profiles());
+  const names = ((list && list.items) || []).map((p) => p.metadata && p.metadata.name).filter(Boolean);
+  const checks = names.map((name) =>
+    mayI({ group: GROUP, resource: 'debugprofiles', verb: 'use', name }).then(
+      (ok) => (ok ? name : null),
+      () => null,
+    ),
+  );
   return (await Promise.all(checks)).filter(Boolean);
 }
 

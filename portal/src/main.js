@@ -1,91 +1,41 @@
 // The poddebug portal: namespace → pod → debug containers, create, terminal, logs, stop,
-// live sessions (join, observe, moderate, terminate), recordings. Deep links:
-// #/namespaces/NS and #/namespaces/NS/pods/POD.
+// live sessions (join, observe, moderate, terminate), recordings, copies of the pod; and the
+// nodes with their node debug containers. Deep links: #/namespaces/NS,
+// #/namespaces/NS/pods/POD, #/nodes and #/nodes/NODE.
 
+import { del, get, getOptional, paths, post, sessionRights, usableProfiles } from './api.js';
+import { renderCopies } from './copies.js';
+import { nodesView } from './nodes.js';
+import { endLineFrom, showLogs, showTerminal } from './panel.js';
+import { createTerminal, replay } from './terminal.js';
 import {
-  ApiError,
-  attachTicket,
-  del,
-  get,
-  getOptional,
-  paths,
-  post,
-  sessionRights,
-  usableProfiles,
-} from './api.js';
-import { attach, createTerminal, replay } from './terminal.js';
+  age,
+  clearError,
+  enc,
+  endSession,
+  h,
+  leaveView,
+  onLeave,
+  onSessionEnd,
+  onSessionEndFirst,
+  setCrumbs as setPath,
+  showError,
+  sleep,
+} from './ui.js';
 
 const app = document.getElementById('app');
-const errorBox = document.getElementById('error');
-const crumbs = document.getElementById('crumbs');
 
-// Whatever the current view leaves running (a WebSocket, a replay), ended on navigation.
-let cleanups = [];
-// The view's own timers (the sessions' refresh), ended on navigation only.
-let viewTimers = [];
 // The user the page acts as, once a SelfSubjectReview said so.
 let me = null;
-function cleanup() {
-  cleanups.forEach((f) => {
-    try {
-      f();
-    } catch (_) {
-      // already ended
-    }
-  });
-  cleanups = [];
-}
 
-// A small element builder: h('tag', {attrs, on*: handlers}, ...children).
-function h(tag, attrs = {}, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
-    else if (k === 'text') el.textContent = v;
-    else if (v === true) el.setAttribute(k, '');
-    else el.setAttribute(k, String(v));
-  }
-  for (const c of children.flat()) {
-    if (c === null || c === undefined || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return el;
-}
-
-function showError(e) {
-  const message = e instanceof ApiError || e instanceof Error ? e.message : String(e);
-  errorBox.textContent = message;
-  errorBox.hidden = false;
-}
-function clearError() {
-  errorBox.textContent = '';
-  errorBox.hidden = true;
-}
-
-const enc = encodeURIComponent;
-const sleep = (ms) => new Promise((resolve) => window.setTimeout(resolve, ms));
 const nsLink = (ns) => `#/namespaces/${enc(ns)}`;
 const podLink = (ns, pod) => `#/namespaces/${enc(ns)}/pods/${enc(pod)}`;
 
-function age(timestamp) {
-  if (!timestamp) return '-';
-  const then = Date.parse(timestamp);
-  if (Number.isNaN(then)) return '-';
-  let s = Math.max(0, Math.floor((Date.now() - then) / 1000));
-  if (s < 120) return `${s}s`;
-  s = Math.floor(s / 60);
-  if (s < 120) return `${s}m`;
-  s = Math.floor(s / 60);
-  if (s < 48) return `${s}h`;
-  return `${Math.floor(s / 24)}d`;
-}
-
 function setCrumbs(ns, pod) {
-  const parts = [h('a', { href: '#/' }, 'namespaces')];
-  if (ns) parts.push(' / ', h('a', { href: nsLink(ns) }, ns));
-  if (pod) parts.push(' / ', h('a', { href: podLink(ns, pod) }, pod));
-  crumbs.replaceChildren(...parts);
+  const parts = [['namespaces', '#/']];
+  if (ns) parts.push([ns, nsLink(ns)]);
+  if (pod) parts.push([pod, podLink(ns, pod)]);
+  setPath(...parts);
 }
 
 // #/ : the namespaces the user may list, or a field to type one.
@@ -170,6 +120,7 @@ async function podView(ns, pod) {
   const recordings = h('section', { id: 'recordings', hidden: true });
   const sessions = h('section', { id: 'sessions' });
   const createBox = h('section', { id: 'create' }, h('p', { class: 'muted' }, 'Loading…'));
+  const copiesBox = h('section', { id: 'pod-copies' });
   app.replaceChildren(
     h('h2', {}, `Pod ${pod}`),
     h(
@@ -184,6 +135,7 @@ async function podView(ns, pod) {
     ),
     sessions,
     createBox,
+    copiesBox,
     session,
     recordings,
   );
@@ -207,31 +159,23 @@ async function podView(ns, pod) {
   // A terminal on debug container `name`; `mode` joins another user's session (peer,
   // observer, moderator), read-only unless a peer.
   const openTerminal = (name, mode) => {
-    cleanup();
-    clearError();
     const readOnly = mode === 'observer' || mode === 'moderator';
-    const screen = h('div', { class: 'terminal', id: 'terminal', 'data-mode': mode || 'owner' });
-    const endLine = h('p', { id: 'session-end', class: 'session-end' });
-    const title = mode ? `Terminal: ${name} (as ${mode}${readOnly ? ', read-only' : ''})` : `Terminal: ${name}`;
-    session.replaceChildren(h('h3', {}, title), screen, endLine);
-    session.hidden = false;
-    const t = createTerminal(screen);
-    screen.scrollIntoView({ block: 'nearest' });
-    const conn = attach(
-      paths.attach(ns, pod, name, mode),
-      t,
-      async (line, code) => {
-        endLine.textContent = `${line}…`;
-        const final = code !== null && code !== 0 ? line : await exitLine(name, line);
-        endLine.textContent = final;
+    const endLine = endLineFrom(name, async () => {
+      const dc = await get(paths.debug(ns, pod, name));
+      return dc && dc.status && dc.status.state && dc.status.state.terminated;
+    });
+    showTerminal(session, {
+      title: mode ? `Terminal: ${name} (as ${mode}${readOnly ? ', read-only' : ''})` : `Terminal: ${name}`,
+      path: paths.attach(ns, pod, name, mode),
+      ticketPath: paths.debug(ns, pod, name),
+      mode,
+      onEnd: async (line, code) => {
+        const final = await endLine(line, code);
         refresh().catch(showError);
         refreshSessions().catch(() => {});
         return final;
       },
-      attachTicket(paths.debug(ns, pod, name)),
-      { readOnly },
-    );
-    cleanups.push(() => conn.close(), () => t.dispose());
+    });
     window.setTimeout(() => refreshSessions().catch(() => {}), 500);
   };
 
@@ -307,35 +251,7 @@ async function podView(ns, pod) {
     );
   }
 
-
-  // The end-of-session line from the container's own status: runtimes such as containerd
-  // report Success on the attach stream whatever the exit code. Bounded: 5 reads, 1 s apart.
-  const exitLine = async (name, fallback) => {
-    for (let i = 0; i < 5; i += 1) {
-      const dc = await get(paths.debug(ns, pod, name)).catch(() => null);
-      const term = dc && dc.status && dc.status.state && dc.status.state.terminated;
-      if (term) return `Session ended: exit code ${term.exitCode}`;
-      await sleep(1000);
-    }
-    return fallback === 'Session ended: exit code 0' || fallback === 'Session ended'
-      ? `Session ended; ${name} is still running`
-      : fallback;
-  };
-
-  const showLogs = async (name) => {
-    cleanup();
-    clearError();
-    const pre = h('pre', { id: 'logs', class: 'logs' }, 'Loading…');
-    session.replaceChildren(h('h3', {}, `Logs: ${name}`), pre);
-    session.hidden = false;
-    try {
-      const text = await get(paths.log(ns, pod, name));
-      pre.textContent = typeof text === 'string' ? text : JSON.stringify(text, null, 2);
-    } catch (e) {
-      pre.textContent = '';
-      showError(e);
-    }
-  };
+  const logs = (name) => showLogs(session, `Logs: ${name}`, paths.log(ns, pod, name));
 
   const stop = async (name, button) => {
     clearError();
@@ -380,7 +296,7 @@ async function podView(ns, pod) {
         running && c.stdin && c.tty
           ? h('button', { class: 'attach', 'data-name': name, onclick: () => openTerminal(name) }, 'Terminal')
           : null,
-        h('button', { class: 'logs', 'data-name': name, onclick: () => showLogs(name) }, 'Logs'),
+        h('button', { class: 'logs', 'data-name': name, onclick: () => logs(name) }, 'Logs'),
         running ? stopButton : null,
       ),
     );
@@ -389,27 +305,27 @@ async function podView(ns, pod) {
   await refresh();
   refreshSessions().catch(() => {});
   const timer = window.setInterval(() => refreshSessions().catch(() => {}), 3000);
-  viewTimers.push(() => window.clearInterval(timer));
-  renderCreate(ns, pod, createBox, async (name, tty) => {
+  onLeave(() => window.clearInterval(timer));
+  // The pod's containers and the profiles the user may use, for both forms.
+  const context = Promise.all([get(paths.pod(ns, pod)).catch(() => null), usableProfiles().catch(() => [])]);
+  renderCreate(ns, pod, createBox, context, async (name, tty) => {
     await refresh();
     if (tty) openTerminal(name);
-    else showLogs(name);
+    else logs(name);
   }).catch(showError);
+  renderCopies(ns, pod, copiesBox, session, context).catch(showError);
   renderRecordings(ns, pod, recordings, session).catch(() => {
     // recordings are optional; their absence says nothing to the user
   });
 }
 
-async function renderCreate(ns, pod, box, created) {
-  const [podObj, profiles] = await Promise.all([
-    get(paths.pod(ns, pod)).catch(() => null),
-    usableProfiles().catch(() => []),
-  ]);
+async function renderCreate(ns, pod, box, context, created) {
+  const [podObj, profiles] = await context;
   const containers = ((podObj && podObj.spec && podObj.spec.containers) || []).map((c) => c.name);
   const profileDefault = profiles.find((p) => p.default);
   const form = h(
     'form',
-    { id: 'create-form' },
+    { id: 'create-form', class: 'create' },
     h('h3', {}, 'New debug container'),
     h('label', {}, 'Name ', h('input', { name: 'name', placeholder: 'generated', pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?' })),
     h('label', {}, 'Image ', h('input', { name: 'image', placeholder: 'server default' })),
@@ -481,17 +397,17 @@ async function renderRecordings(ns, pod, box, session) {
   if (!list) return;
   box.hidden = false;
   const play = async (name) => {
-    cleanup();
+    endSession();
     clearError();
     const screen = h('div', { class: 'terminal', id: 'replay' });
     session.replaceChildren(h('h3', {}, `Recording: ${name}`), screen);
     session.hidden = false;
     const t = createTerminal(screen);
-    cleanups.push(() => t.dispose());
+    onSessionEnd(() => t.dispose());
     try {
       const text = await get(paths.recording(ns, pod, name));
       const stopReplay = replay(typeof text === 'string' ? text : JSON.stringify(text), t.term);
-      cleanups.unshift(stopReplay);
+      onSessionEndFirst(stopReplay);
     } catch (e) {
       showError(e);
     }
@@ -521,6 +437,7 @@ async function renderRecordings(ns, pod, box, session) {
 
 function parseRoute(hash) {
   const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === 'nodes') return { nodes: true, node: parts[1] };
   if (parts[0] === 'namespaces' && parts[1]) {
     if (parts[2] === 'pods' && parts[3]) return { ns: parts[1], pod: parts[3] };
     return { ns: parts[1] };
@@ -529,9 +446,7 @@ function parseRoute(hash) {
 }
 
 async function route() {
-  cleanup();
-  viewTimers.forEach((f) => f());
-  viewTimers = [];
+  leaveView();
   clearError();
   app.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
   let r;
@@ -541,7 +456,8 @@ async function route() {
     r = {};
   }
   try {
-    if (r.pod) await podView(r.ns, r.pod);
+    if (r.nodes) await nodesView(app, r.node);
+    else if (r.pod) await podView(r.ns, r.pod);
     else if (r.ns) await podsView(r.ns);
     else await namespacesView();
   } catch (e) {

@@ -1,6 +1,8 @@
 //! The portal in headless Chromium through the real `kubectl proxy` (on a non-default port,
-//! as `alice` by `--as`): load, create, a real shell in the terminal, resize, exit code, stop;
-//! and a user without the `portal` grant sees kube-apiserver's refusal.
+//! as a user by `--as`, or as the kubeconfig's admin): load, create, a real shell in the
+//! terminal, resize, exit code, stop; a copy of a pod debugged from its page; a node debug
+//! container started, typed into and deleted from the Nodes page; and a user without the
+//! `portal` grant sees kube-apiserver's refusal.
 //!
 //! Needs `manifests/rbac.yaml` as of the portal (the user roles grant `get`/`list` on
 //! `portal`), and Debian's chromium and chromium-driver.
@@ -27,17 +29,21 @@ struct Proxy {
 
 impl Proxy {
     fn start(user: &str) -> Proxy {
+        Proxy::spawn(&[&format!("--as={user}"), "--as-group=system:authenticated"])
+    }
+
+    /// As the kubeconfig's own user (the cluster's admin).
+    fn admin() -> Proxy {
+        Proxy::spawn(&[])
+    }
+
+    fn spawn(identity: &[&str]) -> Proxy {
         let port = poddebug_tests::server::free_port();
         let log = std::env::temp_dir().join(format!("poddebug-live-kubectl-proxy-{port}.log"));
         let file = std::fs::File::create(&log).expect("the kubectl proxy log");
         let child = Command::new("kubectl")
-            .args([
-                "proxy",
-                "-v=4",
-                &format!("--port={port}"),
-                &format!("--as={user}"),
-                "--as-group=system:authenticated",
-            ])
+            .args(["proxy", "-v=4", &format!("--port={port}")])
+            .args(identity)
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
@@ -311,5 +317,181 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
     )
     .await;
     assert!(played.contains("typed-42"), "{played}");
+    b.close().await;
+}
+
+/// Waits (bounded) until a row of the terminal reads exactly `line` (a command's output, not
+/// the command line echoed with it).
+async fn wait_terminal_line(b: &Browser, line: &str) -> String {
+    poll_async(
+        &format!("a terminal row reading {line:?}"),
+        browser::PAGE_TIMEOUT,
+        Duration::from_millis(200),
+        || async {
+            let rows = b.wait_text("#terminal .xterm-rows", "").await;
+            if rows.lines().any(|l| l.trim() == line) {
+                Ok(rows)
+            } else {
+                Err(rows)
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+#[ignore]
+async fn portal_debugs_a_copy_of_a_pod_through_kubectl_proxy() {
+    if !enabled() || !browser::available() {
+        return;
+    }
+    let sb = Sandbox::new("portalcopy");
+    let copy = format!("web-copy-{}", std::process::id());
+    let proxy = Proxy::admin();
+    let b = Browser::start(1100, 900).await;
+    b.goto(&proxy.url(&format!("#/namespaces/{}/pods/web", sb.ns)))
+        .await;
+    b.wait_text("#copies", "No copies of this pod").await;
+
+    // A copy with a debug container running a shell: the page waits until it runs, then
+    // opens a terminal on it.
+    b.set("#copy-form input[name=name]", &copy).await;
+    b.set("#copy-form input[name=image]", BUSYBOX).await;
+    b.set("#copy-form input[name=command]", "sh").await;
+    b.click("#copy-button").await;
+    let title = b.wait_text("#session h3", &copy).await;
+    assert_eq!(title, format!("Terminal: debugger in copy {copy}"));
+    b.wait_for("#terminal[data-state=open] .xterm-rows").await;
+    type_line(&b, "echo copy-$((6*7))").await;
+    b.wait_text("#terminal .xterm-rows", "copy-42").await;
+
+    // The copy is a pod of its own, sharing its processes: the original's `sleep` is seen.
+    type_line(&b, "ps | grep -c '[s]leep 3600'").await;
+    wait_terminal_line(&b, "1").await;
+    let (code, pod) = sb
+        .api
+        .get_json(&format!("/api/v1/namespaces/{}/pods/{copy}", sb.ns))
+        .await;
+    assert_eq!(code, http::StatusCode::OK, "{pod}");
+    assert_eq!(pod["metadata"]["labels"]["poddebug.dev/copy-of"], "web");
+    assert_eq!(pod["spec"]["shareProcessNamespace"], true);
+
+    // Listed under the pod, and deleted from there.
+    let row = format!("#copies tr[data-name={copy}]");
+    b.wait_text(&row, "debugger: running").await;
+    b.wait_for(&format!("{row} button.attach[data-container=debugger]"))
+        .await;
+    b.click(&format!("{row} button.delete")).await;
+    poll_async(
+        "the copy deleted",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async {
+            let (code, p) = sb
+                .api
+                .get_json(&format!("/api/v1/namespaces/{}/pods/{copy}", sb.ns))
+                .await;
+            if code == http::StatusCode::NOT_FOUND || !p["metadata"]["deletionTimestamp"].is_null()
+            {
+                Ok(())
+            } else {
+                Err(format!("{code} {}", p["metadata"]))
+            }
+        },
+    )
+    .await;
+    b.close().await;
+}
+
+/// Deletes node debug pod `localhost.NAME` when the test ends, whatever happened.
+struct NodePodCleanup(String);
+
+impl Drop for NodePodCleanup {
+    fn drop(&mut self) {
+        let _ = kubectl(
+            &[
+                "delete",
+                "pod",
+                "-n",
+                "poddebug-nodes",
+                &format!("localhost.{}", self.0),
+                "--ignore-not-found",
+                "--wait=false",
+            ],
+            None,
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore]
+async fn portal_starts_a_node_debug_container_on_the_nodes_page() {
+    if !enabled() || !browser::available() {
+        return;
+    }
+    let name = format!("portal-{}", std::process::id());
+    let _cleanup = NodePodCleanup(name.clone());
+    let proxy = Proxy::admin();
+    let b = Browser::start(1100, 900).await;
+
+    // From the top of the page to the node.
+    b.goto(&proxy.url("")).await;
+    b.click("#nodes-link").await;
+    b.wait_text("#nodes", "localhost").await;
+    b.click("#nodes a[href='#/nodes/localhost']").await;
+    b.wait_text("h2", "Node localhost").await;
+    b.wait_text("#node-profile", "(default: sysadmin)").await;
+
+    // Start a shell there (the default profile, sysadmin: the host's root is at /host).
+    b.set("#node-form input[name=name]", &name).await;
+    b.set("#node-form input[name=image]", BUSYBOX).await;
+    b.set("#node-form input[name=command]", "sh").await;
+    b.click("#node-create-button").await;
+    b.wait_text(
+        "#session h3",
+        &format!("Terminal: {name} on node localhost"),
+    )
+    .await;
+    b.wait_for("#terminal[data-state=open] .xterm-rows").await;
+    type_line(&b, "grep -c ^ID= /host/etc/os-release").await;
+    wait_terminal_line(&b, "1").await;
+
+    // Listed, then deleted from the page: its pod goes.
+    let row = format!("#node-debug-containers tr[data-name={name}]");
+    b.wait_text(&row, "sysadmin").await;
+    b.click(&format!("{row} button.delete")).await;
+    let pod = format!("localhost.{name}");
+    poll_async(
+        "the node debug pod deleted",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async {
+            let out = kubectl(
+                &[
+                    "get",
+                    "pod",
+                    "-n",
+                    "poddebug-nodes",
+                    &pod,
+                    "--ignore-not-found",
+                    "-o",
+                    "json",
+                ],
+                None,
+            );
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if text.trim().is_empty() {
+                return Ok(());
+            }
+            let p: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+            if p["metadata"]["deletionTimestamp"].is_null() {
+                Err(p["metadata"].to_string())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
     b.close().await;
 }

@@ -1,0 +1,146 @@
+// What every view of the portal uses: the element builder, the error banner, the breadcrumbs,
+// formatting, and the lifetime of what a view leaves running.
+
+import { ApiError } from './api.js';
+
+const errorBox = document.getElementById('error');
+const crumbsNav = document.getElementById('crumbs');
+
+// A small element builder: h('tag', {attrs, on*: handlers}, ...children). Children and
+// attribute values are text, never markup.
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'text') el.textContent = v;
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+export function showError(e) {
+  const message = e instanceof ApiError || e instanceof Error ? e.message : String(e);
+  errorBox.textContent = message;
+  errorBox.hidden = false;
+}
+
+export function clearError() {
+  errorBox.textContent = '';
+  errorBox.hidden = true;
+}
+
+// The breadcrumbs: [label, href] pairs, separated by slashes.
+export function setCrumbs(...parts) {
+  const out = [];
+  parts.forEach(([label, href], i) => {
+    if (i > 0) out.push(' / ');
+    out.push(h('a', { href }, label));
+  });
+  crumbsNav.replaceChildren(...out);
+}
+
+export const enc = encodeURIComponent;
+export const sleep = (ms) => new Promise((resolve) => window.setTimeout(resolve, ms));
+
+export function age(timestamp) {
+  if (!timestamp) return '-';
+  const then = Date.parse(timestamp);
+  if (Number.isNaN(then)) return '-';
+  let s = Math.max(0, Math.floor((Date.now() - then) / 1000));
+  if (s < 120) return `${s}s`;
+  s = Math.floor(s / 60);
+  if (s < 120) return `${s}m`;
+  s = Math.floor(s / 60);
+  if (s < 48) return `${s}h`;
+  return `${Math.floor(s / 24)}d`;
+}
+
+// A container state (`{waiting|running|terminated}`) in a few words.
+export function describeState(state) {
+  const st = state || {};
+  if (st.running) return 'running';
+  if (st.terminated) {
+    const t = st.terminated;
+    return `terminated (exit ${t.exitCode}${t.reason ? `, ${t.reason}` : ''})`;
+  }
+  if (st.waiting) return `waiting${st.waiting.reason ? ` (${st.waiting.reason})` : ''}`;
+  return 'waiting';
+}
+
+// Waiting reasons after which a container does not start unless something changes: the server
+// refuses to attach to a container in one of them, so the portal stops waiting there too.
+const START_FAILURES = new Set([
+  'ErrImagePull',
+  'ImagePullBackOff',
+  'InvalidImageName',
+  'ErrImageNeverPull',
+  'ImageInspectError',
+  'RegistryUnavailable',
+  'CreateContainerError',
+  'CreateContainerConfigError',
+  'PreCreateHookError',
+  'PreStartHookError',
+  'RunContainerError',
+  'CrashLoopBackOff',
+]);
+
+// Reads `read()` (a container's state, or a thrown error) until the container runs: at most
+// `reads` times, 1 s apart, with `progress(text)` after each read. Answers its state; throws
+// when it terminated, cannot start, or did not run in time.
+export async function waitRunning(what, read, progress, reads = 90) {
+  let last = 'no status yet';
+  for (let i = 0; i < reads; i += 1) {
+    const state = await read();
+    if (state && state.running) return state;
+    if (state && state.terminated) throw new Error(`${what} has ${describeState(state)}.`);
+    const waiting = state && state.waiting;
+    if (waiting && START_FAILURES.has(waiting.reason)) {
+      throw new Error(`${what} cannot start: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`);
+    }
+    last = describeState(state);
+    progress(`Waiting for ${what}: ${last}…`);
+    await sleep(1000);
+  }
+  throw new Error(`${what} was not running after ${reads} s (${last}).`);
+}
+
+// What the current view leaves running: a session (a WebSocket, a replay), ended when another
+// opens and on navigation; and the view's own timers, ended on navigation only.
+let sessionEnds = [];
+let viewEnds = [];
+
+export function onSessionEnd(...fns) {
+  sessionEnds.push(...fns);
+}
+
+// `stop` runs before what is already registered (a replay stops before its terminal goes).
+export function onSessionEndFirst(stop) {
+  sessionEnds.unshift(stop);
+}
+
+export function endSession() {
+  sessionEnds.forEach((f) => {
+    try {
+      f();
+    } catch (_) {
+      // already ended
+    }
+  });
+  sessionEnds = [];
+}
+
+export function onLeave(fn) {
+  viewEnds.push(fn);
+}
+
+export function leaveView() {
+  endSession();
+  viewEnds.forEach((f) => f());
+  viewEnds = [];
+}
