@@ -90,6 +90,10 @@ pub fn app(state: AppState) -> Router {
             &format!("{GV}/nodes/{{node}}/debug/{{name}}/log"),
             get(nodes::log),
         )
+        .route(
+            &format!("{GV}/nodes/{{node}}/log"),
+            get(nodes::log_by_query),
+        )
         .route(&format!("{GV}/nodedebugcontainers"), get(nodes::all))
         .route(
             &format!("{GV}/nodedebugcontainers/{{name}}"),

@@ -50,7 +50,38 @@ impl kube::Resource for NodeDebugPod {
 }
 
 impl kube::api::Attach for NodeDebugPod {}
-impl kube::api::Log for NodeDebugPod {}
+
+/// `nodes` in group `poddebug.dev`, for kube-rs's log stream: `…/nodes/NODE/log?container=NAME`.
+#[derive(Clone, Debug, Default, Deserialize)]
+struct NodeLog {
+    metadata: ObjectMeta,
+}
+
+impl kube::Resource for NodeLog {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Node".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        poddebug_types::GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        poddebug_types::VERSION.into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "nodes".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl kube::api::Log for NodeLog {}
 
 /// Debug containers on nodes (cluster-wide).
 #[derive(Clone)]
@@ -195,8 +226,21 @@ impl NodeDebugContainers {
 
     /// The output of debug container `name` on `node`.
     pub async fn logs(&self, node: &str, name: &str, params: &LogParams) -> Result<String> {
-        let api = kube::Api::<NodeDebugPod>::all_with(self.client.clone(), &node.to_owned());
-        Ok(api.logs(name, &params.to_kube(name)).await?)
+        let api = kube::Api::<NodeLog>::all(self.client.clone());
+        Ok(api.logs(node, &params.to_kube(name)).await?)
+    }
+
+    /// The output of debug container `name` on `node` as a stream (with `follow`, until it
+    /// terminates), from `…/nodes/NODE/log?container=NAME`, which kube-apiserver streams
+    /// without cutting it at its request timeout.
+    pub async fn log_stream(
+        &self,
+        node: &str,
+        name: &str,
+        params: &LogParams,
+    ) -> Result<impl futures::AsyncBufRead + use<>> {
+        let api = kube::Api::<NodeLog>::all(self.client.clone());
+        Ok(api.log_stream(node, &params.to_kube(name)).await?)
     }
 }
 
@@ -237,14 +281,16 @@ mod tests {
             uri.starts_with("/apis/poddebug.dev/v1alpha1/nodes/node-1/debug/dbg/attach?"),
             "{uri}"
         );
+        let r = kube::api::Request::new(NodeLog::url_path(&(), None));
         let uri = r
-            .logs("dbg", &LogParams::default().to_kube("dbg"))
+            .logs("node-1", &LogParams::default().to_kube("dbg"))
             .unwrap()
             .uri()
             .to_string();
         assert!(
-            uri.starts_with("/apis/poddebug.dev/v1alpha1/nodes/node-1/debug/dbg/log?"),
+            uri.starts_with("/apis/poddebug.dev/v1alpha1/nodes/node-1/log?"),
             "{uri}"
         );
+        assert!(uri.contains("container=dbg"), "{uri}");
     }
 }

@@ -121,6 +121,8 @@ mod tests {
                  "verbs": ["get", "list", "watch"], "categories": ["debug"]},
                 {"name": "nodes/debug", "singularName": "", "namespaced": false,
                  "kind": "NodeDebugContainer", "verbs": ["create", "delete", "get", "list"]},
+                {"name": "nodes/log", "singularName": "", "namespaced": false, "group": "",
+                 "version": "v1", "kind": "Node", "verbs": ["get"]},
                 {"name": "poddebugcontainers", "singularName": "poddebugcontainer",
                  "namespaced": true, "kind": "PodDebugContainer",
                  "verbs": ["get", "list", "watch"], "shortNames": ["pdc"],

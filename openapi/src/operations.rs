@@ -755,6 +755,7 @@ mod tests {
                 format!("{p}/nodes/{{name}}/debug/{{container}}"),
                 vec!["get", "post", "delete"],
             ),
+            (format!("{p}/nodes/{{name}}/log"), vec!["get"]),
             (format!("{p}/poddebugcontainers"), vec!["get"]),
         ];
         let got: Vec<(String, Vec<&str>)> = items
@@ -874,6 +875,8 @@ mod tests {
                 assert_eq!(op.action, expected, "{} {}", item.path, op.id);
                 if item.path.ends_with("/attach") {
                     assert_eq!(op.gvk, Gvk::core("PodAttachOptions"));
+                } else if item.path.ends_with("/nodes/{name}/log") {
+                    assert_eq!(op.gvk, Gvk::core("Node"));
                 } else if item.path.ends_with("/log") {
                     assert_eq!(op.gvk, Gvk::core("Pod"));
                 } else {

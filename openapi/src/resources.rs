@@ -234,6 +234,20 @@ pub const RESOURCES: &[Resource] = &[
         },
     },
     Resource {
+        name: "nodes/log",
+        singular_name: "",
+        parent_kind: "Node",
+        scope: Scope::Cluster,
+        kind: Gvk::core("Node"),
+        list_kind: None,
+        verbs: &[Verb::Get],
+        short_names: &[],
+        categories: &[],
+        shape: Shape::Text {
+            options: LOG_OPTIONS,
+        },
+    },
+    Resource {
         name: "poddebugcontainers",
         singular_name: "poddebugcontainer",
         parent_kind: "",

@@ -439,7 +439,9 @@ pub async fn attach(
     super::streams::attach_to(st, auth, req, target, opts, scope, on_upgrade).await
 }
 
-/// `GET .../nodes/NODE/debug/NAME/log`.
+/// `GET .../nodes/NODE/debug/NAME/log`. kube-apiserver's aggregator sees `debug` as the
+/// subresource of this path and ends it at its request timeout (60 s by default): a followed
+/// log is better read at `…/nodes/NODE/log?container=NAME` ([`log_by_query`]).
 pub async fn log(
     State(st): State<AppState>,
     Path((node, name)): Path<(String, String)>,
@@ -455,6 +457,20 @@ pub async fn log(
         authorize_profile(&st, &auth, e.profile, "reading the log of").await?;
     }
     super::streams::log_from(st, auth, &query, target, name).await
+}
+
+/// `GET .../nodes/NODE/log?container=NAME`: the same log as `…/nodes/NODE/debug/NAME/log`, at a
+/// path kube-apiserver's aggregator knows for a stream (subresource `log`), so a followed log is
+/// not cut at its request timeout. Authorized as `get` on `nodes/log`.
+pub async fn log_by_query(
+    st: State<AppState>,
+    Path(node): Path<String>,
+    auth: Extension<Authenticated>,
+    req: Request,
+) -> Result<Response, Error> {
+    let query = query_map(req.uri().query());
+    let name = crate::stream::protocol::log_container(&query)?;
+    log(st, Path((node, name)), auth, req).await
 }
 
 fn node_debug_attrs(node: &str, verb: &str) -> crate::authz::Attributes {

@@ -130,6 +130,32 @@ async fn a_node_debug_container_sees_the_hosts_processes_and_files() {
     assert!(out.contains("OS-RELEASE-READ"), "{out:?}");
     drop(ws);
 
+    // The log, at both of its paths.
+    for path in [
+        node_path(&name, "/log"),
+        format!("{GV}/nodes/{NODE}/log?container={name}"),
+    ] {
+        let text = poll_async(
+            &format!("the log at {path}"),
+            Duration::from_secs(30),
+            Duration::from_millis(500),
+            || async {
+                let (code, _, body) = api
+                    .request(Method::GET, &path, &[], bytes::Bytes::new())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let body = String::from_utf8_lossy(&body).into_owned();
+                if code == StatusCode::OK && body.contains("KUBELET-SEEN") {
+                    Ok(body)
+                } else {
+                    Err(format!("{code} {body}"))
+                }
+            },
+        )
+        .await;
+        assert!(text.contains("OS-RELEASE-READ"), "{text}");
+    }
+
     // Listed cluster-wide as NODE.NAME, and per node as NAME.
     let (code, all) = api.get_json(&format!("{GV}/nodedebugcontainers")).await;
     assert_eq!(code, StatusCode::OK, "{all}");
