@@ -130,6 +130,27 @@ async fn a_node_debug_container_sees_the_hosts_processes_and_files() {
     assert!(out.contains("OS-RELEASE-READ"), "{out:?}");
     drop(ws);
 
+    // The session was recorded like any other (the live suite's servers all record), under the
+    // node debug pod.
+    let recordings = format!("{GV}/namespaces/poddebug-nodes/pods/{NODE}.{name}/recordings");
+    poll_async(
+        "the node session's recording",
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || async {
+            let (code, list) = api.get_json(&recordings).await;
+            let found = list["items"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|r| r["spec"]["container"] == name.as_str()));
+            if code == StatusCode::OK && found {
+                Ok(())
+            } else {
+                Err(format!("{code} {list}"))
+            }
+        },
+    )
+    .await;
+
     // The log, at both of its paths.
     for path in [
         node_path(&name, "/log"),
