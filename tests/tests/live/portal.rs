@@ -199,9 +199,12 @@ async fn portal_refuses_a_user_without_the_grant() {
 /// `kubectl proxy` at `proxy` — a `no-cors` POST creating a debug container, a WebSocket attach
 /// to `victim` typing a command, a form POST and a link to the pod's recordings (both top-level
 /// navigations, whose answers the test reads) — and logs each outcome in `#log`.
-fn attacker_page(proxy: u16, ns: &str) -> String {
+fn attacker_page(proxy: u16, ns: &str, node_debug: &str, node_victim: &str) -> String {
     let base =
         format!("http://127.0.0.1:{proxy}/apis/poddebug.dev/v1alpha1/namespaces/{ns}/pods/web");
+    let node = format!(
+        "http://127.0.0.1:{proxy}/apis/poddebug.dev/v1alpha1/nodes/localhost/debug/{node_debug}"
+    );
     format!(
         r#"<!doctype html>
 <html><head><meta charset="utf-8"><title>free cat pictures</title></head><body>
@@ -218,6 +221,19 @@ fetch(base + '/debug/pwn', {{
   method: 'POST', mode: 'no-cors',
   body: new Blob([JSON.stringify({{container: {{image: 'busybox:1.36', command: ['sh'], stdin: true, tty: true}}}})]),
 }}).then(() => log('fetch:sent'), (e) => log('fetch:error:' + e));
+// A copy of the pod (which would run the pod's service account) and a root shell on the node.
+fetch(base + '/copy', {{
+  method: 'POST', mode: 'no-cors',
+  body: new Blob([JSON.stringify({{metadata: {{name: 'pwn-copy'}}, container: {{image: 'busybox:1.36', command: ['sh'], stdin: true}}}})]),
+}}).then(() => log('copy:sent'), (e) => log('copy:error:' + e));
+fetch('{node}', {{
+  method: 'POST', mode: 'no-cors',
+  body: new Blob([JSON.stringify({{container: {{image: 'busybox:1.36', command: ['sh'], stdin: true}}}})]),
+}}).then(() => log('node:sent'), (e) => log('node:error:' + e));
+const nodeWs = new WebSocket('ws://127.0.0.1:{proxy}/apis/poddebug.dev/v1alpha1/nodes/localhost/debug/{node_victim}/attach?stdin=true&stdout=true&tty=true',
+  ['v4.channel.k8s.io']);
+nodeWs.onopen = () => {{ log('nodews:open'); nodeWs.send(new Uint8Array([0, ...new TextEncoder().encode('echo NODE-PWNED\n')])); }};
+nodeWs.onclose = (c) => log('nodews:close:' + c.code);
 const ws = new WebSocket(base.replace('http:', 'ws:') + '/attach?container=victim&stdin=true&stdout=true&tty=true',
   ['v4.channel.k8s.io']);
 ws.binaryType = 'arraybuffer';
@@ -252,16 +268,57 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
                             "targetContainerName": "app"}),
     )
     .await;
+    // What a copy or a node debug container needs, so that only the browser check stands in
+    // the page's way.
+    sb.bind_cluster("poddebug:node-debugger", USER);
+    sb.bind_cluster("poddebug-privileged-profiles", USER);
+    let node_debug = format!("pwn-node-{}", std::process::id());
+    let _node_cleanup = NodePodCleanup(node_debug.clone());
+    // The user's own shell on the node, which the page would like to type into.
+    let node_victim = format!("victim-node-{}", std::process::id());
+    let _victim_cleanup = NodePodCleanup(node_victim.clone());
+    let user_api = crate::support::as_user(&sb.api, USER);
+    let victim_path = format!("/apis/poddebug.dev/v1alpha1/nodes/localhost/debug/{node_victim}");
+    poll_async(
+        "the user's node debug container runs",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async {
+            let (code, obj) = user_api.get_json(&victim_path).await;
+            if code == http::StatusCode::NOT_FOUND {
+                // Made once the user's grants are in force (RBAC caches for a few seconds).
+                let body = serde_json::json!({"container": {"image": BUSYBOX, "command": ["sh"],
+                                              "stdin": true, "tty": true}});
+                let (code, made) = user_api.post_json(&victim_path, &body).await;
+                return Err(format!("{code} {made}"));
+            }
+            if code == http::StatusCode::OK && obj["status"]["phase"] == "Running" {
+                Ok(())
+            } else {
+                Err(format!("{code} {obj}"))
+            }
+        },
+    )
+    .await;
     let proxy = Proxy::start(USER);
-    let page =
-        poddebug_tests::page_server::PageServer::start(attacker_page(proxy.port, &sb.ns)).await;
+    let page = poddebug_tests::page_server::PageServer::start(attacker_page(
+        proxy.port,
+        &sb.ns,
+        &node_debug,
+        &node_victim,
+    ))
+    .await;
     let b = Browser::start(1000, 700).await;
 
     // The page runs its attacks; the WebSocket is refused before it opens.
     b.goto(&page.origin()).await;
     let log = b.wait_text("#log", "ws:close:").await;
     b.wait_text("#log", "fetch:").await;
+    b.wait_text("#log", "copy:").await;
+    b.wait_text("#log", "node:").await;
+    let log = b.wait_text("#log", "nodews:close:").await;
     assert!(!log.contains("ws:open"), "{log}");
+    assert!(!log.contains("nodews:open"), "{log}");
     assert!(!log.contains("PWNED"), "{log}");
     // The form POST and the link are navigations: the answer shows, and it is poddebug's refusal.
     b.click("#post-button").await;
@@ -283,6 +340,22 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
         .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(names, ["victim"], "{pod}");
+    let (code, _) = sb
+        .api
+        .get_json(&format!("/api/v1/namespaces/{}/pods/pwn-copy", sb.ns))
+        .await;
+    assert_eq!(code, http::StatusCode::NOT_FOUND, "no copy was made");
+    let (code, _) = sb
+        .api
+        .get_json(&format!(
+            "/api/v1/namespaces/poddebug-nodes/pods/localhost.{node_debug}"
+        ))
+        .await;
+    assert_eq!(
+        code,
+        http::StatusCode::NOT_FOUND,
+        "no node debug pod was made"
+    );
 
     // The portal, through the same proxy in the same browser: create, type, end, replay.
     b.goto(&proxy.url(&format!("#/namespaces/{}/pods/web", sb.ns)))
