@@ -1,10 +1,12 @@
 //! What the node does with a pod, played by the fake: container statuses, and the life of a new
 //! ephemeral container (`waiting: ContainerCreating`, then `running`, or an image pull error).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::nodes::FAKE_NODE;
 use super::state::{Kind, Shared, State, new_uid, now_rfc3339};
 
 /// A container state to put into a pod's status (`v1.ContainerState`).
@@ -238,9 +240,7 @@ pub fn start_ephemeral_container(shared: &Arc<Shared>, ns: &str, pod: &str, ec: 
             let next = if bad {
                 ContainerState::Waiting {
                     reason: "ErrImagePull".to_owned(),
-                    message: format!(
-                        "rpc error: code = NotFound desc = failed to pull and unpack image \"{image}\": failed to resolve reference \"{image}\": {image}: not found"
-                    ),
+                    message: pull_error(&image),
                 }
             } else {
                 ContainerState::Running
@@ -294,6 +294,22 @@ pub fn complete_new_pod(mut pod: Value) -> Value {
         pod["metadata"]["uid"] = json!(new_uid());
     }
     pod["metadata"]["creationTimestamp"] = json!(now_rfc3339());
+    apply_spec_defaults(&mut pod);
+    if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+        pod["spec"]["nodeName"] = json!(FAKE_NODE);
+    }
+    if pod
+        .get("status")
+        .is_none_or(|s| s.is_null() || s.as_object().is_some_and(Map::is_empty))
+    {
+        pod["status"] = running_status(&pod, &BTreeSet::new());
+    }
+    pod
+}
+
+/// The defaults kube-apiserver gives a pod's spec (`SetDefaults_PodSpec`, `SetDefaults_Container`
+/// for every container), the node aside.
+pub fn apply_spec_defaults(pod: &mut Value) {
     if !pod["spec"].is_object() {
         pod["spec"] = json!({});
     }
@@ -315,52 +331,112 @@ pub fn complete_new_pod(mut pod: Value) -> Value {
         ("enableServiceLinks", json!(true)),
         ("preemptionPolicy", json!("PreemptLowerPriority")),
         ("priority", json!(0)),
-        ("nodeName", json!("fake-node")),
     ] {
         if spec.get(k).is_none_or(Value::is_null) {
             spec[k] = v;
         }
     }
-    if pod
-        .get("status")
-        .is_none_or(|s| s.is_null() || s.as_object().is_some_and(Map::is_empty))
-    {
-        let now = now_rfc3339();
-        let statuses: Vec<Value> = pod["spec"]["containers"]
-            .as_array()
-            .map(|cs| {
-                cs.iter()
-                    .map(|c| {
-                        json!({
+}
+
+/// The status of a pod the kubelet runs: every container running, except those whose image is in
+/// `bad_images` (waiting in `ErrImagePull`, and the pod then stays Pending and not ready).
+fn running_status(pod: &Value, bad_images: &BTreeSet<String>) -> Value {
+    let now = now_rfc3339();
+    let mut all_running = true;
+    let statuses: Vec<Value> = pod["spec"]["containers"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    let image = c["image"].as_str().unwrap_or("");
+                    if bad_images.contains(image) {
+                        all_running = false;
+                        return json!({
                             "name": c["name"],
-                            "image": c["image"],
-                            "imageID": format!("{}@sha256:{}", c["image"].as_str().unwrap_or(""), "0".repeat(64)),
-                            "containerID": container_id(),
-                            "ready": true,
-                            "started": true,
+                            "image": image,
+                            "imageID": "",
+                            "ready": false,
+                            "started": false,
                             "restartCount": 0,
-                            "state": {"running": {"startedAt": now}},
+                            "state": {"waiting": {"reason": "ErrImagePull", "message": pull_error(image)}},
                             "lastState": {},
-                        })
+                        });
+                    }
+                    json!({
+                        "name": c["name"],
+                        "image": image,
+                        "imageID": format!("{image}@sha256:{}", "0".repeat(64)),
+                        "containerID": container_id(),
+                        "ready": true,
+                        "started": true,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": now}},
+                        "lastState": {},
                     })
-                    .collect()
-            })
-            .unwrap_or_default();
-        pod["status"] = json!({
-            "phase": "Running",
-            "conditions": [
-                {"type": "Initialized", "status": "True", "lastTransitionTime": now},
-                {"type": "Ready", "status": "True", "lastTransitionTime": now},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-            ],
-            "hostIP": "10.0.0.10",
-            "podIP": "10.244.0.10",
-            "podIPs": [{"ip": "10.244.0.10"}],
-            "startTime": now,
-            "qosClass": "BestEffort",
-            "containerStatuses": statuses,
-        });
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let ready = if all_running { "True" } else { "False" };
+    json!({
+        "phase": if all_running { "Running" } else { "Pending" },
+        "conditions": [
+            {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+            {"type": "Ready", "status": ready, "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": ready, "lastTransitionTime": now},
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+        ],
+        "hostIP": "10.0.0.10",
+        "podIP": "10.244.0.10",
+        "podIPs": [{"ip": "10.244.0.10"}],
+        "startTime": now,
+        "qosClass": pod["status"]["qosClass"].as_str().unwrap_or("BestEffort"),
+        "containerStatuses": statuses,
+    })
+}
+
+/// The kubelet's message for an image that cannot be pulled.
+fn pull_error(image: &str) -> String {
+    format!(
+        "rpc error: code = NotFound desc = failed to pull and unpack image \"{image}\": failed to resolve reference \"{image}\": {image}: not found"
+    )
+}
+
+/// Plays the scheduler and the kubelet for a pod just created (Pending, with no container
+/// status): after the start delay it is bound to its node ([`FAKE_NODE`] unless it names one)
+/// and its containers run (see [`running_status`]). Nothing happens while the simulation is
+/// off, or to a pod that was deleted or replaced (another uid) meanwhile.
+pub fn start_pod(shared: &Arc<Shared>, ns: &str, pod: &str, uid: &str) {
+    let (simulate, delay) = {
+        let s = shared.lock();
+        (s.settings.simulate_kubelet, s.settings.start_delay)
+    };
+    if !simulate {
+        return;
     }
-    pod
+    let shared = shared.clone();
+    let (ns, pod, uid) = (ns.to_owned(), pod.to_owned(), uid.to_owned());
+    tokio::spawn(async move {
+        let mut shutdown = shared.shutdown.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = crate::fake::stopped(&mut shutdown) => return,
+        }
+        shared.mutate(|s| {
+            let Some(mut object) = s.get(Kind::Pod, &ns, &pod).cloned() else {
+                return;
+            };
+            if object["metadata"]["uid"] != uid.as_str() || object["status"]["phase"] != "Pending" {
+                return;
+            }
+            if object["spec"]["nodeName"]
+                .as_str()
+                .is_none_or(str::is_empty)
+            {
+                object["spec"]["nodeName"] = json!(FAKE_NODE);
+            }
+            object["status"] = running_status(&object, &s.settings.bad_images);
+            s.put(Kind::Pod, object);
+        });
+    });
 }

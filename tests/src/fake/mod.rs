@@ -1,8 +1,9 @@
 //! A fake kube-apiserver on 127.0.0.1 over TLS, written from the reference notes and the live
 //! answers in `live-ephemeral-statuses.md`: bearer-token and client-certificate authentication,
 //! impersonation, RBAC through one policy closure, TokenReview, SubjectAccessReview, the
-//! authentication ConfigMap, pods (get, list, watch, ephemeral containers with kube's exact
-//! validation errors and Pod Security), events, exec and logs.
+//! authentication ConfigMap, pods (create, get, list, watch, delete with preconditions,
+//! ephemeral containers with kube's exact validation errors and Pod Security), nodes, events,
+//! exec and logs.
 //!
 //! Dropping the [`FakeKube`] stops the listener, every connection and every stream.
 
@@ -20,6 +21,8 @@ mod http;
 mod kubelet;
 mod leases;
 mod logs;
+mod nodes;
+mod pod_create;
 mod pods;
 mod psa;
 mod router;
@@ -56,6 +59,7 @@ pub use authz::{Attributes, Policy};
 pub use configmaps::{AUTH_NAME, AUTH_NAMESPACE};
 pub use exec::{ExecBehaviour, ExecRecord};
 pub use kubelet::ContainerState;
+pub use nodes::FAKE_NODE;
 pub use sar::SarRecord;
 pub use status::{FieldError, FieldErrorType, KubeStatus};
 pub use tls::{certs, provider};
@@ -158,6 +162,7 @@ impl FakeKube {
         for ns in ["default", "kube-system", "poddebug-system"] {
             fake.add_namespace(ns, &[]);
         }
+        fake.add_node(FAKE_NODE, &[]);
         let data = fake.pki.auth_configmap_data();
         fake.set_auth_configmap(data);
         fake
@@ -318,6 +323,15 @@ impl FakeKube {
             .mutate(|s| s.put(Kind::Namespace, pods::namespace_object(name, labels)));
     }
 
+    // ---- nodes ----
+
+    /// Creates or replaces a Ready node with labels (besides the kubelet's own). [`FAKE_NODE`],
+    /// where the fake runs every pod that names no node, is there from the start.
+    pub fn add_node(&self, name: &str, labels: &[(&str, &str)]) -> Value {
+        self.shared
+            .mutate(|s| s.put(Kind::Node, nodes::node_object(name, labels)))
+    }
+
     // ---- pods ----
 
     /// Stores a pod the way it would look once running: uid, resourceVersion,
@@ -384,6 +398,11 @@ impl FakeKube {
     /// A stored pod as JSON.
     pub fn pod_json(&self, namespace: &str, name: &str) -> Option<Value> {
         self.shared.lock().get(Kind::Pod, namespace, name).cloned()
+    }
+
+    /// Every stored pod of `namespace` (or of every namespace), by namespace and name.
+    pub fn pods_json(&self, namespace: Option<&str>) -> Vec<Value> {
+        self.shared.lock().list(Kind::Pod, namespace)
     }
 
     /// Sets a container's state (regular, init or ephemeral); `false` if there is no such

@@ -1,4 +1,5 @@
-//! Single objects: `GET` of a pod, namespace or configmap, `DELETE` of a pod, and pod
+//! Single objects: `GET` of a pod, namespace, node or configmap, `DELETE` of a pod (with the
+//! `uid` and `resourceVersion` preconditions of its DeleteOptions, and `dryRun`), and pod
 //! `PUT`/`PATCH` on the main resource, which (like kube) refuses any change of the ephemeral
 //! containers or other immutable spec fields.
 
@@ -10,7 +11,7 @@ use super::ephemeral::{apply_patch, check_preconditions};
 use super::godump;
 use super::http::{Resp, json_response};
 use super::router::{Ctx, parse_json, read_body};
-use super::state::Kind;
+use super::state::{Kind, State};
 use super::status::{self, FieldError, KubeStatus};
 
 /// `GET` of one stored object.
@@ -33,10 +34,23 @@ pub async fn handle(
     match ctx.method {
         Method::GET => get_object(ctx, Kind::Pod, ns, name),
         Method::DELETE => {
-            let removed = ctx.shared.mutate(|s| s.remove(Kind::Pod, ns, name));
-            removed
-                .map(|o| json_response(200, &o))
-                .ok_or_else(|| status::not_found("", "pods", name))
+            let body = read_body(req).await?;
+            let opts = if body.iter().all(u8::is_ascii_whitespace) {
+                Value::Null
+            } else {
+                parse_json(&body)?
+            };
+            let mut dry_run = ctx.query.all("dryRun");
+            dry_run.extend(
+                opts["dryRun"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(str::to_owned)),
+            );
+            let dry_run = super::pod_create::dry_run(&dry_run, "DeleteOptions")?;
+            let removed = ctx.shared.mutate(|s| delete(s, ns, name, &opts, dry_run))?;
+            Ok(json_response(200, &removed))
         }
         Method::PUT => {
             let body = parse_json(&read_body(req).await?)?;
@@ -67,6 +81,47 @@ pub async fn handle(
         }
         _ => Err(status::method_not_allowed()),
     }
+}
+
+/// Deletes pod `name` (for a dry run, only says what would be deleted) once the preconditions of
+/// the DeleteOptions `opts` hold: `rest.BeforeDelete`'s 409 when they do not, with the pod's
+/// kind as the resource of its message.
+pub fn delete(
+    state: &mut State,
+    ns: &str,
+    name: &str,
+    opts: &Value,
+    dry_run: bool,
+) -> Result<Value, KubeStatus> {
+    let Some(pod) = state.get(Kind::Pod, ns, name) else {
+        return Err(status::not_found("", "pods", name));
+    };
+    let pre = &opts["preconditions"];
+    for (field, shown, consequence) in [
+        ("uid", "UID", "deleted and then recreated"),
+        ("resourceVersion", "ResourceVersion", "modified"),
+    ] {
+        let Some(wanted) = pre[field].as_str() else {
+            continue;
+        };
+        let actual = pod["metadata"][field].as_str().unwrap_or("");
+        if wanted != actual {
+            return Err(status::conflict(
+                "",
+                "Pod",
+                name,
+                &format!(
+                    "the {shown} in the precondition ({wanted}) does not match the {shown} in record ({actual}). The object might have been {consequence}"
+                ),
+            ));
+        }
+    }
+    if dry_run {
+        return Ok(pod.clone());
+    }
+    state
+        .remove(Kind::Pod, ns, name)
+        .ok_or_else(|| status::not_found("", "pods", name))
 }
 
 /// What `ValidatePodUpdate` lets through: labels and annotations, container images,
@@ -144,4 +199,57 @@ pub fn namespace_object(name: &str, labels: &[(&str, &str)]) -> Value {
         "spec": {"finalizers": ["kubernetes"]},
         "status": {"phase": "Active"},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::authz::allow_all;
+
+    fn state_with_pod() -> (State, String) {
+        let mut s = State::new(Default::default(), allow_all());
+        let pod = s.put(
+            Kind::Pod,
+            json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}, "spec": {}}),
+        );
+        let rv = pod["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        (s, rv)
+    }
+
+    #[test]
+    fn a_uid_precondition_that_fails_is_kubes_409_and_keeps_the_pod() {
+        let (mut s, _) = state_with_pod();
+        let opts = json!({"preconditions": {"uid": "u-2"}});
+        let e = delete(&mut s, "ns", "p", &opts, false).expect_err("conflict");
+        // As kube-apiserver 1.36 answered it.
+        assert_eq!(
+            e.to_json(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "Operation cannot be fulfilled on Pod \"p\": the UID in the precondition (u-2) does not match the UID in record (u-1). The object might have been deleted and then recreated",
+                   "reason": "Conflict", "details": {"name": "p", "kind": "Pod"}, "code": 409})
+        );
+        assert!(s.get(Kind::Pod, "ns", "p").is_some());
+        let stale = json!({"preconditions": {"resourceVersion": "1"}});
+        let e = delete(&mut s, "ns", "p", &stale, false).expect_err("conflict");
+        assert!(
+            e.message.ends_with("The object might have been modified"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn matching_preconditions_delete_and_a_dry_run_does_not() {
+        let (mut s, rv) = state_with_pod();
+        let opts = json!({"preconditions": {"uid": "u-1", "resourceVersion": rv}});
+        assert!(delete(&mut s, "ns", "p", &opts, true).is_ok());
+        assert!(s.get(Kind::Pod, "ns", "p").is_some(), "a dry run");
+        assert!(delete(&mut s, "ns", "p", &opts, false).is_ok());
+        assert!(s.get(Kind::Pod, "ns", "p").is_none());
+        let e = delete(&mut s, "ns", "p", &Value::Null, false).expect_err("gone");
+        assert_eq!((e.code, e.message.as_str()), (404, "pods \"p\" not found"));
+    }
 }

@@ -15,7 +15,7 @@ use super::http::{Query, Resp, text_response};
 use super::state::{Kind, Shared};
 use super::status::{self, KubeStatus};
 use super::{
-    RequestRecord, attach, discovery, ephemeral, events, exec, leases, logs, pods, sar,
+    RequestRecord, attach, discovery, ephemeral, events, exec, leases, logs, pod_create, pods, sar,
     tokenreview, watch,
 };
 
@@ -210,6 +210,19 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
             only(&ctx, &get)?;
             pods::get_object(&ctx, Kind::Namespace, "", ns)
         }
+        ["api", "v1", "nodes"] => {
+            only(&ctx, &get)?;
+            Ok(watch::list_or_watch(
+                &ctx.shared,
+                Kind::Node,
+                None,
+                &ctx.query,
+            ))
+        }
+        ["api", "v1", "nodes", name] => {
+            only(&ctx, &get)?;
+            pods::get_object(&ctx, Kind::Node, "", name)
+        }
         ["api", "v1", "pods"] => {
             only(&ctx, &get)?;
             Ok(watch::list_or_watch(
@@ -220,7 +233,10 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
             ))
         }
         ["api", "v1", "namespaces", ns, "pods"] => {
-            only(&ctx, &get)?;
+            only(&ctx, &[Method::GET, Method::POST])?;
+            if ctx.method == Method::POST {
+                return pod_create::handle(&ctx, ns, req).await;
+            }
             Ok(watch::list_or_watch(
                 &ctx.shared,
                 Kind::Pod,

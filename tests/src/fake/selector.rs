@@ -119,6 +119,9 @@ impl LabelSelector {
     }
 }
 
+/// Selectable fields that are Go booleans: absent means `false`.
+const BOOLEAN_FIELDS: [&str; 2] = ["spec.hostNetwork", "spec.unschedulable"];
+
 /// A parsed field selector.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
@@ -138,6 +141,8 @@ fn supported_fields(kind: Kind) -> &'static [&'static str] {
             "status.nominatedNodeName",
         ],
         Kind::ConfigMap | Kind::Namespace | Kind::Lease => &["metadata.name", "metadata.namespace"],
+        // `NodeToSelectableFields`: a cluster-scoped object's name, and whether it is cordoned.
+        Kind::Node => &["metadata.name", "spec.unschedulable"],
     }
 }
 
@@ -176,6 +181,8 @@ impl FieldSelector {
             let actual = match v {
                 Value::String(s) => s.clone(),
                 Value::Bool(b) => b.to_string(),
+                // Go's zero value of a boolean field left out of the JSON.
+                Value::Null if BOOLEAN_FIELDS.contains(&field.as_str()) => "false".to_owned(),
                 Value::Null => String::new(),
                 other => other.to_string(),
             };
@@ -219,6 +226,15 @@ mod tests {
         assert!(
             FieldSelector::parse(Kind::Pod, "status.phase!=Running")
                 .is_ok_and(|s| !s.matches(&pod))
+        );
+        let node = json!({"metadata": {"name": "node-1"}, "spec": {}});
+        assert!(
+            FieldSelector::parse(Kind::Node, "spec.unschedulable=false")
+                .is_ok_and(|s| s.matches(&node))
+        );
+        assert_eq!(
+            FieldSelector::parse(Kind::Node, "status.phase=x"),
+            Err("field label not supported: status.phase".to_owned())
         );
         assert_eq!(
             FieldSelector::parse(Kind::ConfigMap, "spec.x=1"),

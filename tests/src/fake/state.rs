@@ -27,6 +27,8 @@ pub enum Kind {
     ConfigMap,
     /// coordination.k8s.io/v1 Lease.
     Lease,
+    /// core/v1 Node (cluster-scoped).
+    Node,
 }
 
 impl Kind {
@@ -37,6 +39,7 @@ impl Kind {
             Kind::Pod => "pods",
             Kind::ConfigMap => "configmaps",
             Kind::Lease => "leases",
+            Kind::Node => "nodes",
         }
     }
 
@@ -47,6 +50,7 @@ impl Kind {
             Kind::Pod => "Pod",
             Kind::ConfigMap => "ConfigMap",
             Kind::Lease => "Lease",
+            Kind::Node => "Node",
         }
     }
 
@@ -60,7 +64,7 @@ impl Kind {
 
     /// Whether objects live in a namespace.
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Namespace)
+        !matches!(self, Kind::Namespace | Kind::Node)
     }
 }
 

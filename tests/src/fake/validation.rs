@@ -1,6 +1,7 @@
 //! The fake's own reimplementation of kube-apiserver's ephemeral-container rules
 //! (`SetDefaults_Container`, `validateEphemeralContainers`, `ValidatePodEphemeralContainersUpdate`
-//! of k/k `pkg/apis/core`), on JSON values, with the exact field paths and texts.
+//! of k/k `pkg/apis/core`), and of the parts of `ValidatePodCreate` a new pod meets (its name, its
+//! containers), on JSON values, with the exact field paths and texts.
 
 use std::collections::BTreeSet;
 
@@ -15,6 +16,8 @@ pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 const FORBIDDEN_TEXT: &str = "cannot be set for an Ephemeral Container";
 
 const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 /// The tag `parsers.ParseImageName` finds (`latest` when there is neither tag nor digest).
 fn image_tag(image: &str) -> String {
@@ -81,6 +84,22 @@ fn validate_dns1123_label(value: &str, field: &str) -> Vec<FieldError> {
             DNS1123_LABEL_ERR
         };
         errs.push(FieldError::invalid(field, value, msg));
+    }
+    errs
+}
+
+/// `ValidateObjectMeta`'s name check for a kind named by a DNS subdomain (`IsDNS1123Subdomain`).
+fn validate_dns1123_subdomain(value: &str, field: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if value.len() > 253 {
+        errs.push(FieldError::invalid(
+            field,
+            value,
+            "must be no more than 253 characters",
+        ));
+    }
+    if !value.split('.').all(is_label) {
+        errs.push(FieldError::invalid(field, value, DNS1123_SUBDOMAIN_ERR));
     }
     errs
 }
@@ -379,6 +398,39 @@ pub fn validate_ephemeral_containers(spec: &Value, ecs: &[Value]) -> Vec<FieldEr
     errs
 }
 
+fn names_of(spec: &Value, list: &str) -> BTreeSet<String> {
+    spec[list]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| str_of(v, "name").to_owned())
+        .collect()
+}
+
+/// The parts of `ValidatePodCreate` the fake checks on a new pod (named, defaulted): its name,
+/// that it has containers, and each container's common fields and unique name.
+pub fn validate_new_pod(pod: &Value) -> Vec<FieldError> {
+    let mut errs = validate_dns1123_subdomain(str_of(&pod["metadata"], "name"), "metadata.name");
+    let spec = &pod["spec"];
+    let volumes = names_of(spec, "volumes");
+    let claim_names = names_of(spec, "resourceClaims");
+    if spec["containers"].as_array().is_none_or(Vec::is_empty) {
+        errs.push(FieldError::required("spec.containers", ""));
+    }
+    let mut seen = BTreeSet::new();
+    for list in ["initContainers", "containers"] {
+        for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
+            let path = format!("spec.{list}[{i}]");
+            errs.extend(validate_container_common(c, &path, &volumes, &claim_names));
+            let name = str_of(c, "name");
+            if !name.is_empty() && !seen.insert(name.to_owned()) {
+                errs.push(FieldError::duplicate(&format!("{path}.name"), name));
+            }
+        }
+    }
+    errs
+}
+
 /// `ValidatePodEphemeralContainersUpdate`: the new list `ecs` (already defaulted) against the
 /// stored pod `old`.
 pub fn validate_update(old: &Value, ecs: &[Value]) -> Result<(), Vec<FieldError>> {
@@ -444,6 +496,33 @@ mod tests {
             assert_eq!(c["imagePullPolicy"], policy, "{image}");
             assert_eq!(c["terminationMessagePolicy"], "File");
         }
+    }
+
+    #[test]
+    fn a_new_pod_needs_a_subdomain_name_and_containers_with_images() {
+        let mut pod =
+            json!({"metadata": {"name": "Fk_X"}, "spec": {"containers": [{"name": "a"}]}});
+        apply_defaults(&mut pod["spec"]["containers"][0]);
+        let errs = validate_new_pod(&pod);
+        let messages: Vec<String> = errs.iter().map(FieldError::message).collect();
+        // As kube-apiserver 1.36 answered a dry-run create of this pod (its `Fk_X` and its
+        // `image` were tried one at a time).
+        assert_eq!(
+            messages,
+            [
+                format!("metadata.name: Invalid value: \"Fk_X\": {DNS1123_SUBDOMAIN_ERR}"),
+                "spec.containers[0].image: Required value".to_owned(),
+            ]
+        );
+        assert!(DNS1123_SUBDOMAIN_ERR.ends_with(r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"));
+        let empty = json!({"metadata": {"name": "node-1.dbg"}, "spec": {"containers": []}});
+        assert_eq!(
+            validate_new_pod(&empty)
+                .iter()
+                .map(FieldError::message)
+                .collect::<Vec<_>>(),
+            ["spec.containers: Required value"]
+        );
     }
 
     #[test]

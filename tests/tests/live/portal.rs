@@ -312,7 +312,7 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
 
     // The page runs its attacks; the WebSocket is refused before it opens.
     b.goto(&page.origin()).await;
-    let log = b.wait_text("#log", "ws:close:").await;
+    b.wait_text("#log", "ws:close:").await;
     b.wait_text("#log", "fetch:").await;
     b.wait_text("#log", "copy:").await;
     b.wait_text("#log", "node:").await;

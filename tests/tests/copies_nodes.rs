@@ -1,0 +1,669 @@
+//! Copies of pods and node debug containers end to end: the real `poddebug-apiserver` against
+//! the fake kube-apiserver, which now creates pods (`generateName`, dry run, AlreadyExists),
+//! deletes them under a `uid` precondition and serves nodes. What a user sees: the objects the
+//! server answers and the pods that appear in (or leave) the cluster; what the permissions and
+//! the image policy refuse; and the expiry loop deleting an expired copy but never a pod merely
+//! marked as one.
+//!
+//! Needs the binary: `cargo build -p poddebug-apiserver` first.
+
+#[allow(dead_code)] // the helpers of every suite; not all are used here
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{Env, GV, NS, POD, T, env, env_with, names};
+use http::{Method, StatusCode};
+use poddebug_tests::{ADMIN_TOKEN, FakeKube, TestClient};
+use serde_json::{Value, json};
+
+/// The server's default `--node-debug-namespace`.
+const NODE_NS: &str = "poddebug-nodes";
+/// The node the tests debug.
+const NODE: &str = "node-1";
+/// kube's alphabet for generated names.
+const ALPHABET: &str = "bcdfghjklmnpqrstvwxz2456789";
+/// What `kubectl get` sends.
+const KUBECTL_TABLE_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+
+/// Quick expiry rounds and a quick election, as in `ttl.rs`.
+const FAST: &[&str] = &[
+    "--debug-ttl-check-interval=1s",
+    "--leader-elect-lease-duration=3s",
+    "--leader-elect-resource-namespace=poddebug-system",
+    "--leader-elect-renew-deadline=2s",
+    "--leader-elect-retry-period=1s",
+];
+
+/// The standard environment plus the node-debug namespace and node `node-1`.
+async fn env_with_node(extra: &[&str]) -> Env {
+    env_with(extra, |fake| {
+        fake.add_namespace(NODE_NS, &[]);
+        fake.add_node(NODE, &[]);
+    })
+    .await
+}
+
+fn copy_path(rest: &str) -> String {
+    format!("{GV}/namespaces/{NS}/pods/{POD}/{rest}")
+}
+
+fn node_path(node: &str, name: Option<&str>) -> String {
+    match name {
+        Some(n) => format!("{GV}/nodes/{node}/debug/{n}"),
+        None => format!("{GV}/nodes/{node}/debug"),
+    }
+}
+
+/// The names of the pods stored in `ns`.
+fn pod_names(fake: &FakeKube, ns: &str) -> Vec<String> {
+    fake.pods_json(Some(ns))
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `GET path` as alice until `done` holds for the answer (bounded); the last answer.
+async fn get_until(e: &Env, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        let (code, v) = e.get(path).await;
+        assert_eq!(code, StatusCode::OK, "{v}");
+        if done(&v) || tokio::time::Instant::now() >= deadline {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `/metrics` as `client`.
+async fn metrics(client: &TestClient) -> String {
+    let (code, _, body) = client
+        .request(Method::GET, "/metrics", &[], Bytes::new())
+        .await
+        .expect("metrics");
+    assert_eq!(code, StatusCode::OK);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// The value of an unlabelled metric.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Wait (bounded, polling) until `/metrics` shows `name` at `value` or above; its last value.
+async fn wait_metric_at_least(client: &TestClient, name: &str, value: f64) -> Option<f64> {
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        let v = metric(&metrics(client).await, name);
+        if v.is_some_and(|v| v >= value) || tokio::time::Instant::now() >= deadline {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A Status as kube-apiserver and poddebug write it.
+fn status(code: u16, reason: &str, message: &str, details: Value) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": message, "reason": reason, "details": details, "code": code})
+}
+
+// ---------- the fake's answers the server relies on ----------
+
+#[tokio::test]
+async fn the_fake_creates_pods_checks_uid_preconditions_and_serves_nodes() {
+    let fake = FakeKube::start().await;
+    fake.add_namespace(NS, &[]);
+    fake.add_node(NODE, &[]);
+    let admin = fake.client(ADMIN_TOKEN);
+    let pods = format!("/api/v1/namespaces/{NS}/pods");
+    let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "web-debug-"},
+                      "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}});
+
+    let (code, dry) = admin.post_json(&format!("{pods}?dryRun=All"), &body).await;
+    assert_eq!(code, StatusCode::CREATED, "{dry}");
+    assert!(dry["metadata"].get("resourceVersion").is_none(), "{dry}");
+    assert!(pod_names(&fake, NS).is_empty(), "a dry run stores nothing");
+
+    let (code, pod) = admin.post_json(&pods, &body).await;
+    assert_eq!(code, StatusCode::CREATED, "{pod}");
+    let name = pod["metadata"]["name"].as_str().expect("a name").to_owned();
+    let suffix = name
+        .strip_prefix("web-debug-")
+        .expect("the generateName first");
+    assert!(
+        suffix.len() == 5 && suffix.chars().all(|c| ALPHABET.contains(c)),
+        "{name}"
+    );
+    assert_eq!(pod["status"]["phase"], "Pending");
+    // Then the fake's scheduler and kubelet run it.
+    let running = fake
+        .wait_until(T, |f| {
+            f.pod_json(NS, &name)
+                .is_some_and(|p| p["status"]["phase"] == "Running")
+        })
+        .await;
+    assert!(running, "{:?}", fake.pod_json(NS, &name));
+
+    let mut named = body.clone();
+    named["metadata"] = json!({"name": name});
+    let (code, st) = admin.post_json(&pods, &named).await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::CONFLICT,
+            status(
+                409,
+                "AlreadyExists",
+                &format!("pods \"{name}\" already exists"),
+                json!({"name": name, "kind": "pods"})
+            )
+        )
+    );
+
+    let (code, st) = admin
+        .send_json(
+            Method::DELETE,
+            &format!("{pods}/{name}"),
+            "application/json",
+            &json!({"preconditions": {"uid": "not-the-uid"}}),
+        )
+        .await;
+    let uid = pod["metadata"]["uid"].as_str().expect("uid");
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::CONFLICT,
+            status(
+                409,
+                "Conflict",
+                &format!(
+                    "Operation cannot be fulfilled on Pod \"{name}\": the UID in the precondition (not-the-uid) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+                ),
+                json!({"name": name, "kind": "Pod"})
+            )
+        )
+    );
+    assert!(fake.pod_json(NS, &name).is_some(), "kept");
+    let (code, gone) = admin
+        .send_json(
+            Method::DELETE,
+            &format!("{pods}/{name}"),
+            "application/json",
+            &json!({"preconditions": {"uid": uid}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{gone}");
+    assert!(fake.pod_json(NS, &name).is_none());
+
+    let (code, node) = admin.get_json(&format!("/api/v1/nodes/{NODE}")).await;
+    assert_eq!(
+        (code, node["kind"].clone()),
+        (StatusCode::OK, json!("Node"))
+    );
+    let (code, list) = admin.get_json("/api/v1/nodes").await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(names(&list), ["fake-node", NODE]);
+    let (code, st) = admin.get_json("/api/v1/nodes/nope").await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::NOT_FOUND,
+            status(
+                404,
+                "NotFound",
+                "nodes \"nope\" not found",
+                json!({"name": "nope", "kind": "nodes"})
+            )
+        )
+    );
+}
+
+// ---------- copies ----------
+
+#[tokio::test]
+async fn a_copy_is_a_new_pod_that_can_be_read_listed_and_deleted() {
+    let e = env(&[]).await;
+    let body = json!({
+        "replace": {"app": {"command": ["sleep", "infinity"]}},
+        "container": {"name": "dbg", "image": "busybox:1.36", "command": ["sh"], "stdin": true, "tty": true},
+    });
+    let (code, copy) = e.alice.post_json(&copy_path("copy"), &body).await;
+    assert_eq!(code, StatusCode::CREATED, "{copy}\n{}", e.logs());
+    assert_eq!(copy["kind"], "PodDebugCopy");
+    assert_eq!(copy["status"]["sourcePod"], POD);
+    assert_eq!(copy["status"]["debugContainerName"], "dbg");
+    let name = copy["metadata"]["name"]
+        .as_str()
+        .expect("a name")
+        .to_owned();
+    let suffix = name
+        .strip_prefix(&format!("{POD}-debug-"))
+        .unwrap_or_else(|| panic!("generated from the pod's name: {name}"));
+    assert!(
+        suffix.len() == 5 && suffix.chars().all(|c| ALPHABET.contains(c)),
+        "{name}"
+    );
+
+    // The pod in the cluster: marked as a copy, none of the original's labels (no Service
+    // selects it), the command replaced, the debug container added.
+    let pod = e.fake.pod_json(NS, &name).expect("the copy's pod");
+    let labels = &pod["metadata"]["labels"];
+    assert_eq!(labels["poddebug.dev/copy-of"], POD, "{pod}");
+    assert_eq!(labels["poddebug.dev/kind"], "copy", "{pod}");
+    assert!(labels.get("app").is_none(), "{labels}");
+    let containers = pod["spec"]["containers"].as_array().expect("containers");
+    assert_eq!(containers[0]["name"], "app");
+    assert_eq!(containers[0]["command"], json!(["sleep", "infinity"]));
+    assert_eq!(containers[1]["name"], "dbg");
+    assert_eq!(containers[1]["image"], "busybox:1.36");
+    assert_eq!(pod["spec"]["shareProcessNamespace"], true);
+    assert!(pod["spec"]["ephemeralContainers"].is_null());
+
+    // It runs, and the copy says so.
+    let got = get_until(&e, &copy_path(&format!("copies/{name}")), |c| {
+        c["status"]["phase"] == "Running"
+    })
+    .await;
+    assert_eq!(got["status"]["phase"], "Running", "{got}");
+    assert_eq!(got["metadata"]["name"], name.as_str());
+    // A copy of another pod is not one of this pod's.
+    e.fake.add_simple_pod(NS, "other");
+    let (code, other) = e
+        .alice
+        .post_json(
+            &format!("{GV}/namespaces/{NS}/pods/other/copy"),
+            &json!({"metadata": {"name": "other-copy"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{other}");
+    assert_eq!(other["status"]["sourcePod"], "other");
+    let (code, list) = e.get(&copy_path("copies")).await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(list["kind"], "PodDebugCopyList");
+    assert_eq!(names(&list), [name.as_str()]);
+    let (code, st) = e.get(&copy_path("copies/other-copy")).await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::NOT_FOUND,
+            status(
+                404,
+                "NotFound",
+                "poddebugcopies.poddebug.dev \"other-copy\" not found",
+                json!({"name": "other-copy", "group": "poddebug.dev", "kind": "poddebugcopies"})
+            )
+        )
+    );
+
+    // The original is a pod of the namespace but no copy of itself.
+    let (code, st) = e.get(&copy_path(&format!("copies/{POD}"))).await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::NOT_FOUND,
+            status(
+                404,
+                "NotFound",
+                &format!("poddebugcopies.poddebug.dev \"{POD}\" not found"),
+                json!({"name": POD, "group": "poddebug.dev", "kind": "poddebugcopies"})
+            )
+        )
+    );
+    let (code, _) = e.delete(&copy_path(&format!("copies/{POD}"))).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert!(e.fake.pod_json(NS, POD).is_some(), "the original stays");
+
+    let (code, deleted) = e.delete(&copy_path(&format!("copies/{name}"))).await;
+    assert_eq!(code, StatusCode::OK, "{deleted}");
+    assert_eq!(deleted["metadata"]["name"], name.as_str());
+    assert!(
+        e.fake.pod_json(NS, &name).is_none(),
+        "the copy's pod is gone"
+    );
+    let (code, list) = e.get(&copy_path("copies")).await;
+    assert_eq!((code, names(&list)), (StatusCode::OK, Vec::<String>::new()));
+}
+
+#[tokio::test]
+async fn images_outside_the_policy_unknown_containers_and_unknown_fields_are_refused() {
+    let e = env(&["--allowed-images=busybox,busybox:*"]).await;
+    let (code, st) = e
+        .alice
+        .post_json(
+            &copy_path("copy"),
+            &json!({"metadata": {"name": "evil"}, "setImage": {"app": "registry.example/tool:1"}}),
+        )
+        .await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::FORBIDDEN,
+            status(
+                403,
+                "Forbidden",
+                "pods/copy.poddebug.dev \"target\" is forbidden: image \"registry.example/tool:1\" is not allowed by the server's --allowed-images policy (allowed patterns: \"busybox\", \"busybox:*\")",
+                json!({"name": POD, "group": "poddebug.dev", "kind": "pods/copy"})
+            )
+        )
+    );
+
+    let (code, st) = e
+        .alice
+        .post_json(
+            &copy_path("copy"),
+            &json!({"setImage": {"nope": "busybox:1.36"}}),
+        )
+        .await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            status(
+                422,
+                "Invalid",
+                "PodDebugCopy.poddebug.dev \"\" is invalid: setImage[nope]: Not found: \"nope\"",
+                json!({"group": "poddebug.dev", "kind": "PodDebugCopy", "causes": [
+                    {"reason": "FieldValueNotFound", "message": "Not found: \"nope\"", "field": "setImage[nope]"}]})
+            )
+        )
+    );
+
+    let (code, st) = e
+        .post_raw(&copy_path("copy"), r#"{"keeplabels": true}"#)
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{st}");
+    assert_eq!(st["reason"], "BadRequest");
+    assert!(
+        st["message"].as_str().is_some_and(|m| m.starts_with(
+            "error decoding PodDebugCopy: strict decoding error: unknown field `keeplabels`"
+        )),
+        "{st}"
+    );
+
+    assert_eq!(pod_names(&e.fake, NS), [POD], "nothing was made");
+    assert!(
+        !e.fake
+            .requests()
+            .iter()
+            .any(|r| r.method == "POST"
+                && r.path.starts_with(&format!("/api/v1/namespaces/{NS}/pods"))),
+        "no pod was even asked for"
+    );
+}
+
+#[tokio::test]
+async fn create_on_pods_copy_without_the_core_create_pods_is_forbidden() {
+    // Set before the server's first decision, which it then caches.
+    let e = env_with(&[], |fake| {
+        fake.set_policy(|a| {
+            !(a.user == "alice" && a.api_group.is_empty() && a.is("create", "pods"))
+        });
+    })
+    .await;
+    let (code, st) = e.alice.post_json(&copy_path("copy"), &json!({})).await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::FORBIDDEN,
+            status(
+                403,
+                "Forbidden",
+                "pods is forbidden: User \"alice\" cannot create resource \"pods\" in API group \"\" in the namespace \"ephdemo\": a copy of a pod is a new pod: making one needs create on pods in its namespace",
+                json!({"kind": "pods"})
+            )
+        )
+    );
+    // It held the subresource: only the core verb was missing.
+    let sars = e.fake.sars();
+    assert!(
+        sars.iter().any(|s| s.attributes.user == "alice"
+            && s.attributes.is("create", "pods/copy")
+            && s.allowed == Some(true)),
+        "{sars:?}"
+    );
+    assert_eq!(pod_names(&e.fake, NS), [POD], "nothing was made");
+}
+
+// ---------- node debug containers ----------
+
+#[tokio::test]
+async fn a_node_debug_container_is_a_privileged_pod_on_the_node() {
+    let e = env_with_node(&[]).await;
+    let body = json!({"container": {"image": "busybox:1.36", "command": ["sh"], "stdin": true, "tty": true}});
+    let (code, obj) = e
+        .alice
+        .post_json(&node_path(NODE, Some("dbg")), &body)
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());
+    assert_eq!(obj["kind"], "NodeDebugContainer");
+    assert_eq!(obj["metadata"]["name"], "dbg");
+    assert_eq!(obj["profile"], "sysadmin");
+    assert_eq!(obj["status"]["nodeName"], NODE);
+    assert_eq!(obj["status"]["podName"], "node-1.dbg");
+    assert_eq!(obj["status"]["podNamespace"], NODE_NS);
+
+    let pod = e
+        .fake
+        .pod_json(NODE_NS, "node-1.dbg")
+        .expect("the node's pod");
+    let spec = &pod["spec"];
+    assert_eq!(spec["nodeName"], NODE, "{pod}");
+    assert_eq!(spec["hostPID"], true);
+    assert!(
+        spec["tolerations"].as_array().is_some_and(|t| t
+            .iter()
+            .any(|t| t["operator"] == "Exists" && t["key"].is_null())),
+        "it tolerates every taint: {spec}"
+    );
+    assert_eq!(spec["containers"][0]["name"], "dbg");
+    assert_eq!(spec["containers"][0]["securityContext"]["privileged"], true);
+
+    let got = get_until(&e, &node_path(NODE, Some("dbg")), |o| {
+        o["status"]["phase"] == "Running"
+    })
+    .await;
+    assert_eq!(got["status"]["phase"], "Running", "{got}");
+    let (code, list) = e.get(&node_path(NODE, None)).await;
+    assert_eq!(
+        (code, names(&list)),
+        (StatusCode::OK, vec!["dbg".to_owned()])
+    );
+    let (code, all) = e.get(&format!("{GV}/nodedebugcontainers")).await;
+    assert_eq!(code, StatusCode::OK, "{all}");
+    assert_eq!(all["kind"], "NodeDebugContainerList");
+    assert_eq!(names(&all), ["node-1.dbg"]);
+    let (code, _, table) = e
+        .alice
+        .request(
+            Method::GET,
+            &format!("{GV}/nodedebugcontainers"),
+            &[("accept", KUBECTL_TABLE_ACCEPT)],
+            Bytes::new(),
+        )
+        .await
+        .expect("table");
+    let table: Value = serde_json::from_slice(&table).unwrap_or(Value::Null);
+    assert_eq!(code, StatusCode::OK, "{table}");
+    assert_eq!(table["kind"], "Table");
+    assert_eq!(table["rows"][0]["cells"][0], "node-1.dbg", "{table}");
+    assert_eq!(table["rows"][0]["cells"][1], NODE, "{table}");
+    assert_eq!(table["rows"][0]["cells"][2], "sysadmin", "{table}");
+
+    let (code, deleted) = e.delete(&node_path(NODE, Some("dbg"))).await;
+    assert_eq!(code, StatusCode::OK, "{deleted}");
+    assert!(
+        e.fake.pod_json(NODE_NS, "node-1.dbg").is_none(),
+        "the pod is gone"
+    );
+    let (code, list) = e.get(&node_path(NODE, None)).await;
+    assert_eq!((code, names(&list)), (StatusCode::OK, Vec::<String>::new()));
+}
+
+#[tokio::test]
+async fn node_debug_refusals_unknown_nodes_and_missing_profile_rights() {
+    // Set before the server's first decision, which it then caches.
+    let e = env_with(&[], |fake| {
+        fake.add_namespace(NODE_NS, &[]);
+        fake.add_node(NODE, &[]);
+        fake.set_policy(|a| {
+            !(a.user == "alice"
+                && a.verb == "use"
+                && a.resource == "debugprofiles"
+                && a.name == "sysadmin")
+        });
+    })
+    .await;
+    let body = json!({"container": {"image": "busybox:1.36"}});
+
+    // kube-apiserver's own 404, passed through.
+    let (code, st) = e
+        .alice
+        .post_json(
+            &node_path("nope", Some("dbg")),
+            &json!({"profile": "baseline", "container": {"image": "busybox:1.36"}}),
+        )
+        .await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::NOT_FOUND,
+            status(
+                404,
+                "NotFound",
+                "nodes \"nope\" not found",
+                json!({"name": "nope", "kind": "nodes"})
+            )
+        )
+    );
+
+    let sysadmin_forbidden = |why: &str| {
+        status(
+            403,
+            "Forbidden",
+            &format!(
+                "debugprofiles.poddebug.dev \"sysadmin\" is forbidden: User \"alice\" cannot use resource \"debugprofiles\" in API group \"poddebug.dev\" at the cluster scope: {why}"
+            ),
+            json!({"name": "sysadmin", "group": "poddebug.dev", "kind": "debugprofiles"}),
+        )
+    };
+    // The default profile, sysadmin, needs `use` on it.
+    let (code, st) = e
+        .alice
+        .post_json(&node_path(NODE, Some("dbg")), &body)
+        .await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::FORBIDDEN,
+            sysadmin_forbidden(
+                "creating a node debug container with the sysadmin profile needs use on it"
+            )
+        )
+    );
+    // baseline is allowed, but not a privileged container under it.
+    let privileged = json!({"profile": "baseline",
+        "container": {"image": "busybox:1.36", "securityContext": {"privileged": true}}});
+    let (code, st) = e
+        .alice
+        .post_json(&node_path(NODE, Some("dbg")), &privileged)
+        .await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::FORBIDDEN,
+            sysadmin_forbidden(
+                "the node debug container sets securityContext.privileged: true, which only the sysadmin profile grants"
+            )
+        )
+    );
+    assert!(pod_names(&e.fake, NODE_NS).is_empty(), "nothing was made");
+
+    // The same baseline container without the privilege runs.
+    let (code, obj) = e
+        .alice
+        .post_json(
+            &node_path(NODE, Some("dbg")),
+            &json!({"profile": "baseline", "container": {"image": "busybox:1.36"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}");
+    assert_eq!(pod_names(&e.fake, NODE_NS), ["node-1.dbg"]);
+}
+
+// ---------- expiry ----------
+
+#[tokio::test]
+async fn an_expired_copy_is_deleted_by_the_expiry_loop() {
+    let e = env(FAST).await;
+    let (code, copy) = e
+        .alice
+        .post_json(
+            &copy_path("copy"),
+            &json!({"metadata": {"name": "short"}, "ttlSeconds": 1}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{copy}\n{}", e.logs());
+    assert!(copy["status"]["expiresAt"].is_string(), "{copy}");
+    // The kubelet ends it at its deadline even with no server about.
+    let pod = e.fake.pod_json(NS, "short").expect("the copy's pod");
+    let deadline = pod["spec"]["activeDeadlineSeconds"].as_i64();
+    assert!(deadline.is_some_and(|d| (1..=2).contains(&d)), "{pod}");
+
+    let gone = e
+        .fake
+        .wait_until(T, |f| f.pod_json(NS, "short").is_none())
+        .await;
+    assert!(gone, "the expired copy was not deleted:\n{}", e.logs());
+    assert_eq!(
+        wait_metric_at_least(&e.alice, "poddebug_debug_pods_expired_total", 1.0).await,
+        Some(1.0)
+    );
+    assert!(e.fake.pod_json(NS, POD).is_some(), "the original stays");
+}
+
+#[tokio::test]
+async fn a_pod_only_marked_as_an_expired_copy_is_left_alone() {
+    let e = env(FAST).await;
+    let marked = |name: &str, deadline: Option<i64>| {
+        let mut pod = json!({
+            "metadata": {"name": name, "namespace": NS,
+                "labels": {"poddebug.dev/kind": "copy", "poddebug.dev/copy-of": POD},
+                "annotations": {"poddebug.dev/expires-at": "2020-01-01T00:00:00Z"}},
+            "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]},
+        });
+        if let Some(d) = deadline {
+            pod["spec"]["activeDeadlineSeconds"] = json!(d);
+        }
+        pod
+    };
+    // Anyone who may label a pod can mark it; only a pod whose own deadline ends it anyway is
+    // the server's to delete.
+    e.fake.add_pod_json(marked("by-hand", None));
+    e.fake.add_pod_json(marked("with-deadline", Some(1)));
+
+    let deleted = e
+        .fake
+        .wait_until(T, |f| f.pod_json(NS, "with-deadline").is_none())
+        .await;
+    assert!(deleted, "the rounds never looked:\n{}", e.logs());
+    let seen = metric(&metrics(&e.alice).await, "poddebug_expiry_rounds_total")
+        .expect("rounds are counted");
+    let rounds = wait_metric_at_least(&e.alice, "poddebug_expiry_rounds_total", seen + 3.0).await;
+    assert!(rounds.is_some_and(|r| r >= seen + 3.0), "{rounds:?}");
+    assert!(
+        e.fake.pod_json(NS, "by-hand").is_some(),
+        "a pod without activeDeadlineSeconds was deleted"
+    );
+    assert_eq!(
+        metric(
+            &metrics(&e.alice).await,
+            "poddebug_debug_pods_expired_total"
+        ),
+        Some(1.0)
+    );
+}
