@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use poddebug_client::types::copy::{CommandReplacement, PodDebugCopy};
-use poddebug_client::{AttachOutcome, AttachParams, Copies, DebugContainers, LogParams};
+use poddebug_client::{Copies, DebugContainers, LogParams};
 
 use crate::args::{DryRun, RunArgs};
 use crate::output::print_serialized;
@@ -176,31 +176,17 @@ pub async fn run(client: &kube::Client, ns: &str, pod: &str, args: RunArgs) -> E
         let _ = print_logs(&debug, &name, &container, &LogParams::default()).await;
         return crate::exit_with(code);
     }
-    let params = AttachParams {
-        stdin: args.stdin,
-        stdout: true,
-        stderr: !args.tty,
-        tty: args.tty,
-        ..Default::default()
-    };
-    let outcome = match copies.attach(pod, &name, &container, &params).await {
-        Ok(s) => session::relay_session(s, args.stdin, args.tty, args.quiet).await,
-        Err(e) => Err(e),
-    };
-    match outcome {
-        Ok(AttachOutcome::Exited { exit_code, .. }) => {
-            if !args.quiet {
-                eprintln!("{delete_hint}");
-            }
-            crate::exit_with(exit_code)
-        }
-        Ok(AttachOutcome::Detached) => {
-            eprintln!("Session ended, container {container} of copy {name} is still running.");
-            eprintln!("{delete_hint}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(&e),
-    }
+    let params = session::attach_params(args.stdin, args.tty);
+    let attached = copies.attach(pod, &name, &container, &params).await;
+    session::finish_made_pod(
+        attached,
+        args.stdin,
+        args.tty,
+        args.quiet,
+        &format!("container {container} of copy {name}"),
+        &delete_hint,
+    )
+    .await
 }
 
 #[cfg(test)]

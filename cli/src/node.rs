@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use poddebug_client::types::node::NodeDebugContainer;
-use poddebug_client::{AttachOutcome, AttachParams, DebugPhase, LogParams, NodeDebugContainers};
+use poddebug_client::{DebugPhase, LogParams, NodeDebugContainers};
 
 use crate::args::{DryRun, RunArgs};
 use crate::output::print_serialized;
@@ -128,31 +128,17 @@ pub async fn run(client: &kube::Client, node: &str, args: RunArgs) -> ExitCode {
         let code = poddebug_client::node_outcome_of(&started).map_or(0, |o| o.exit_code());
         return crate::exit_with(code);
     }
-    let params = AttachParams {
-        stdin: args.stdin,
-        stdout: true,
-        stderr: !args.tty,
-        tty: args.tty,
-        ..Default::default()
-    };
-    let outcome = match api.attach(node, &name, &params).await {
-        Ok(s) => session::relay_session(s, args.stdin, args.tty, args.quiet).await,
-        Err(e) => Err(e),
-    };
-    match outcome {
-        Ok(AttachOutcome::Exited { exit_code, .. }) => {
-            if !args.quiet {
-                eprintln!("{delete_hint}");
-            }
-            crate::exit_with(exit_code)
-        }
-        Ok(AttachOutcome::Detached) => {
-            eprintln!("Session ended, node debug container {name} is still running.");
-            eprintln!("{delete_hint}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(&e),
-    }
+    let params = session::attach_params(args.stdin, args.tty);
+    let attached = api.attach(node, &name, &params).await;
+    session::finish_made_pod(
+        attached,
+        args.stdin,
+        args.tty,
+        args.quiet,
+        &format!("node debug container {name}"),
+        &delete_hint,
+    )
+    .await
 }
 
 #[cfg(test)]

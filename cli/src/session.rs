@@ -222,15 +222,54 @@ pub async fn attach_as(
     mode: Option<poddebug_client::SessionMode>,
 ) -> Result<AttachOutcome> {
     let params = AttachParams {
+        mode,
+        ..attach_params(stdin, tty)
+    };
+    let session = api.attach(pod, name, &params).await?;
+    relay_session(session, stdin, tty, quiet).await
+}
+
+/// The parameters of an attach with the local terminal's streams: stdout always, stderr apart
+/// unless there is a TTY.
+pub fn attach_params(stdin: bool, tty: bool) -> AttachParams {
+    AttachParams {
         stdin,
         stdout: true,
         stderr: !tty,
         tty,
-        mode,
         ..Default::default()
+    }
+}
+
+/// The end of a session on a container of a pod the plugin had the server make (a copy, a node
+/// debug pod), which stays until deleted: the shell's exit code, or that it still runs; and
+/// how to delete the pod.
+pub async fn finish_made_pod(
+    attached: Result<poddebug_client::AttachedDebugContainer>,
+    stdin: bool,
+    tty: bool,
+    quiet: bool,
+    still_running: &str,
+    delete_hint: &str,
+) -> std::process::ExitCode {
+    let outcome = match attached {
+        Ok(s) => relay_session(s, stdin, tty, quiet).await,
+        Err(e) => Err(e),
     };
-    let session = api.attach(pod, name, &params).await?;
-    relay_session(session, stdin, tty, quiet).await
+    match outcome {
+        Ok(AttachOutcome::Exited { exit_code, .. }) => {
+            if !quiet {
+                eprintln!("{delete_hint}");
+            }
+            crate::exit_with(exit_code)
+        }
+        Ok(AttachOutcome::Detached) => {
+            eprintln!("Session ended, {still_running} is still running.");
+            eprintln!("{delete_hint}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => crate::fail(&e),
+    }
 }
 
 /// Relay an attached session on the local terminal until it ends; what became of it.

@@ -267,24 +267,7 @@ fn node_form_debugs_the_node_and_exits_with_the_shells_code() {
     }
     let name = format!("plugin-{}", std::process::id());
     // Whatever happens, the node debug pod goes.
-    struct Cleanup(String);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            let _ = poddebug_tests::kubectl::kubectl(
-                &[
-                    "delete",
-                    "pod",
-                    "-n",
-                    "poddebug-nodes",
-                    &format!("localhost.{}", self.0),
-                    "--ignore-not-found",
-                    "--wait=false",
-                ],
-                None,
-            );
-        }
-    }
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(name.clone());
     let mut t = Terminal::spawn_with_path(
         &[
             "node/localhost",

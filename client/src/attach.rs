@@ -51,10 +51,18 @@ impl AttachOutcome {
 /// The outcome a debug container's status shows: `Exited` once terminated.
 pub fn outcome_of(o: &PodDebugContainer) -> Option<AttachOutcome> {
     let status = o.status.as_ref()?;
-    if status.phase != DebugPhase::Terminated {
+    outcome_of_state(status.phase, status.state.as_ref())
+}
+
+/// `Exited` (with the kubelet's exit code and reason) once `phase` is Terminated.
+pub(crate) fn outcome_of_state(
+    phase: DebugPhase,
+    state: Option<&k8s_openapi::api::core::v1::ContainerState>,
+) -> Option<AttachOutcome> {
+    if phase != DebugPhase::Terminated {
         return None;
     }
-    let t = status.state.as_ref().and_then(|s| s.terminated.as_ref());
+    let t = state.and_then(|s| s.terminated.as_ref());
     Some(AttachOutcome::Exited {
         exit_code: t.map(|t| t.exit_code).unwrap_or(0),
         reason: t.and_then(|t| t.reason.clone()),

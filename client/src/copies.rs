@@ -125,6 +125,10 @@ impl Copies {
         container: &str,
         params: &AttachParams,
     ) -> Result<AttachedDebugContainer> {
+        // A copy keeps the original's restart policy: a container that ended may already run
+        // again when its status is read, its end then in `lastState` with a higher restart count.
+        let before = self.get(pod, copy).await?;
+        let restarts = container_status(&before, container).map_or(0, |s| s.restart_count);
         let (this, p, c, n) = (
             self.clone(),
             pod.to_owned(),
@@ -135,7 +139,7 @@ impl Copies {
             let (this, p, c, n) = (this.clone(), p.clone(), c.clone(), n.clone());
             Box::pin(async move {
                 let copy = this.get(&p, &c).await?;
-                Ok(container_status(&copy, &n).and_then(terminated))
+                Ok(container_status(&copy, &n).and_then(|s| ended_since(s, restarts)))
             })
         });
         self.debug
@@ -153,11 +157,58 @@ pub fn container_status<'a>(copy: &'a PodDebugCopy, name: &str) -> Option<&'a Co
         .find(|s| s.name == name)
 }
 
-/// The outcome a terminated container's status shows.
-pub(crate) fn terminated(s: &ContainerStatus) -> Option<AttachOutcome> {
-    let t = s.state.as_ref()?.terminated.as_ref()?;
+/// How the container ended, if it did since it had restarted `restarts` times: terminated
+/// now, or restarted since, its end in `lastState`.
+fn ended_since(s: &ContainerStatus, restarts: i32) -> Option<AttachOutcome> {
+    let t = match s.state.as_ref().and_then(|st| st.terminated.as_ref()) {
+        Some(t) => t,
+        None if s.restart_count > restarts => s.last_state.as_ref()?.terminated.as_ref()?,
+        None => return None,
+    };
     Some(AttachOutcome::Exited {
         exit_code: t.exit_code,
         reason: t.reason.clone(),
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn status(v: serde_json::Value) -> ContainerStatus {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn an_end_the_kubelet_already_restarted_counts() {
+        let running = status(
+            serde_json::json!({"name": "app", "image": "i", "imageID": "",
+            "ready": true, "restartCount": 1, "state": {"running": {}}}),
+        );
+        assert_eq!(ended_since(&running, 1), None);
+        let restarted = status(
+            serde_json::json!({"name": "app", "image": "i", "imageID": "",
+            "ready": true, "restartCount": 2, "state": {"running": {}},
+            "lastState": {"terminated": {"exitCode": 5}}}),
+        );
+        assert_eq!(
+            ended_since(&restarted, 1),
+            Some(AttachOutcome::Exited {
+                exit_code: 5,
+                reason: None
+            })
+        );
+        let ended = status(
+            serde_json::json!({"name": "app", "image": "i", "imageID": "",
+            "ready": false, "restartCount": 1, "state": {"terminated": {"exitCode": 3}}}),
+        );
+        assert_eq!(
+            ended_since(&ended, 1),
+            Some(AttachOutcome::Exited {
+                exit_code: 3,
+                reason: None
+            })
+        );
+    }
 }

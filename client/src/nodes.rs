@@ -247,14 +247,7 @@ impl NodeDebugContainers {
 /// The outcome a node debug container's status shows: `Exited` once terminated.
 pub fn outcome_of(o: &NodeDebugContainer) -> Option<AttachOutcome> {
     let status = o.status.as_ref()?;
-    if status.phase != DebugPhase::Terminated {
-        return None;
-    }
-    let t = status.state.as_ref().and_then(|s| s.terminated.as_ref());
-    Some(AttachOutcome::Exited {
-        exit_code: t.map(|t| t.exit_code).unwrap_or(0),
-        reason: t.and_then(|t| t.reason.clone()),
-    })
+    crate::attach::outcome_of_state(status.phase, status.state.as_ref())
 }
 
 #[cfg(test)]

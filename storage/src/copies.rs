@@ -119,6 +119,20 @@ pub(crate) async fn delete(
 ) -> Result<PodDebugCopy, StorageError> {
     let found = get(cluster, namespace, pod, name, caller).await?;
     let api = cluster.pods(namespace, caller)?;
+    let deleted = delete_read(&api, found, grace_period_seconds, || not_found(name)).await?;
+    Ok(copy_from_pod(&deleted))
+}
+
+/// Delete pod `found`, the very one read (its uid a precondition: a pod of the same name made
+/// since is left alone); the pod as the delete answered it. One already gone (or replaced) is
+/// `gone()`.
+pub(crate) async fn delete_read(
+    api: &kube::Api<Pod>,
+    found: Pod,
+    grace_period_seconds: Option<u32>,
+    gone: impl FnOnce() -> StorageError,
+) -> Result<Pod, StorageError> {
+    let name = found.metadata.name.clone().unwrap_or_default();
     let params = DeleteParams {
         grace_period_seconds,
         preconditions: Some(Preconditions {
@@ -127,9 +141,9 @@ pub(crate) async fn delete(
         }),
         ..Default::default()
     };
-    match api.delete(name, &params).await {
-        Ok(either) => Ok(copy_from_pod(&either.left_or(found))),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Err(not_found(name)),
+    match api.delete(&name, &params).await {
+        Ok(either) => Ok(either.left_or(found)),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Err(gone()),
         Err(e) => Err(e.into()),
     }
 }
@@ -189,22 +203,16 @@ pub(crate) async fn expire_made_pods(
         let (Some(ns), Some(name)) = (p.metadata.namespace.clone(), p.metadata.name.clone()) else {
             continue;
         };
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: p.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..Default::default()
-        };
+        let kind = label(&p, LABEL_KIND).unwrap_or_default().to_owned();
         let ns_api: kube::Api<Pod> = kube::Api::namespaced(cluster.server_client(), &ns);
-        let error = match ns_api.delete(&name, &params).await {
+        let error = match delete_read(&ns_api, p, None, || StorageError::NotDue).await {
             Ok(_) => None,
             // Gone already (another replica, the user): nothing to report.
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => continue,
-            Err(e) => Some(e.to_string()),
+            Err(StorageError::NotDue) => continue,
+            Err(e) => Some(e.to_api_error().message()),
         };
         out.push(ExpiredPod {
-            kind: label(&p, LABEL_KIND).unwrap_or_default().to_owned(),
+            kind,
             namespace: ns,
             name,
             expires_at: at,

@@ -6,7 +6,7 @@
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams};
+use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use poddebug_types::copy::{LABEL_KIND, label};
 use poddebug_types::node::{
     KIND_NODE_DEBUG_CONTAINER, LABEL_NODE_DEBUG, NodeDebugContainer, NodeDebugContainerList,
@@ -201,19 +201,11 @@ pub(crate) async fn delete(
     grace_period_seconds: Option<u32>,
 ) -> Result<NodeDebugContainer, StorageError> {
     let found = get_pod(cluster, node, name).await?;
-    let params = DeleteParams {
-        grace_period_seconds,
-        preconditions: Some(Preconditions {
-            uid: found.metadata.uid.clone(),
-            resource_version: None,
-        }),
-        ..Default::default()
-    };
-    match pods(cluster).delete(&pod_name(node, name), &params).await {
-        Ok(either) => Ok(node_debug_from_pod(&either.left_or(found))),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Err(not_found(name)),
-        Err(e) => Err(e.into()),
-    }
+    let deleted = crate::copies::delete_read(&pods(cluster), found, grace_period_seconds, || {
+        not_found(name)
+    })
+    .await?;
+    Ok(node_debug_from_pod(&deleted))
 }
 
 /// Where an attach or log of debug container `name` on `node` goes (for attach, once it runs).

@@ -46,6 +46,28 @@ pub fn live_cluster_given(suite: &str) -> bool {
     false
 }
 
+/// Deletes node debug pod `localhost.NAME` (namespace `poddebug-nodes`) when dropped, whatever
+/// the test did: node debug containers live outside the tests' own namespaces.
+#[derive(Debug)]
+pub struct NodeDebugPodCleanup(pub String);
+
+impl Drop for NodeDebugPodCleanup {
+    fn drop(&mut self) {
+        let _ = kubectl(
+            &[
+                "delete",
+                "pod",
+                "-n",
+                "poddebug-nodes",
+                &format!("localhost.{}", self.0),
+                "--ignore-not-found",
+                "--wait=false",
+            ],
+            None,
+        );
+    }
+}
+
 /// A namespace with one pod (given whole, its namespace set here) that is Ready; the namespace
 /// is deleted on drop.
 #[derive(Debug)]

@@ -23,26 +23,6 @@ fn node_path(name: &str, rest: &str) -> String {
     format!("{GV}/nodes/{NODE}/debug/{name}{rest}")
 }
 
-/// Deletes the node debug pod when the test ends, whatever happened.
-struct Cleanup(String);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = poddebug_tests::kubectl::kubectl(
-            &[
-                "delete",
-                "pod",
-                "-n",
-                "poddebug-nodes",
-                &format!("{NODE}.{}", self.0),
-                "--ignore-not-found",
-                "--wait=false",
-            ],
-            None,
-        );
-    }
-}
-
 async fn wait_pod_gone(name: &str) {
     poll_async(
         &format!("node debug pod {name} deleted"),
@@ -89,7 +69,7 @@ async fn a_node_debug_container_sees_the_hosts_processes_and_files() {
     }
     let api = crate::support::cluster();
     let name = unique("host");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(name.clone());
     let body = json!({"container": {"image": BUSYBOX, "command": ["sh"], "stdin": true}});
     let (code, created) = api.post_json(&node_path(&name, ""), &body).await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
@@ -219,7 +199,7 @@ async fn node_debugging_needs_nodes_debug_and_use_on_the_profile() {
     let sb = Sandbox::new("noderbac");
     let alice = as_user(&sb.api, ALICE);
     let name = unique("rbac");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(name.clone());
     let sysadmin = json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]}});
     let baseline = json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]},
                           "profile": "baseline"});
@@ -314,7 +294,7 @@ async fn a_node_debug_container_is_deleted_at_its_time_limit() {
     }
     let api = crate::support::cluster();
     let name = unique("ttl");
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(name.clone());
     let body = json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]},
                       "profile": "baseline", "ttlSeconds": 5});
     let (code, created) = api.post_json(&node_path(&name, ""), &body).await;

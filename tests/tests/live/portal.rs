@@ -273,10 +273,10 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
     sb.bind_cluster("poddebug:node-debugger", USER);
     sb.bind_cluster("poddebug-privileged-profiles", USER);
     let node_debug = format!("pwn-node-{}", std::process::id());
-    let _node_cleanup = NodePodCleanup(node_debug.clone());
+    let _node_cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(node_debug.clone());
     // The user's own shell on the node, which the page would like to type into.
     let node_victim = format!("victim-node-{}", std::process::id());
-    let _victim_cleanup = NodePodCleanup(node_victim.clone());
+    let _victim_cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(node_victim.clone());
     let user_api = crate::support::as_user(&sb.api, USER);
     let victim_path = format!("/apis/poddebug.dev/v1alpha1/nodes/localhost/debug/{node_victim}");
     poll_async(
@@ -476,26 +476,6 @@ async fn portal_debugs_a_copy_of_a_pod_through_kubectl_proxy() {
     b.close().await;
 }
 
-/// Deletes node debug pod `localhost.NAME` when the test ends, whatever happened.
-struct NodePodCleanup(String);
-
-impl Drop for NodePodCleanup {
-    fn drop(&mut self) {
-        let _ = kubectl(
-            &[
-                "delete",
-                "pod",
-                "-n",
-                "poddebug-nodes",
-                &format!("localhost.{}", self.0),
-                "--ignore-not-found",
-                "--wait=false",
-            ],
-            None,
-        );
-    }
-}
-
 #[tokio::test]
 #[ignore]
 async fn portal_starts_a_node_debug_container_on_the_nodes_page() {
@@ -503,7 +483,7 @@ async fn portal_starts_a_node_debug_container_on_the_nodes_page() {
         return;
     }
     let name = format!("portal-{}", std::process::id());
-    let _cleanup = NodePodCleanup(name.clone());
+    let _cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(name.clone());
     let proxy = Proxy::admin();
     let b = Browser::start(1100, 900).await;
 
