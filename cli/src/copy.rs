@@ -13,7 +13,7 @@ use poddebug_client::{Copies, DebugContainers, LogParams};
 
 use crate::args::{DryRun, RunArgs};
 use crate::output::print_serialized;
-use crate::request::{RunSpec, debug_container, read_custom};
+use crate::request::debug_container_of;
 use crate::{fail, print_logs, session};
 
 /// `name=image` pairs of `--set-image`.
@@ -35,22 +35,7 @@ fn set_images(values: &[String]) -> Result<BTreeMap<String, String>, String> {
 
 /// The copy the command line asks for, and the container to attach to (if any).
 pub fn copy_request(args: &RunArgs) -> Result<(PodDebugCopy, Option<String>), String> {
-    let custom = args.custom.as_deref().map(read_custom).transpose()?;
-    let spec = RunSpec {
-        name: args.name.clone(),
-        image: args.image.clone(),
-        image_pull_policy: args.image_pull_policy,
-        target: None,
-        profile: args.profile.clone(),
-        ttl: args.ttl,
-        stdin: args.stdin,
-        tty: args.tty,
-        command: args.command.clone(),
-        arguments_only: args.arguments_only,
-        env: args.env.iter().flat_map(|l| l.0.clone()).collect(),
-        custom,
-    };
-    let pdc = debug_container(&spec)?;
+    let pdc = debug_container_of(args)?;
     let mut copy = PodDebugCopy {
         set_image: set_images(&args.set_image)?,
         share_processes: Some(args.share_processes),

@@ -10,7 +10,7 @@ use poddebug_client::{DebugPhase, LogParams, NodeDebugContainers};
 
 use crate::args::{DryRun, RunArgs};
 use crate::output::print_serialized;
-use crate::request::{RunSpec, debug_container, read_custom};
+use crate::request::debug_container_of;
 use crate::{fail, session};
 
 /// The node a `node/NAME` (or `nodes/NAME`) argument names.
@@ -28,22 +28,7 @@ pub fn node_request(args: &RunArgs) -> Result<NodeDebugContainer, String> {
     if args.copy_to.is_some() {
         return Err("--copy-to is not supported when debugging a node".to_owned());
     }
-    let custom = args.custom.as_deref().map(read_custom).transpose()?;
-    let spec = RunSpec {
-        name: args.name.clone(),
-        image: args.image.clone(),
-        image_pull_policy: args.image_pull_policy,
-        target: None,
-        profile: args.profile.clone(),
-        ttl: args.ttl,
-        stdin: args.stdin,
-        tty: args.tty,
-        command: args.command.clone(),
-        arguments_only: args.arguments_only,
-        env: args.env.iter().flat_map(|l| l.0.clone()).collect(),
-        custom,
-    };
-    let pdc = debug_container(&spec)?;
+    let pdc = debug_container_of(args)?;
     let mut o = NodeDebugContainer {
         container: pdc.container,
         profile: pdc.profile,

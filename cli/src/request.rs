@@ -8,6 +8,25 @@ use k8s_openapi::api::core::v1::Container;
 use poddebug_client::PodDebugContainer;
 use serde_json::Value;
 
+/// The debug container the run flags describe, `--custom` read and merged in.
+pub fn debug_container_of(args: &crate::args::RunArgs) -> Result<PodDebugContainer, String> {
+    let custom = args.custom.as_deref().map(read_custom).transpose()?;
+    debug_container(&RunSpec {
+        name: args.name.clone(),
+        image: args.image.clone(),
+        image_pull_policy: args.image_pull_policy,
+        target: args.target.clone(),
+        profile: args.profile.clone(),
+        ttl: args.ttl,
+        stdin: args.stdin,
+        tty: args.tty,
+        command: args.command.clone(),
+        arguments_only: args.arguments_only,
+        env: args.env.iter().flat_map(|l| l.0.clone()).collect(),
+        custom,
+    })
+}
+
 /// What a run creates.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunSpec {

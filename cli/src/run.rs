@@ -10,65 +10,36 @@ use poddebug_client::{
 
 use crate::args::{DryRun, RunArgs};
 use crate::output::{Format, print_serialized, summary};
-use crate::request::{RunSpec, debug_container, read_custom};
+use crate::request::debug_container_of;
 use crate::{debug_name, fail, finish, print_logs, session};
 
 /// The whole run of debug container(s) in pod `pod` of namespace `ns`.
 pub async fn run(api: &DebugContainers, ns: &str, pod: &str, args: RunArgs) -> ExitCode {
-    let RunArgs {
-        name,
-        image,
-        image_pull_policy,
-        target,
-        profile,
-        custom,
-        ttl,
-        stdin,
-        tty,
-        attach,
-        wait,
-        timeout,
-        quiet,
-        env,
-        arguments_only,
-        dry_run,
-        output,
-        command,
-        ..
-    } = args;
-    if tty && !stdin {
+    if args.tty && !args.stdin {
         eprintln!("error: -i/--stdin is required for containers with -t/--tty=true");
         return ExitCode::FAILURE;
     }
-    let custom = match custom.as_deref().map(read_custom).transpose() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let attach = attach.unwrap_or(stdin);
-    let spec = RunSpec {
-        name: name.clone(),
-        image,
-        image_pull_policy,
-        target: target.clone(),
-        profile,
-        ttl,
-        stdin,
-        tty,
-        command,
-        arguments_only,
-        env: env.into_iter().flat_map(|l| l.0).collect(),
-        custom,
-    };
-    let body = match debug_container(&spec) {
+    let body = match debug_container_of(&args) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let RunArgs {
+        name,
+        target,
+        stdin,
+        tty,
+        attach,
+        wait,
+        timeout,
+        quiet,
+        dry_run,
+        output,
+        ..
+    } = args;
+    let attach = attach.unwrap_or(stdin);
     match dry_run {
         DryRun::Client => return print_dry_run(&body, pod, output, "(dry run)"),
         DryRun::Server => {
