@@ -4,7 +4,7 @@
 
 import { del, get, getTransient, paths, post } from './api.js';
 import { endLineFrom, showTerminal } from './panel.js';
-import { age, clearError, describeState, enc, h, showError, sleep, waitRunning } from './ui.js';
+import { age, clearError, describeState, enc, h, showError, sleep, waitRunning, whileBusy } from './ui.js';
 
 // The state of container `name` of a copy, as its status reports it (or null).
 function stateOf(copy, name) {
@@ -228,13 +228,7 @@ export async function renderCopies(ns, pod, box, session, context) {
       showError(e);
       return;
     }
-    button.disabled = true;
-    button.textContent = 'Copying…';
-    const say = (text) => {
-      progress.textContent = text;
-      progress.hidden = false;
-    };
-    try {
+    await whileBusy(button, 'Copying…', progress, refresh, async (say) => {
       const created = await post(paths.copy(ns, pod), request.body);
       const name = created.metadata.name;
       const container = request.target || (created.status && created.status.debugContainerName);
@@ -249,14 +243,7 @@ export async function renderCopies(ns, pod, box, session, context) {
       progress.hidden = true;
       await refresh();
       openTerminal(name, container);
-    } catch (e) {
-      progress.hidden = true;
-      showError(e);
-      refresh().catch(() => {});
-    } finally {
-      button.disabled = false;
-      button.textContent = 'Copy and debug';
-    }
+    });
   });
 
   box.replaceChildren(

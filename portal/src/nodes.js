@@ -4,7 +4,7 @@
 
 import { del, get, getTransient, paths, post, usableNodeProfiles } from './api.js';
 import { endLineFrom, showLogs, showTerminal } from './panel.js';
-import { age, clearError, describeState, enc, h, setCrumbs, showError, sleep, waitRunning } from './ui.js';
+import { age, clearError, describeState, enc, h, setCrumbs, showError, sleep, waitRunning, whileBusy } from './ui.js';
 
 // The profile of a node debug container that names none (the server's).
 const DEFAULT_NODE_PROFILE = 'sysadmin';
@@ -231,13 +231,7 @@ export async function nodesView(app, node) {
     if (text('ttl')) body.ttlSeconds = Number.parseInt(text('ttl'), 10);
     const name = text('name');
     const button = form.querySelector('button[type=submit]');
-    button.disabled = true;
-    button.textContent = 'Starting…';
-    const say = (t) => {
-      progress.textContent = t;
-      progress.hidden = false;
-    };
-    try {
+    await whileBusy(button, 'Starting…', progress, refresh, async (say) => {
       const created = await post(name ? paths.nodeDebug(n, name) : paths.nodeDebugList(n), body);
       const made = created.metadata.name;
       refresh().catch(() => {});
@@ -249,14 +243,7 @@ export async function nodesView(app, node) {
       progress.hidden = true;
       await refresh();
       openTerminal(n, made);
-    } catch (e) {
-      progress.hidden = true;
-      showError(e);
-      refresh().catch(() => {});
-    } finally {
-      button.disabled = false;
-      button.textContent = 'Start';
-    }
+    });
   });
   formBox.replaceChildren(form);
   await refresh();

@@ -110,6 +110,29 @@ export async function waitRunning(what, read, progress, reads = 90) {
   throw new Error(`${what} was not running after ${reads} s (${last}).`);
 }
 
+// Runs a form's `action(say)` with its submit button disabled and labelled `busy`, `say(text)`
+// showing progress in `progress` (the action hides it when done); a failure goes to the error banner and `refresh()` runs
+// after it; the button comes back whatever happened.
+export async function whileBusy(button, busy, progress, refresh, action) {
+  const idle = button.textContent;
+  button.disabled = true;
+  button.textContent = busy;
+  const say = (text) => {
+    progress.textContent = text;
+    progress.hidden = false;
+  };
+  try {
+    await action(say);
+  } catch (e) {
+    progress.hidden = true;
+    showError(e);
+    refresh().catch(() => {});
+  } finally {
+    button.disabled = false;
+    button.textContent = idle;
+  }
+}
+
 // What the current view leaves running: a session (a WebSocket, a replay), ended when another
 // opens and on navigation; and the view's own timers, ended on navigation only.
 let sessionEnds = [];
