@@ -7,9 +7,8 @@
 #[allow(dead_code)] // the helpers of every suite; not all are used here
 mod common;
 
-use bytes::Bytes;
-use common::{NS, POD, T, debug_path, ec_of, env};
-use http::{Method, StatusCode};
+use common::{NS, POD, T, debug_path, ec_of, env, metric, metrics};
+use http::StatusCode;
 use poddebug_tests::{PodDebugServer, TestClient};
 use serde_json::{Value, json};
 
@@ -34,23 +33,6 @@ fn shell_with_ttl(ttl: Option<i64>) -> Value {
         body["ttlSeconds"] = json!(t);
     }
     body
-}
-
-/// `/metrics` as `client`.
-async fn metrics(client: &TestClient) -> String {
-    let (code, _, body) = client
-        .request(Method::GET, "/metrics", &[], Bytes::new())
-        .await
-        .expect("metrics");
-    assert_eq!(code, StatusCode::OK);
-    String::from_utf8_lossy(&body).into_owned()
-}
-
-/// The value of an unlabelled metric.
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Wait (bounded, polling) until `/metrics` of `client` shows `name` at `value`.

@@ -272,3 +272,22 @@ pub fn retold(pod_status: &Value, name: &str) -> Value {
         "code": 422,
     })
 }
+
+/// `/metrics` as `client`.
+#[allow(dead_code)] // only the suites that read /metrics call it
+pub async fn metrics(client: &TestClient) -> String {
+    let (code, _, body) = client
+        .request(Method::GET, "/metrics", &[], Bytes::new())
+        .await
+        .expect("metrics");
+    assert_eq!(code, StatusCode::OK);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// The value of an unlabelled metric.
+#[allow(dead_code)] // only the suites that read /metrics call it
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
