@@ -163,8 +163,26 @@ pub(crate) async fn watch(
         params = params.timeout(t.min(290));
     }
     let cluster_wide = node.is_none();
-    let stream = pods(cluster).watch(&params, resource_version).await?;
-    Ok(Box::pin(stream.filter_map(move |ev| async move {
+    let api = pods(cluster);
+    // From "any" version, as kube-apiserver answers it: the current ones as ADDED first, then
+    // the changes since their list (a watch from "0" with bookmarks is refused by v1.36).
+    let (initial, from) = if resource_version.is_empty() || resource_version == "0" {
+        let mut lp = ListParams::default().labels(&labels);
+        if let Some(f) = &fields {
+            lp = lp.fields(f);
+        }
+        let list = api.list(&lp).await?;
+        let added: Vec<NodeWatchEvent> = list
+            .items
+            .iter()
+            .map(|p| NodeWatchEvent::Added(named_for(cluster_wide, p)))
+            .collect();
+        (added, list.metadata.resource_version.unwrap_or_default())
+    } else {
+        (Vec::new(), resource_version.to_owned())
+    };
+    let stream = api.watch(&params, &from).await?;
+    let changes = stream.filter_map(move |ev| async move {
         match ev {
             Ok(WatchEvent::Added(p)) => Some(NodeWatchEvent::Added(named_for(cluster_wide, &p))),
             Ok(WatchEvent::Modified(p)) => {
@@ -190,7 +208,8 @@ pub(crate) async fn watch(
                 None
             }
         }
-    })))
+    });
+    Ok(Box::pin(futures::stream::iter(initial).chain(changes)))
 }
 
 /// Delete debug container `name` on `node` (its pod, the very one read).

@@ -13,7 +13,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Env, GV, NS, POD, T, env, env_with, names};
+use common::{Env, GV, NS, POD, T, env, env_with, metric, metrics, names};
 use http::{Method, StatusCode};
 use poddebug_tests::{ADMIN_TOKEN, FakeKube, TestClient};
 use serde_json::{Value, json};
@@ -75,23 +75,6 @@ async fn get_until(e: &Env, path: &str, done: impl Fn(&Value) -> bool) -> Value 
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// `/metrics` as `client`.
-async fn metrics(client: &TestClient) -> String {
-    let (code, _, body) = client
-        .request(Method::GET, "/metrics", &[], Bytes::new())
-        .await
-        .expect("metrics");
-    assert_eq!(code, StatusCode::OK);
-    String::from_utf8_lossy(&body).into_owned()
-}
-
-/// The value of an unlabelled metric.
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Wait (bounded, polling) until `/metrics` shows `name` at `value` or above; its last value.
@@ -220,6 +203,28 @@ async fn the_fake_creates_pods_checks_uid_preconditions_and_serves_nodes() {
                 json!({"name": "nope", "kind": "nodes"})
             )
         )
+    );
+
+    // A watch from "any" version that asks for bookmarks is one ERROR event, as v1.36 answers
+    // it; from a listed version it runs.
+    let mut w = admin
+        .stream(
+            Method::GET,
+            &format!("{pods}?watch=true&resourceVersion=0&allowWatchBookmarks=true"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .expect("watch");
+    assert_eq!(w.status, StatusCode::OK);
+    let ev = w.next_json(T).await.expect("an event");
+    assert_eq!(ev["type"], "ERROR", "{ev}");
+    assert_eq!(ev["object"]["code"], 500, "{ev}");
+    assert!(
+        ev["object"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("RequestWatchProgress is disabled")),
+        "{ev}"
     );
 }
 
@@ -666,4 +671,83 @@ async fn a_pod_only_marked_as_an_expired_copy_is_left_alone() {
         ),
         Some(1.0)
     );
+}
+
+/// The next watch event of `kind` about `name` (others are skipped), within the bound.
+async fn next_event(
+    watch: &mut poddebug_tests::StreamingResponse,
+    kind: &str,
+    name: &str,
+) -> Option<Value> {
+    let deadline = tokio::time::Instant::now() + T;
+    while tokio::time::Instant::now() < deadline {
+        let ev = watch.next_json(T).await?;
+        if ev["type"] == kind && ev["object"]["metadata"]["name"] == name {
+            return Some(ev);
+        }
+    }
+    None
+}
+
+#[tokio::test]
+async fn dry_runs_store_nothing_and_a_second_replica_watches_reads_and_deletes_what_the_first_made()
+{
+    let e = env_with_node(&[]).await;
+
+    // A dry run answers the would-be object and stores no pod.
+    let copy = json!({"metadata": {"name": "dry-copy"}, "container": {"image": "busybox:1.36"}});
+    let (code, obj) = e
+        .alice
+        .post_json(&format!("{}?dryRun=All", copy_path("copy")), &copy)
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());
+    assert_eq!(obj["metadata"]["name"], "dry-copy");
+    assert!(e.fake.pod_json(NS, "dry-copy").is_none(), "nothing stored");
+    let node = json!({"container": {"image": "busybox:1.36", "command": ["sh"]}});
+    let (code, obj) = e
+        .alice
+        .post_json(
+            &format!("{}?dryRun=All", node_path(NODE, Some("dry"))),
+            &node,
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());
+    assert_eq!(obj["status"]["podName"], "node-1.dry");
+    assert!(
+        e.fake.pod_json(NODE_NS, "node-1.dry").is_none(),
+        "nothing stored"
+    );
+
+    // Another replica keeps nothing of its own: it watches, reads and deletes what the first
+    // made, from the cluster.
+    let pki = e.fake.pki().clone();
+    let second = poddebug_tests::PodDebugServer::start(&e.fake, &pki, &[]).await;
+    let other = second.front_proxy_client("alice", common::ALICE_GROUPS);
+    let mut watch = other
+        .stream(
+            Method::GET,
+            &format!("{GV}/nodedebugcontainers?watch=true"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .expect("watch");
+    assert_eq!(watch.status, StatusCode::OK);
+    let (code, obj) = e
+        .alice
+        .post_json(&node_path(NODE, Some("two")), &node)
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}");
+    let added = next_event(&mut watch, "ADDED", "node-1.two").await;
+    assert!(added.is_some(), "ADDED through the second replica");
+    let (code, got) = other.get_json(&node_path(NODE, Some("two"))).await;
+    assert_eq!(code, StatusCode::OK, "{got}");
+    assert_eq!(got["status"]["createdBy"], "alice");
+    let (code, deleted) = other.delete(&node_path(NODE, Some("two"))).await;
+    assert_eq!(code, StatusCode::OK, "{deleted}");
+    assert!(e.fake.pod_json(NODE_NS, "node-1.two").is_none(), "deleted");
+    let gone = next_event(&mut watch, "DELETED", "node-1.two").await;
+    assert!(gone.is_some(), "DELETED through the second replica");
+    let (code, status) = e.get(&node_path(NODE, Some("two"))).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{status}");
 }

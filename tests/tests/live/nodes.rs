@@ -70,10 +70,32 @@ async fn a_node_debug_container_sees_the_hosts_processes_and_files() {
     let api = crate::support::cluster();
     let name = unique("host");
     let _cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(name.clone());
+    // The cluster-wide watch, through the aggregator, sees it come.
+    let mut watch = api
+        .stream(
+            Method::GET,
+            &format!("{GV}/nodedebugcontainers?watch=true"),
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("watch");
+    assert_eq!(watch.status, StatusCode::OK);
     let body = json!({"container": {"image": BUSYBOX, "command": ["sh"], "stdin": true}});
     let (code, created) = api.post_json(&node_path(&name, ""), &body).await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     assert_eq!(created["profile"], "sysadmin", "the default profile");
+    let full = format!("{NODE}.{name}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut added = false;
+    while !added && tokio::time::Instant::now() < deadline {
+        let Some(ev) = watch.next_json(Duration::from_secs(30)).await else {
+            break;
+        };
+        added = ev["type"] == "ADDED" && ev["object"]["metadata"]["name"] == full.as_str();
+    }
+    assert!(added, "the watch saw {full} ADDED");
+    drop(watch);
     assert_eq!(created["status"]["nodeName"], NODE);
     wait_running(&api, &name).await;
 
@@ -160,7 +182,6 @@ async fn a_node_debug_container_sees_the_hosts_processes_and_files() {
     // Listed cluster-wide as NODE.NAME, and per node as NAME.
     let (code, all) = api.get_json(&format!("{GV}/nodedebugcontainers")).await;
     assert_eq!(code, StatusCode::OK, "{all}");
-    let full = format!("{NODE}.{name}");
     assert!(
         all["items"]
             .as_array()
