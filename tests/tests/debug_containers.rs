@@ -1570,7 +1570,14 @@ async fn impersonation_on_acts_as_the_user() {
             );
         }
     }
-    // Events are the server's own.
+    // Events are the server's own. They are written after the answer: wait (bounded) for one.
+    let written = e
+        .fake
+        .wait_until(T, |f| {
+            f.requests().iter().any(|r| r.path.contains("/events"))
+        })
+        .await;
+    assert!(written, "no Event written:\n{}", e.logs());
     let events: Vec<_> = e
         .fake
         .requests()
