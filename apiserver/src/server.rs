@@ -256,6 +256,15 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         config.session_lease_duration,
     );
     sessions.spawn();
+    let record_key = poddebug_storage::record_key::SharedRecordKey::default();
+    {
+        let (key, client, ns) = (
+            record_key.clone(),
+            clients.pods.clone(),
+            config.session_namespace.clone(),
+        );
+        tokio::spawn(async move { key.load(client, ns).await });
+    }
     let readiness = Arc::new(Readiness::default());
     let (drain_tx, drain_rx) = watch::channel(false);
     let (watch_drain_tx, watch_drain_rx) = watch::channel(false);
@@ -277,6 +286,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         recorder: crate::recording::Recorder::from_options(&config.recording),
         tickets: tickets.clone(),
         sessions: sessions.clone(),
+        record_key,
     };
     if let Some(r) = &state.recorder {
         r.spawn_sweeper(expiry.leading(), metrics.clone());

@@ -69,4 +69,6 @@ pub struct AppState {
     pub tickets: Arc<crate::attach_ticket::Tickets>,
     /// Live sessions: those relayed here, and the cluster's records of all of them.
     pub sessions: Arc<crate::sessions::Sessions>,
+    /// The key that signs the records poddebug reads back from the cluster and the store.
+    pub record_key: poddebug_storage::record_key::SharedRecordKey,
 }

@@ -41,6 +41,7 @@ mod naming;
 mod nodes;
 mod policy;
 mod read;
+pub mod record_key;
 mod selector;
 mod sessions;
 mod state;

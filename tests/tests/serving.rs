@@ -363,7 +363,8 @@ async fn anonymous_requests_reach_only_the_always_allowed_paths() {
     let text = String::from_utf8_lossy(&body);
     assert!(
         text.contains("[+]authentication-config ok")
-            && text.contains("[+]upstream-kube-apiserver ok"),
+            && text.contains("[+]upstream-kube-apiserver ok")
+            && text.contains("[+]record-key ok"),
         "{text}"
     );
     assert!(

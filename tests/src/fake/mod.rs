@@ -27,6 +27,7 @@ mod pods;
 mod psa;
 mod router;
 mod sar;
+mod secrets;
 mod selector;
 mod smp;
 mod state;

@@ -16,7 +16,7 @@ use super::state::{Kind, Shared};
 use super::status::{self, KubeStatus};
 use super::{
     RequestRecord, attach, discovery, ephemeral, events, exec, leases, logs, pod_create, pods, sar,
-    tokenreview, watch,
+    secrets, tokenreview, watch,
 };
 
 /// Largest request body the fake reads.
@@ -274,6 +274,14 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
         ["api", "v1", "namespaces", ns, "configmaps", name] => {
             only(&ctx, &get)?;
             pods::get_object(&ctx, Kind::ConfigMap, ns, name)
+        }
+        ["api", "v1", "namespaces", ns, "secrets"] => {
+            only(&ctx, &[Method::POST])?;
+            secrets::create(&ctx, ns, req).await
+        }
+        ["api", "v1", "namespaces", ns, "secrets", name] => {
+            only(&ctx, &get)?;
+            pods::get_object(&ctx, Kind::Secret, ns, name)
         }
         ["api", "v1", "namespaces", ns, "events"] => events::collection(&ctx, "v1", ns, req).await,
         ["api", "v1", "namespaces", ns, "events", name] => {

@@ -140,7 +140,9 @@ fn supported_fields(kind: Kind) -> &'static [&'static str] {
             "status.podIP",
             "status.nominatedNodeName",
         ],
-        Kind::ConfigMap | Kind::Namespace | Kind::Lease => &["metadata.name", "metadata.namespace"],
+        Kind::ConfigMap | Kind::Namespace | Kind::Lease | Kind::Secret => {
+            &["metadata.name", "metadata.namespace"]
+        }
         // `NodeToSelectableFields`: a cluster-scoped object's name, and whether it is cordoned.
         Kind::Node => &["metadata.name", "spec.unschedulable"],
     }

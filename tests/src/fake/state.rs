@@ -29,6 +29,8 @@ pub enum Kind {
     Lease,
     /// core/v1 Node (cluster-scoped).
     Node,
+    /// core/v1 Secret.
+    Secret,
 }
 
 impl Kind {
@@ -40,6 +42,7 @@ impl Kind {
             Kind::ConfigMap => "configmaps",
             Kind::Lease => "leases",
             Kind::Node => "nodes",
+            Kind::Secret => "secrets",
         }
     }
 
@@ -51,6 +54,7 @@ impl Kind {
             Kind::ConfigMap => "ConfigMap",
             Kind::Lease => "Lease",
             Kind::Node => "Node",
+            Kind::Secret => "Secret",
         }
     }
 
