@@ -102,6 +102,8 @@ pub struct Config {
     pub default_profile: Profile,
     /// How long attach waits for a container to run.
     pub attach_wait_timeout: Duration,
+    /// `--stream-idle-timeout` (None: never).
+    pub stream_idle_timeout: Option<Duration>,
     /// Log format.
     pub log_format: LogFormat,
     /// Also require the core permissions the same action takes without poddebug.
@@ -247,6 +249,8 @@ impl Config {
             profiles_requiring_permission: o.profiles_requiring_permission.clone(),
             default_profile: o.default_profile,
             attach_wait_timeout: o.attach_wait_timeout,
+            stream_idle_timeout: (!o.stream_idle_timeout.is_zero())
+                .then_some(o.stream_idle_timeout),
             log_format: o.log_format,
             require_core_permissions: o.require_core_permissions,
         }

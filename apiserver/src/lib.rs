@@ -30,7 +30,8 @@ pub mod server;
 pub mod serving;
 pub mod sessions;
 pub mod state;
-pub mod stream;
+pub mod stream_guard;
+pub mod upstream;
 pub mod upstream_metrics;
 
 use crate::config::Config;

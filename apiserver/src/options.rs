@@ -227,6 +227,11 @@ pub struct Options {
     /// How long an attach waits for a debug container to start running before it fails.
     #[arg(long, default_value = "60s", value_parser = parse_duration, help_heading = "Policy")]
     pub attach_wait_timeout: Duration,
+    /// End an attach stream when no data crossed it, either way, for this long (the kubelet's
+    /// streamingConnectionIdleTimeout; WebSocket pings and SPDY control frames do not count);
+    /// 0 = never.
+    #[arg(long, default_value = "4h", value_parser = parse_duration, help_heading = "Policy")]
+    pub stream_idle_timeout: Duration,
     /// Time limit of a debug container whose request has no ttlSeconds; 0 = none.
     #[arg(long, default_value = "8h", value_parser = parse_duration, help_heading = "Policy")]
     pub default_debug_ttl: Duration,

@@ -6,8 +6,8 @@ use axum::routing::get;
 
 use crate::filters::handler_chain;
 use crate::handlers::{
-    copies, debug, discovery, health, list, nodes, not_found, portal, profiles, recordings,
-    sessions, streams,
+    attach, copies, debug, discovery, health, list, log, nodes, not_found, portal, profiles,
+    recordings, sessions,
 };
 use crate::state::AppState;
 
@@ -43,9 +43,9 @@ pub fn app(state: AppState) -> Router {
         )
         .route(
             &format!("{ns_pods}/attach"),
-            get(streams::attach).post(streams::attach),
+            get(attach::attach).post(attach::attach),
         )
-        .route(&format!("{ns_pods}/log"), get(streams::log))
+        .route(&format!("{ns_pods}/log"), get(log::log))
         .route(&format!("{ns_pods}/sessions"), get(sessions::list_in_pod))
         .route(
             &format!("{ns_pods}/sessions/{{id}}"),

@@ -17,7 +17,7 @@ use crate::error::StartupError;
 use crate::metrics::{self, Metrics};
 use crate::serving::tls::{CertFiles, ReloadingCert};
 use crate::state::{AppState, Readiness};
-use crate::{routes, serving, stream, upstream_metrics};
+use crate::{routes, serving, upstream_metrics};
 
 /// Load a kube-rs configuration: the given kubeconfig, else the in-cluster configuration, else
 /// (for running outside a cluster) the usual kubeconfig discovery (`KUBECONFIG`, `~/.kube/config`).
@@ -240,7 +240,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
     let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
     let backend_for_flush = backend.clone();
     let upstream = Arc::new(
-        stream::Upstream::new(clients.pods_config.clone(), config.impersonate)
+        crate::upstream::Upstream::new(clients.pods_config.clone(), config.impersonate)
             .map_err(StartupError::Tls)?,
     );
 

@@ -21,9 +21,10 @@ use std::time::Duration;
 use poddebug_storage::{LiveSession, SessionRecord, SessionStore, StorageError};
 use poddebug_types::{ApiError, Profile, SessionMode};
 
+use poddebug_stream::websocket::frame::CLOSE_POLICY_VIOLATION;
+use poddebug_stream::{EndSignal, Ending, Gate};
+
 use crate::recording::Marker;
-use crate::stream::ending::{EndSignal, Ending};
-use crate::stream::moderation::Gate;
 
 /// A session relayed here.
 struct Local {
@@ -53,14 +54,12 @@ impl std::fmt::Debug for Sessions {
     }
 }
 
-impl Ending {
-    /// The ending of a session someone terminated.
-    pub fn terminated(by: &str) -> Ending {
-        Ending {
-            error: ApiError::ForbiddenMessage(format!("session terminated by {by}")),
-            close_code: crate::stream::websocket_frames::CLOSE_POLICY_VIOLATION,
-            label: "terminated",
-        }
+/// The ending of a session someone terminated.
+pub fn terminated(by: &str) -> Ending {
+    Ending {
+        error: ApiError::ForbiddenMessage(format!("session terminated by {by}")),
+        close_code: CLOSE_POLICY_VIOLATION,
+        label: "terminated",
     }
 }
 
@@ -170,7 +169,7 @@ impl Sessions {
             if let Some(m) = &l.marker {
                 m.mark(&format!("session terminated by {}", t.by));
             }
-            l.end.end(Ending::terminated(&t.by));
+            l.end.end(terminated(&t.by));
         }
         let same: Vec<&LiveSession> = live
             .iter()

@@ -62,7 +62,7 @@ pub struct AppState {
     /// their clients re-watch another replica while the HTTP connections drain.
     pub watch_drain: watch::Receiver<bool>,
     /// Upstream attach dialer (streams).
-    pub upstream: Arc<crate::stream::Upstream>,
+    pub upstream: Arc<crate::upstream::Upstream>,
     /// Session recorder (`--recording-dir`), if recording is on.
     pub recorder: Option<Arc<crate::recording::Recorder>>,
     /// The attach tickets same-origin pages prove themselves with in WebSocket handshakes.

@@ -1,13 +1,15 @@
 //! HTTP handlers: they parse, authorize what the chain cannot know yet (profiles), call the
-//! storage (or, for attach and log, the stream dialer in [`crate::stream`]), and encode. No
-//! Kubernetes call is made here directly.
+//! storage (or, for attach and log, the stream dialer in [`crate::upstream`] and the relay of
+//! `poddebug-stream`), and encode. No Kubernetes call is made here directly.
 
+pub mod attach;
 pub mod body;
 pub mod copies;
 pub mod debug;
 pub mod discovery;
 pub mod health;
 pub mod list;
+pub mod log;
 pub mod nodes;
 pub mod paging;
 pub mod portal;
@@ -15,7 +17,6 @@ pub mod profiles;
 pub mod recordings;
 pub mod selection;
 pub mod sessions;
-pub mod streams;
 pub mod table;
 pub mod watch;
 

@@ -22,13 +22,14 @@ use poddebug_types::node::{DEFAULT_NODE_PROFILE, NodeDebugContainer};
 use poddebug_types::{ApiError, GROUP, Profile};
 use serde_json::json;
 
+use super::attach::SessionScope;
 use super::json_response;
-use super::streams::SessionScope;
 use crate::audit::{Action, AuditRecord};
 use crate::authn::Authenticated;
 use crate::error::Error;
 use crate::query::query_map;
 use crate::state::AppState;
+use poddebug_stream::request::LogRequest;
 
 /// `use` on the node debug container's profile, always.
 async fn authorize_profile(
@@ -422,7 +423,7 @@ pub async fn attach(
     let query = stream_query(&req, &name)?;
     // A WebSocket attach arrives as GET (authorized as `get`): it takes `create` as a POST does.
     crate::filters::check(&st, &auth.user, &node_debug_attrs(&node, "create")).await?;
-    let (opts, on_upgrade) = super::streams::prepare_attach(&st, &mut req, &query)?;
+    let (request, on_upgrade) = super::attach::prepare_with(&st, &mut req, &query)?;
     let target = st
         .backend
         .node_stream_target(&node, &name, Some(st.config.attach_wait_timeout))
@@ -430,13 +431,8 @@ pub async fn attach(
     for e in &target.profiles {
         authorize_profile(&st, &auth, e.profile, "attaching to").await?;
     }
-    let scope = SessionScope {
-        resource: "nodes",
-        namespace: String::new(),
-        name: node,
-        moderate_on: "debug",
-    };
-    super::streams::attach_to(st, auth, req, target, opts, scope, on_upgrade).await
+    let scope = node_scope(&node);
+    super::attach::serve(st, auth, request, on_upgrade, target, scope).await
 }
 
 /// `GET .../nodes/NODE/debug/NAME/log`. kube-apiserver's aggregator sees `debug` as the
@@ -448,15 +444,16 @@ pub async fn log(
     Extension(auth): Extension<Authenticated>,
     req: Request,
 ) -> Result<Response, Error> {
-    let query = stream_query(&req, &name)?;
+    let request = LogRequest::parse(&stream_query(&req, &name)?)?;
     if *st.drain.borrow() {
-        return Err(super::streams::shutting_down());
+        return Err(super::attach::shutting_down());
     }
     let target = st.backend.node_stream_target(&node, &name, None).await?;
     for e in &target.profiles {
         authorize_profile(&st, &auth, e.profile, "reading the log of").await?;
     }
-    super::streams::log_from(st, auth, &query, target, name).await
+    super::log::authorize_reader(&st, &auth, &target, &name, &node_scope(&node)).await?;
+    super::log::stream(st, auth, &request, target).await
 }
 
 /// `GET .../nodes/NODE/log?container=NAME`: the same log as `…/nodes/NODE/debug/NAME/log`, at a
@@ -468,9 +465,18 @@ pub async fn log_by_query(
     auth: Extension<Authenticated>,
     req: Request,
 ) -> Result<Response, Error> {
-    let query = query_map(req.uri().query());
-    let name = crate::stream::protocol::log_container(&query)?;
+    let name = LogRequest::parse(&query_map(req.uri().query()))?.container;
     log(st, Path((node, name)), auth, req).await
+}
+
+/// Where a node debug container's session permissions are asked: `nodes/debug` of the node.
+fn node_scope(node: &str) -> SessionScope {
+    SessionScope {
+        resource: "nodes",
+        namespace: String::new(),
+        name: node.to_owned(),
+        moderate_on: "debug",
+    }
 }
 
 fn node_debug_attrs(node: &str, verb: &str) -> crate::authz::Attributes {

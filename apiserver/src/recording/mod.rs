@@ -5,8 +5,8 @@
 //! One concern per file:
 //! - [`options`]: the flags (`--recording-store`, `--recording-mode`, the bounds);
 //! - [`Recorder`] (here): opening a session's recording;
-//! - [`tap`]: the relay's side, decoding each chunk as it passes ([`decode`]) and queueing what
-//!   is recorded, without waiting (best-effort) or at the recorder's pace (strict);
+//! - [`tap`]: the relay's side, taking the messages the relay parsed and forwarded and queueing
+//!   what is recorded, without waiting (best-effort) or at the recorder's pace (strict);
 //! - [`rate`]: `--max-recording-rate`, a gap (best-effort) or a throttle (strict);
 //! - [`writer`]: the session's writer task, turning queued items into asciicast lines and
 //!   writing them to the store in parts;
@@ -18,7 +18,6 @@
 //! exit code.
 
 pub mod asciicast;
-pub mod decode;
 pub mod options;
 pub mod rate;
 pub mod session;
@@ -30,7 +29,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
-use decode::Decoder;
 pub use options::{RecordingMode, RecordingOptions};
 use rate::RateBudget;
 pub use session::{Finished, Session, exit_code_of_status};
@@ -39,7 +37,7 @@ pub use tap::{Marker, Tap};
 use tap::{TapShared, TapState};
 use writer::{Lines, PartSink, Writer};
 
-use crate::stream::ending::EndSignal;
+use poddebug_stream::EndSignal;
 
 /// Terminal size assumed when the client never sent one before the first output.
 const DEFAULT_SIZE: (u16, u16) = (80, 24);
@@ -69,10 +67,6 @@ pub struct SessionInfo {
     pub user: String,
     /// Negotiated protocol label.
     pub protocol: String,
-    /// SPDY (else WebSocket).
-    pub spdy: bool,
-    /// A base64 WebSocket subprotocol.
-    pub base64: bool,
     /// The session id.
     pub session_id: String,
     /// How the user takes part (`owner`, `peer`, `observer`, `moderator`).
@@ -207,14 +201,8 @@ impl Recorder {
                 shared,
                 started,
                 state: std::sync::Mutex::new(TapState {
-                    decoder: if info.spdy {
-                        Decoder::spdy()
-                    } else {
-                        Decoder::websocket(info.base64, self.record_input)
-                    },
                     budget: RateBudget::new(self.max_rate),
                     record_input: self.record_input,
-                    failed: false,
                     recorded: 0,
                     capped: false,
                 }),
@@ -232,6 +220,7 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use options::MIN_CAP;
+    use poddebug_stream::Recorded;
     use std::path::PathBuf;
 
     async fn recorder(cap: u64, input: bool) -> (Recorder, PathBuf) {
@@ -277,38 +266,40 @@ mod tests {
             container: "dbg".into(),
             user: "alice".into(),
             protocol: "websocket/v5.channel.k8s.io".into(),
-            spdy: false,
-            base64: false,
             session_id: "s0000000000000001".into(),
             mode: "owner".into(),
         }
     }
 
-    fn ws(payload: &[u8], masked: bool) -> Bytes {
-        let mut f = vec![0x82, payload.len() as u8 | if masked { 0x80 } else { 0 }];
-        if masked {
-            f.extend_from_slice(&[0, 0, 0, 0]);
-        }
-        f.extend_from_slice(payload);
-        Bytes::from(f)
+    /// Hand the tap one read's messages, as the relay does.
+    async fn rec(s: &Session, events: Vec<Recorded>) {
+        poddebug_stream::Recorder::record(s.tap(), events).await;
+    }
+
+    fn size(width: u16, height: u16) -> Recorded {
+        Recorded::Resize(poddebug_stream::TerminalSize { width, height })
+    }
+
+    fn out(b: &[u8]) -> Recorded {
+        Recorded::Output(Bytes::copy_from_slice(b))
     }
 
     #[tokio::test]
     async fn a_session_becomes_an_asciicast_with_metadata() {
         let (r, dir) = recorder(0, false).await;
         let s = r.start(info(), &EndSignal::default()).await.unwrap();
-        s.tap()
-            .inbound(ws(b"\x04{\"Width\":100,\"Height\":30}", true))
-            .await;
-        s.tap().outbound(ws(b"\x01hello ", false)).await;
-        s.tap().inbound(ws(b"\x00secret", true)).await;
-        s.tap()
-            .inbound(ws(b"\x04{\"Width\":90,\"Height\":20}", true))
-            .await;
-        s.tap().outbound(ws(b"\x02world", false)).await;
-        s.tap()
-            .outbound(ws(b"\x03{\"status\":\"Success\"}", false))
-            .await;
+        rec(&s, vec![size(100, 30)]).await;
+        rec(&s, vec![out(b"hello ")]).await;
+        rec(&s, vec![Recorded::Input(Bytes::from_static(b"secret"))]).await;
+        rec(&s, vec![size(90, 20)]).await;
+        rec(&s, vec![out(b"world")]).await;
+        rec(
+            &s,
+            vec![Recorded::Error(Bytes::from_static(
+                b"{\"status\":\"Success\"}",
+            ))],
+        )
+        .await;
         let id = s.id().to_owned();
         // "Success" on the stream is no exit code (containerd says it whatever the code): the
         // container's status (here 9) decides.
@@ -343,9 +334,9 @@ mod tests {
     async fn input_is_recorded_on_request_and_the_cap_truncates() {
         let (r, dir) = recorder(MIN_CAP, true).await;
         let s = r.start(info(), &EndSignal::default()).await.unwrap();
-        s.tap().inbound(ws(b"\x00typed", true)).await;
+        rec(&s, vec![Recorded::Input(Bytes::from_static(b"typed"))]).await;
         for _ in 0..200 {
-            s.tap().outbound(ws(&[1u8; 100], false)).await;
+            rec(&s, vec![out(&[1u8; 99])]).await;
         }
         let id = s.id().to_owned();
         let f = s.finish(async { Some(5) }).await;
@@ -368,9 +359,7 @@ mod tests {
         // 200 events of 100 bytes at once: about the first 81 fit, the rest is skipped; the gap
         // is closed by the end of the session.
         for _ in 0..200 {
-            let mut payload = vec![b'a'; 101];
-            payload[0] = 1;
-            s.tap().outbound(ws(&payload, false)).await;
+            rec(&s, vec![out(&[b'a'; 100])]).await;
         }
         let id = s.id().to_owned();
         s.finish(async { None }).await;

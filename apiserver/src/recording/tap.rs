@@ -1,11 +1,10 @@
-//! The relay's side of a recording: the [`Tap`] decodes each relayed chunk as it passes and
-//! queues for the session's writer what the recording keeps.
-//!
-//! Decoding here, on chunks the relay shares rather than copies, reads frame headers and the
-//! few messages kept whole (resize, error); output and input are queued as slices of the chunk.
-//! What is not recorded — stdin without `--record-input` (skipped without being unmasked), and
-//! in best-effort mode output over `--max-recording-rate` — is never queued, so the relay's
-//! buffer is free again at once and a flood of output costs the relay no fresh memory.
+//! The relay's side of a recording: the [`Tap`] is the session's
+//! [`poddebug_stream::Recorder`]. The relay hands it the messages it parsed and forwarded —
+//! input, output (as slices of the chunk the relay read, not copies), resizes, the error
+//! channel's message — and the tap queues for the session's writer what the recording keeps.
+//! What is not recorded — stdin without `--record-input`, and in best-effort mode output over
+//! `--max-recording-rate` — is never queued, so the relay's buffer is free again at once and a
+//! flood of output costs the relay no fresh memory.
 //!
 //! best-effort: the tap never waits. When the queue to the writer is full (a slow disk, a busy
 //! machine) it stops queueing and the recording is marked truncated; the stream is never
@@ -28,9 +27,21 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::decode::{self, Decoder, Direction, Event};
+use poddebug_stream::{EndSignal, Ending, Recorded};
+
 use super::rate::RateBudget;
-use crate::stream::ending::{EndSignal, Ending};
+
+/// The ending of a session whose recording cannot go on (`--recording-mode=strict`).
+pub fn recording_failed(why: &str) -> Ending {
+    Ending {
+        error: poddebug_types::ApiError::ServiceUnavailable(format!(
+            "the session was ended because its recording cannot go on ({why}), and this \
+             server runs with --recording-mode=strict"
+        )),
+        close_code: poddebug_stream::websocket::frame::CLOSE_POLICY_VIOLATION,
+        label: "recording failed",
+    }
+}
 
 /// Bytes in flight between a relay and its writer (each queued item counts at least
 /// [`ITEM_COST`]).
@@ -52,8 +63,6 @@ pub(super) enum Item {
     Error(Vec<u8>),
     /// A gap over `--max-recording-rate` ended (or the session did): bytes not recorded.
     Gap(u64),
-    /// The stream could not be decoded; nothing after this is recorded.
-    Undecodable(String),
     /// strict: the server ends the session, for this reason.
     Ended(String),
     /// A marker: someone joined or left, the session was terminated.
@@ -105,7 +114,7 @@ impl TapShared {
         self.failed.store(true, Ordering::SeqCst);
         self.room.notify_waiters();
         if let Some(end) = &self.end {
-            end.end(Ending::recording_failed(why));
+            end.end(recording_failed(why));
         }
     }
 
@@ -156,13 +165,10 @@ pub struct Tap {
     pub(super) strict_cap: Option<u64>,
 }
 
-/// The tap's decoding state.
+/// The tap's accounting.
 pub(super) struct TapState {
-    pub(super) decoder: Decoder,
     pub(super) budget: RateBudget,
     pub(super) record_input: bool,
-    /// Decoding failed: nothing more is decoded.
-    pub(super) failed: bool,
     /// strict: bytes of text recorded so far.
     pub(super) recorded: u64,
     /// strict: the size cap was passed and the session is being ended.
@@ -173,44 +179,20 @@ impl std::fmt::Debug for TapState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TapState")
             .field("budget", &self.budget)
-            .field("failed", &self.failed)
             .field("recorded", &self.recorded)
             .finish_non_exhaustive()
     }
 }
 
-/// `part` as a slice of `chunk` when it lies in it (no copy), else a copy.
-fn share(chunk: &Bytes, part: &[u8]) -> Bytes {
-    let within = chunk.as_ptr_range();
-    let range = part.as_ptr_range();
-    if !part.is_empty() && within.start <= range.start && range.end <= within.end {
-        chunk.slice_ref(part)
-    } else {
-        Bytes::copy_from_slice(part)
-    }
-}
-
-/// What one chunk gave.
+/// What one read gave.
 struct Decoded {
     items: Vec<Item>,
     /// strict: bytes of text in `items`.
     text_len: usize,
-    /// The decoder failed on this chunk.
-    undecodable: bool,
 }
 
-impl Tap {
-    /// Take bytes about to be relayed client → container.
-    pub async fn inbound(&self, data: Bytes) {
-        self.take(Direction::In, data).await;
-    }
-
-    /// Take bytes about to be relayed container → client.
-    pub async fn outbound(&self, data: Bytes) {
-        self.take(Direction::Out, data).await;
-    }
-
-    async fn take(&self, dir: Direction, data: Bytes) {
+impl poddebug_stream::Recorder for Tap {
+    async fn record(&self, events: Vec<Recorded>) {
         let at = Instant::now();
         let t = at.duration_since(self.started).as_secs_f64();
         match self.strict_cap {
@@ -218,80 +200,66 @@ impl Tap {
                 if self.shared.overflow.load(Ordering::Relaxed) {
                     return;
                 }
-                if let Some(d) = self.decode(dir, &data, Some(t))
+                if let Some(d) = self.items(events, Some(t))
                     && !d.items.is_empty()
                 {
                     self.push(at, d.items);
                 }
             }
-            Some(cap) => self.take_strict(cap, dir, data, at, t).await,
+            Some(cap) => self.take_strict(cap, events, at, t).await,
         }
     }
+}
 
-    /// Decode one chunk into items. With `skip_over_rate` (best-effort, at that session time)
-    /// text over the rate bound is skipped and gaps are marked; without, every text is kept.
-    /// `None` when the tap is broken or decoding failed earlier.
-    fn decode(&self, dir: Direction, data: &Bytes, skip_over_rate: Option<f64>) -> Option<Decoded> {
+impl Tap {
+    /// The items of one read's messages. With `skip_over_rate` (best-effort, at that session
+    /// time) text over the rate bound is skipped and gaps are marked; without, every text is
+    /// kept. `None` when the tap's state is unusable.
+    fn items(&self, events: Vec<Recorded>, skip_over_rate: Option<f64>) -> Option<Decoded> {
         let Ok(mut state) = self.state.lock() else {
             self.shared.overflow.store(true, Ordering::Relaxed);
             return None;
         };
         let TapState {
-            decoder,
             budget,
             record_input,
-            failed,
             ..
         } = &mut *state;
-        if *failed {
-            return None;
-        }
-        let mut items = Vec::new();
+        let mut items = Vec::with_capacity(events.len());
         let mut text_len = 0;
-        let mut text = |input: bool, part: &[u8]| {
+        for e in events {
+            let (input, data) = match e {
+                Recorded::Output(b) | Recorded::Notice(b) => (false, b),
+                Recorded::Input(b) if *record_input => (true, b),
+                Recorded::Input(_) => continue,
+                Recorded::Resize(size) => {
+                    items.push(Item::Resize {
+                        width: size.width,
+                        height: size.height,
+                    });
+                    continue;
+                }
+                Recorded::Error(m) => {
+                    items.push(Item::Error(m.to_vec()));
+                    continue;
+                }
+            };
+            if data.is_empty() {
+                continue;
+            }
             if let Some(t) = skip_over_rate {
-                if !budget.admit(t, part.len()) {
-                    return;
+                if !budget.admit(t, data.len()) {
+                    continue;
                 }
                 let gap = budget.end_gap();
                 if gap > 0 {
                     items.push(Item::Gap(gap));
                 }
             }
-            text_len += part.len();
-            items.push(Item::Text {
-                input,
-                data: share(data, part),
-            });
-        };
-        let mut resizes_and_errors = Vec::new();
-        // The decoder runs on the relay's task: should it ever panic (it is fuzzed not to),
-        // the recording ends there, never the stream.
-        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            decoder.feed(dir, data, &mut |ev| match ev {
-                Event::Output(b) => text(false, b),
-                Event::Input(b) if *record_input => text(true, b),
-                Event::Input(_) => {}
-                Event::Resize { width, height } => {
-                    resizes_and_errors.push(Item::Resize { width, height })
-                }
-                Event::Error(m) => resizes_and_errors.push(Item::Error(m)),
-            })
-        }))
-        .unwrap_or_else(|_| Err(decode::DecodeError("the decoder failed".to_owned())));
-        // A chunk's resizes and error messages are queued after its text. A chunk is one
-        // direction, so this can only move recorded input after a resize of the same read.
-        items.append(&mut resizes_and_errors);
-        let undecodable = decoded.is_err();
-        if let Err(e) = decoded {
-            *failed = true;
-            items.push(Item::Undecodable(e.0));
+            text_len += data.len();
+            items.push(Item::Text { input, data });
         }
-        Some(Decoded {
-            items,
-            text_len,
-            undecodable,
-        })
+        Some(Decoded { items, text_len })
     }
 
     /// best-effort: queue without waiting; a full queue ends the recording (marked truncated).
@@ -318,11 +286,11 @@ impl Tap {
 
     /// strict: record the chunk whole, waiting for the writer and the rate; end the session
     /// when the recording cannot go on.
-    async fn take_strict(&self, cap: u64, dir: Direction, data: Bytes, at: Instant, t: f64) {
+    async fn take_strict(&self, cap: u64, events: Vec<Recorded>, at: Instant, t: f64) {
         if self.shared.failed.load(Ordering::SeqCst) {
             return;
         }
-        let Some(mut d) = self.decode(dir, &data, None) else {
+        let Some(mut d) = self.items(events, None) else {
             self.shared.fail("the recorder failed");
             return;
         };
@@ -340,7 +308,7 @@ impl Tap {
             let why = "its size limit (--max-recording-bytes) was reached";
             d.items.push(Item::Ended(why.to_owned()));
             if let Some(end) = &self.shared.end {
-                end.end(Ending::recording_failed(why));
+                end.end(recording_failed(why));
             }
         }
         if !d.items.is_empty() && !self.push_waiting(at, d.items).await {
@@ -348,10 +316,6 @@ impl Tap {
                 "the recorder made no progress for {}s",
                 STALL_LIMIT.as_secs()
             ));
-            return;
-        }
-        if d.undecodable {
-            self.shared.fail("the stream could not be decoded");
             return;
         }
         if wait > 0.0 {

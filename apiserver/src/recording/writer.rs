@@ -126,7 +126,6 @@ impl Lines {
             Item::Ended(why) => self.marker(t, &format!("session ended by the server: {why}")),
             Item::Marker(text) => self.marker(t, &text),
             // Handled by the writer.
-            Item::Undecodable(_) => {}
         }
     }
 
@@ -256,10 +255,7 @@ impl Writer {
                 }
                 let t = at.duration_since(self.started).as_secs_f64();
                 last = t;
-                match item {
-                    Item::Undecodable(e) => failure = Some(format!("undecodable stream ({e})")),
-                    item => self.lines.item(t, item),
-                }
+                self.lines.item(t, item);
                 if self.lines.buf.len() >= FLUSH_AT
                     && let Err(e) = self.flush(false).await
                 {

@@ -1,10 +1,9 @@
 //! The fuzz targets, one file per parser family.
 
 mod body;
-mod frames;
 mod names;
-mod recording;
 mod request;
+mod streams;
 
 /// One fuzz target.
 pub struct Target {
@@ -39,22 +38,28 @@ pub const TARGETS: &[Target] = &[
         seeds: names::seeds,
     },
     Target {
-        name: "websocket-frames",
-        about: "the WebSocket frame tracker: any split of a byte stream gives the same state",
-        run: frames::websocket,
-        seeds: frames::websocket_seeds,
+        name: "websocket-client",
+        about: "the relay's termination of a WebSocket client: any split gives the same messages, and what is forwarded reads back as what was parsed",
+        run: streams::websocket_client,
+        seeds: streams::websocket_client_seeds,
     },
     Target {
-        name: "spdy-frames",
-        about: "the SPDY/3.1 frame tracker: any split of a byte stream gives the same events",
-        run: frames::spdy,
-        seeds: frames::spdy_seeds,
+        name: "websocket-upstream",
+        about: "the relay's reading of kube-apiserver's WebSocket frames: any split gives the same bytes and recorded output",
+        run: streams::websocket_server,
+        seeds: streams::websocket_server_seeds,
     },
     Target {
-        name: "recording-decoder",
-        about: "the session recorder's decoder (on the relay's task): no panic, the same events for any split",
-        run: recording::run,
-        seeds: recording::seeds,
+        name: "spdy-client",
+        about: "the relay's termination of a SPDY client (header blocks included): any split gives the same frames, forwarded as parsed",
+        run: streams::spdy_client,
+        seeds: streams::spdy_client_seeds,
+    },
+    Target {
+        name: "spdy-upstream",
+        about: "the relay's reading of kube-apiserver's SPDY frames: any split gives the same bytes and recorded output",
+        run: streams::spdy_server,
+        seeds: streams::spdy_server_seeds,
     },
 ];
 

@@ -5,7 +5,7 @@ use http::Method;
 use poddebug_apiserver::authz::{Attributes, request_attributes};
 use poddebug_apiserver::handlers::selection::split_field_selector;
 use poddebug_apiserver::query::query_map;
-use poddebug_apiserver::stream::protocol::{AttachOptions, log_container, log_query};
+use poddebug_stream::request::{AttachOptions, LogRequest};
 
 const METHODS: [Method; 7] = [
     Method::GET,
@@ -69,8 +69,9 @@ pub fn run(input: &[u8]) {
             .expect("upstream attach query refused by our own parser");
         assert_eq!(back, opts, "attach options changed on the way upstream");
     }
-    if let Ok(container) = log_container(&q) {
-        let upstream = query_map(Some(&log_query(&q, &container)));
+    if let Ok(log) = LogRequest::parse(&q) {
+        let container = log.container.clone();
+        let upstream = query_map(Some(&log.upstream_query(&container)));
         assert_eq!(upstream.get("container"), Some(&container));
         for k in LOG_PARAMS {
             assert_eq!(upstream.get(k), q.get(k), "log parameter {k} changed");

@@ -1,13 +1,14 @@
-//! The attach protocols as the proxy sees them: which upgrade a request asks for, which headers
-//! cross the proxy in each direction (an allowlist: nothing else ever reaches the upstream, so the
-//! client's `Authorization`, `Impersonate-*` and `X-Remote-*` cannot), the attach and log query
-//! options, and what the upstream's 101 says about the framing.
+//! An attach or log request as the relay serves it, parsed once: which upgrade it asks for, its
+//! options and the session mode it asks for ([`AttachRequest`]), the log options
+//! ([`LogRequest`]); which headers cross the proxy in each direction (an allowlist: nothing else
+//! ever reaches the upstream, so the client's `Authorization`, `Impersonate-*` and `X-Remote-*`
+//! cannot); and what the upstream's 101 says about the framing ([`Negotiated`]).
 
 use std::collections::BTreeMap;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Version};
-use poddebug_types::ApiError;
+use poddebug_types::{ApiError, SessionMode};
 
 /// `X-Stream-Protocol-Version` (SPDY negotiation).
 pub const X_STREAM_PROTOCOL_VERSION: HeaderName =
@@ -84,9 +85,25 @@ fn copy_all(from: &HeaderMap, to: &mut HeaderMap, name: &HeaderName) {
     }
 }
 
-/// Copy the offered WebSocket subprotocols, never a bearer-token one (authentication removes
-/// it already, and a credential must not reach kube-apiserver even if that ever changed) nor
-/// an attach ticket (meant for this server alone).
+/// Whether `p` is one of the remote-command subprotocols (`v5.channel.k8s.io`,
+/// `v4.base64.channel.k8s.io`, `channel.k8s.io`, ...).
+fn is_channel_protocol(p: &str) -> bool {
+    let rest = match p.split_once('.') {
+        Some((v, rest))
+            if v.len() > 1 && v.starts_with('v') && v[1..].bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            rest
+        }
+        _ => p,
+    };
+    let rest = rest.strip_prefix("base64.").unwrap_or(rest);
+    rest == "channel.k8s.io"
+}
+
+/// Copy the offered WebSocket subprotocols that are remote-command ones: never a bearer-token
+/// one (authentication removes it already, and a credential must not reach kube-apiserver even
+/// if that ever changed), an attach ticket (meant for this server alone), or one poddebug could
+/// not terminate.
 fn copy_subprotocols(from: &HeaderMap, to: &mut HeaderMap) {
     let offered: Vec<&str> = from
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
@@ -94,11 +111,7 @@ fn copy_subprotocols(from: &HeaderMap, to: &mut HeaderMap) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(str::trim)
-        .filter(|p| {
-            !p.is_empty()
-                && !p.starts_with(crate::authn::WS_BEARER_PROTOCOL_PREFIX)
-                && !p.starts_with(crate::attach_ticket::SUBPROTOCOL_PREFIX)
-        })
+        .filter(|p| is_channel_protocol(p))
         .collect();
     if !offered.is_empty()
         && let Ok(v) = HeaderValue::from_str(&offered.join(", "))
@@ -227,7 +240,7 @@ fn container_param(query: &BTreeMap<String, String>, what: &str) -> Result<Strin
 }
 
 fn encode(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, crate::stream::URL_COMPONENT).to_string()
+    percent_encoding::utf8_percent_encode(s, crate::URL_COMPONENT).to_string()
 }
 
 /// `PodAttachOptions` from the query.
@@ -281,6 +294,95 @@ impl AttachOptions {
     }
 }
 
+/// An attach request, parsed once: the handler authorizes it, the relay serves it.
+#[derive(Clone, Debug)]
+pub struct AttachRequest {
+    /// The upgrade asked for.
+    pub upgrade: UpgradeKind,
+    /// `GET` (WebSocket, or SPDY) or `POST` (SPDY).
+    pub method: Method,
+    /// `PodAttachOptions`.
+    pub options: AttachOptions,
+    /// The session mode asked for with `mode=` (none: the server decides).
+    pub mode: Option<SessionMode>,
+    /// The headers of the upstream upgrade request ([`upstream_headers`]).
+    pub upstream_headers: HeaderMap,
+}
+
+impl AttachRequest {
+    /// Parse and check an attach request: an upgrade over HTTP/1.1, valid options, a valid
+    /// mode.
+    pub fn parse(
+        method: &Method,
+        version: Version,
+        headers: &HeaderMap,
+        query: &BTreeMap<String, String>,
+    ) -> Result<AttachRequest, ApiError> {
+        let upgrade = classify(method, version, headers)?;
+        let options = AttachOptions::parse(query)?;
+        let mode = match query.get("mode").map(String::as_str).filter(|m| !m.is_empty()) {
+            None => None,
+            Some(m) => Some(SessionMode::parse_requested(m).ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "mode: unsupported value {m:?}: supported values: \"peer\", \"observer\", \"moderator\""
+                ))
+            })?),
+        };
+        Ok(AttachRequest {
+            upgrade,
+            method: method.clone(),
+            options,
+            mode,
+            upstream_headers: upstream_headers(headers, upgrade),
+        })
+    }
+
+    /// The core attach query for the ephemeral container `container`.
+    pub fn upstream_query(&self, container: &str) -> String {
+        self.options.upstream_query(container)
+    }
+}
+
+/// A log request, parsed once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRequest {
+    /// The container the client named.
+    pub container: String,
+    /// Whether the client follows the log (`follow=true`).
+    pub follow: bool,
+    /// The `pods/log` options passed upstream.
+    params: Vec<(&'static str, String)>,
+}
+
+impl LogRequest {
+    /// Parse the query of a log request.
+    pub fn parse(query: &BTreeMap<String, String>) -> Result<LogRequest, ApiError> {
+        let container = container_param(query, "log")?;
+        let follow = parse_bool(
+            "follow",
+            query.get("follow").map(String::as_str).unwrap_or(""),
+        )?;
+        let params = LOG_PARAMS
+            .iter()
+            .filter_map(|k| query.get(*k).map(|v| (*k, v.clone())))
+            .collect();
+        Ok(LogRequest {
+            container,
+            follow,
+            params,
+        })
+    }
+
+    /// The core log query for the container `container`.
+    pub fn upstream_query(&self, container: &str) -> String {
+        let mut q = format!("container={}", encode(container));
+        for (k, v) in &self.params {
+            q.push_str(&format!("&{k}={}", encode(v)));
+        }
+        q
+    }
+}
+
 /// The `pods/log` parameters passed upstream unchanged (the upstream validates them).
 const LOG_PARAMS: [&str; 6] = [
     "follow",
@@ -290,22 +392,6 @@ const LOG_PARAMS: [&str; 6] = [
     "timestamps",
     "limitBytes",
 ];
-
-/// The container named by a log request.
-pub fn log_container(query: &BTreeMap<String, String>) -> Result<String, ApiError> {
-    container_param(query, "log")
-}
-
-/// The core log query for the ephemeral container `container`.
-pub fn log_query(query: &BTreeMap<String, String>, container: &str) -> String {
-    let mut q = format!("container={}", encode(container));
-    for k in LOG_PARAMS {
-        if let Some(v) = query.get(k) {
-            q.push_str(&format!("&{k}={}", encode(v)));
-        }
-    }
-    q
-}
 
 /// Whether a body is a Kubernetes `Status` object.
 pub fn is_status(body: &[u8]) -> bool {
@@ -409,14 +495,14 @@ mod tests {
             ("upgrade", "websocket"),
             (
                 "sec-websocket-protocol",
-                "base64url.bearer.authorization.k8s.io.dG9rZW4, v5.channel.k8s.io, ticket.poddebug.dev.v1.1.x",
+                "base64url.bearer.authorization.k8s.io.dG9rZW4, v5.channel.k8s.io, ticket.poddebug.dev.v1.1.x, v4.base64.channel.k8s.io, x.channel.k8s.io, channel.k8s.io",
             ),
         ]);
         let up = upstream_headers(&client, UpgradeKind::WebSocket);
         assert_eq!(
             up.get("sec-websocket-protocol").map(|v| v.as_bytes()),
-            Some(b"v5.channel.k8s.io".as_slice()),
-            "a bearer subprotocol or an attach ticket never goes upstream"
+            Some(b"v5.channel.k8s.io, v4.base64.channel.k8s.io, channel.k8s.io".as_slice()),
+            "only remote-command subprotocols go upstream"
         );
     }
 
@@ -441,16 +527,34 @@ mod tests {
             "you must specify at least 1 of stdin, stdout, stderr"
         );
         assert!(AttachOptions::parse(&q(&[("container", "d"), ("stdout", "yes")])).is_err());
-        let lq = log_query(
-            &q(&[
-                ("follow", "true"),
-                ("tailLines", "10"),
-                ("command", "x"),
-                ("container", "d"),
-            ]),
-            "d",
+        let lr = LogRequest::parse(&q(&[
+            ("follow", "true"),
+            ("tailLines", "10"),
+            ("command", "x"),
+            ("container", "d"),
+        ]))
+        .expect("valid");
+        assert!(lr.follow);
+        assert_eq!(
+            lr.upstream_query("d"),
+            "container=d&follow=true&tailLines=10"
         );
-        assert_eq!(lq, "container=d&follow=true&tailLines=10");
+        assert!(LogRequest::parse(&q(&[("follow", "yes"), ("container", "d")])).is_err());
+        let mode = |m: &str| {
+            let mut h = HeaderMap::new();
+            h.insert("connection", HeaderValue::from_static("Upgrade"));
+            h.insert("upgrade", HeaderValue::from_static("SPDY/3.1"));
+            AttachRequest::parse(
+                &Method::POST,
+                Version::HTTP_11,
+                &h,
+                &q(&[("container", "d"), ("stdout", "1"), ("mode", m)]),
+            )
+            .map(|r| r.mode)
+        };
+        assert_eq!(mode("observer").ok(), Some(Some(SessionMode::Observer)));
+        assert_eq!(mode("").ok(), Some(None));
+        assert!(mode("owner").is_err());
     }
 
     #[test]

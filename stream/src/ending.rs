@@ -1,17 +1,21 @@
 //! Ending a relayed stream from the server's side, with a word to the client: why the server
-//! ends a session (shutdown, a recording that cannot go on in `--recording-mode=strict`) and
-//! what the client is told. The relay ends the stream at the next frame boundary with the
-//! [`Ending`]'s error on the error channel (a `Status` on v4/v5, its message as text before)
-//! and a close (WebSocket close frame, SPDY GOAWAY).
+//! ends a session and what the client is told. The relay ends the stream at the next frame
+//! boundary with the [`Ending`]'s error on the error channel (a `Status` on v4/v5, its message as
+//! text before) and a close (WebSocket close frame, SPDY GOAWAY).
 //!
-//! Each stream has one [`EndSignal`]: whoever may end it (the recording, later a terminate)
-//! holds a clone and calls [`EndSignal::end`]; the relay waits on [`EndSignal::ended`]. The
-//! first ending wins.
+//! Each stream has one [`EndSignal`]: whoever may end it (the recording, a termination, the
+//! relay itself when the client breaks the protocol) holds a clone and calls
+//! [`EndSignal::end`]; the relay waits on [`ended`]. The first ending wins.
+
+use std::time::Duration;
 
 use poddebug_types::ApiError;
 use tokio::sync::watch;
 
-use super::websocket_frames::{CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION};
+use crate::websocket::frame::{CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, CLOSE_PROTOCOL_ERROR};
+
+/// The message streams end with at shutdown.
+pub const SHUTDOWN_MESSAGE: &str = "the poddebug API server is shutting down";
 
 /// Why the server ends a stream, and what the client is told.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,21 +32,47 @@ impl Ending {
     /// The ending of every stream when the server shuts down.
     pub fn shutdown() -> Ending {
         Ending {
-            error: ApiError::ServiceUnavailable(super::relay::SHUTDOWN_MESSAGE.to_owned()),
+            error: ApiError::ServiceUnavailable(SHUTDOWN_MESSAGE.to_owned()),
             close_code: CLOSE_GOING_AWAY,
             label: "server shutting down",
         }
     }
 
-    /// The ending of a session whose recording cannot go on (`--recording-mode=strict`).
-    pub fn recording_failed(why: &str) -> Ending {
+    /// The ending of a session whose client sent something poddebug does not forward: bytes
+    /// that are not the protocol, or a message it cannot classify the way the kubelet would.
+    pub fn refused(why: &str) -> Ending {
+        Ending {
+            error: ApiError::BadRequest(format!(
+                "the attach stream was ended: the client sent what poddebug does not forward \
+                 ({why})"
+            )),
+            close_code: CLOSE_PROTOCOL_ERROR,
+            label: "client protocol violation",
+        }
+    }
+
+    /// The ending of a session whose upstream (kube-apiserver) sent bytes that are not the
+    /// protocol it negotiated.
+    pub fn upstream_broken(why: &str) -> Ending {
         Ending {
             error: ApiError::ServiceUnavailable(format!(
-                "the session was ended because its recording cannot go on ({why}), and this \
-                 server runs with --recording-mode=strict"
+                "the attach stream was ended: the Kubernetes API sent what poddebug cannot read \
+                 ({why})"
+            )),
+            close_code: CLOSE_PROTOCOL_ERROR,
+            label: "upstream protocol violation",
+        }
+    }
+
+    /// The ending of a session nothing was sent on, either way, for `timeout`.
+    pub fn idle(timeout: Duration) -> Ending {
+        Ending {
+            error: ApiError::Timeout(format!(
+                "the attach stream was idle for {}s and was ended (--stream-idle-timeout)",
+                timeout.as_secs()
             )),
             close_code: CLOSE_POLICY_VIOLATION,
-            label: "recording failed",
+            label: "idle timeout",
         }
     }
 
@@ -114,18 +144,18 @@ mod tests {
     async fn the_first_ending_wins() {
         let s = EndSignal::default();
         let mut rx = s.subscribe();
-        s.end(Ending::recording_failed("size limit reached"));
+        s.end(Ending::refused("a stream of type \"stdinx\""));
         s.end(Ending::shutdown());
         let e = ended(&mut rx).await;
-        assert_eq!(e.label, "recording failed");
-        assert_eq!(e.close_code, CLOSE_POLICY_VIOLATION);
-        let status: serde_json::Value = serde_json::from_slice(&e.payload(true)).unwrap();
-        assert_eq!(status["code"], 503);
+        assert_eq!(e.label, "client protocol violation");
+        assert_eq!(e.close_code, CLOSE_PROTOCOL_ERROR);
+        let status: serde_json::Value = serde_json::from_slice(&e.payload(true)).expect("a Status");
+        assert_eq!(status["code"], 400);
         assert!(
             status["message"]
                 .as_str()
-                .unwrap()
-                .contains("(size limit reached)")
+                .is_some_and(|m| m.contains("\"stdinx\"")),
+            "{status}"
         );
         assert_eq!(e.payload(false), e.error.message().as_bytes());
     }

@@ -4,7 +4,8 @@
 //! latency, TCP keepalive for idle streams, and no read timeout (streams may idle for hours).
 //!
 //! Only the requests built here go upstream: the path is the core `pods/attach` or `pods/log`
-//! of the resolved ephemeral container, the headers an allowlist ([`super::protocol`]), plus the
+//! of the resolved ephemeral container, the headers an allowlist
+//! ([`poddebug_stream::request`]), plus the
 //! caller's `Impersonate-*` headers with `--impersonate`. Redirects are never followed (hyper
 //! does not), and bytes are relayed only after the upstream answered 101.
 
@@ -17,10 +18,11 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube::client::{Body as KubeBody, ConfigExt};
 use poddebug_storage::{Caller, StreamTarget};
+use poddebug_stream::request as protocol;
+use poddebug_stream::{AttachRequest, request::LogRequest};
 use poddebug_types::ApiError;
 use tower::ServiceBuilder;
 
-use super::protocol;
 use crate::error::Error;
 use crate::metrics::Metrics;
 
@@ -157,21 +159,20 @@ impl Upstream {
     pub async fn attach(
         &self,
         target: &StreamTarget,
-        method: Method,
-        query: &str,
-        headers: HeaderMap,
+        request: &AttachRequest,
         caller: &Caller,
         metrics: &Metrics,
     ) -> Result<AttachOutcome, Error> {
         let uri = format!(
-            "/api/v1/namespaces/{}/pods/{}/attach?{query}",
+            "/api/v1/namespaces/{}/pods/{}/attach?{}",
             path_segment(&target.namespace),
-            path_segment(&target.pod)
+            path_segment(&target.pod),
+            request.upstream_query(&target.container)
         );
         let req = self.request(
-            method,
+            request.method.clone(),
             uri,
-            headers,
+            request.upstream_headers.clone(),
             (!target.server_identity).then_some(caller),
         )?;
         let mut resp = self.send(req, metrics).await?;
@@ -205,14 +206,15 @@ impl Upstream {
     pub async fn log(
         &self,
         target: &StreamTarget,
-        query: &str,
+        request: &LogRequest,
         caller: &Caller,
         metrics: &Metrics,
     ) -> Result<Result<Response<KubeBody>, axum::response::Response>, Error> {
         let uri = format!(
-            "/api/v1/namespaces/{}/pods/{}/log?{query}",
+            "/api/v1/namespaces/{}/pods/{}/log?{}",
             path_segment(&target.namespace),
-            path_segment(&target.pod)
+            path_segment(&target.pod),
+            request.upstream_query(&target.container)
         );
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
@@ -239,7 +241,7 @@ impl Upstream {
 
 /// A path segment, percent-encoded (names are DNS labels, but never trust that here).
 fn path_segment(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, crate::stream::URL_COMPONENT).to_string()
+    percent_encoding::utf8_percent_encode(s, poddebug_stream::URL_COMPONENT).to_string()
 }
 
 /// 502: the upstream answered something a proxy cannot pass on.
