@@ -108,6 +108,8 @@ pub struct Transcript {
     pub ended: bool,
     /// (channel or stream id, payload length) of every data message, in order.
     pub frames: Vec<(u8, usize)>,
+    /// The answers to this side's own pings (WebSocket pong payloads, SPDY ping ids).
+    pub pongs: Vec<Vec<u8>>,
 }
 
 impl Transcript {
@@ -232,6 +234,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ChannelClient<S> {
             let data: Vec<u8> = match msg {
                 Message::Binary(b) => b.to_vec(),
                 Message::Text(t) => t.as_bytes().to_vec(),
+                Message::Pong(p) => {
+                    self.transcript.pongs.push(p.to_vec());
+                    continue;
+                }
                 Message::Close(frame) => {
                     self.transcript.close = Some(
                         frame
@@ -256,6 +262,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ChannelClient<S> {
             }
         }
         &self.transcript
+    }
+
+    /// Sends a ping with `token` and reads until its pong: everything sent before it has been
+    /// read by the other side (a relay that reads in order has judged it).
+    pub async fn sync(&mut self, token: &[u8], timeout: Duration) -> bool {
+        if self
+            .send_message(Message::Ping(token.to_vec().into()))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        let token = token.to_vec();
+        self.read_until(timeout, |t| t.pongs.contains(&token))
+            .await
+            .pongs
+            .contains(&token)
     }
 
     /// Reads until the connection ends (after the error channel and the close handshake).

@@ -220,6 +220,15 @@ impl Codec {
     }
 
     fn parse_headers(&mut self, data: &[u8]) -> Result<Headers, SpdyError> {
+        // spdystream reads a block with Go's inflater limited to its frame: unless the block
+        // ends with a sync flush (an empty stored block), that inflater reads on past the frame
+        // and the connection fails ("compressed payload size was incorrect"). So does this one.
+        if !data.ends_with(&[0x00, 0x00, 0xff, 0xff]) {
+            return Err(SpdyError(
+                "compressed payload size was incorrect: the header block does not end with a sync flush"
+                    .into(),
+            ));
+        }
         let mut out = Vec::with_capacity(data.len() * 4 + 256);
         let mut consumed = 0usize;
         for _ in 0..10_000 {
@@ -567,8 +576,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AttachSession<S> {
         stderr: bool,
         tty: bool,
     ) -> std::io::Result<AttachSession<S>> {
-        let mut conn = Connection::new(io);
-        let mut kinds = vec!["error"];
+        let mut kinds = vec![("error", "error")];
         for (kind, on) in [
             ("stdin", stdin),
             ("stdout", stdout),
@@ -576,18 +584,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AttachSession<S> {
             ("resize", tty),
         ] {
             if on {
-                kinds.push(kind);
+                kinds.push((kind, kind));
             }
         }
+        Self::open_declared(io, &kinds).await
+    }
+
+    /// Opens a stream for each `(kind, value)`, in order, declaring its `streamtype` header as
+    /// `value` on the wire (what spdystream writes for `{"Streamtype": ["stdin", ""]}` is
+    /// `stdin\0`).
+    pub async fn open_declared(
+        io: S,
+        kinds: &[(&'static str, &str)],
+    ) -> std::io::Result<AttachSession<S>> {
+        let mut conn = Connection::new(io);
         let mut ids = BTreeMap::new();
-        for (i, kind) in kinds.iter().enumerate() {
+        for (i, (kind, value)) in kinds.iter().enumerate() {
             let id = 1 + 2 * i as u32;
             conn.send(&Frame::SynStream {
                 stream_id: id,
                 associated: 0,
                 priority: 0,
                 fin: false,
-                headers: vec![("streamtype".into(), (*kind).into())],
+                headers: vec![("streamtype".into(), (*value).into())],
             })
             .await?;
             ids.insert(*kind, id);
@@ -703,6 +722,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AttachSession<S> {
                     }
                 }
                 Frame::GoAway { .. } => self.transcript.goaway = true,
+                // An odd id is a client's own ping coming back; an even one is the server's.
+                Frame::Ping(id) if id % 2 == 1 => {
+                    self.transcript.pongs.push(id.to_be_bytes().to_vec());
+                }
                 Frame::Ping(id) => {
                     let _ = self.conn.send(&Frame::Ping(id)).await;
                 }
@@ -713,6 +736,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AttachSession<S> {
             }
         }
         &self.transcript
+    }
+
+    /// Sends PING `id` (odd: a client's) and reads until it comes back: everything sent before
+    /// it has been read by the other side.
+    pub async fn sync(&mut self, id: u32, timeout: Duration) -> bool {
+        if self.conn.send(&Frame::Ping(id)).await.is_err() {
+            return false;
+        }
+        let want = id.to_be_bytes().to_vec();
+        self.read_until(timeout, |t| t.pongs.contains(&want))
+            .await
+            .pongs
+            .contains(&want)
     }
 
     /// Reads until the error stream is finished or the session ends.

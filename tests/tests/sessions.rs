@@ -650,3 +650,233 @@ async fn lists_and_watches_take_label_and_field_selectors() {
     assert_eq!(next["type"], "DELETED", "{next}");
     assert_eq!(next["object"]["metadata"]["name"], bobs.as_str());
 }
+
+/// What a client sends as stdin, however it frames or declares it, is judged as stdin: a
+/// WebSocket message split into fragments behind an empty first frame, a message whose channel
+/// byte comes alone, and a SPDY stream declared `stdin\0` (how spdystream writes
+/// `{"Streamtype": ["stdin", ""]}`; the kubelet reads its first value). None of it reaches the
+/// container while no moderator is attached; the same input with one attached does, and is
+/// what the recording holds.
+#[tokio::test]
+async fn moderation_holds_however_stdin_is_framed_or_declared() {
+    use poddebug_tests::spdy::AttachSession;
+    use tokio_tungstenite::tungstenite::protocol::Message;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+
+    let fragments = |text: &str| {
+        let mut payload = vec![ch::STDIN];
+        payload.extend_from_slice(text.as_bytes());
+        let (a, b) = payload.split_at(payload.len() / 2);
+        vec![
+            Message::Frame(Frame::message(
+                Vec::new(),
+                OpCode::Data(Data::Binary),
+                false,
+            )),
+            Message::Frame(Frame::message(
+                a.to_vec(),
+                OpCode::Data(Data::Continue),
+                false,
+            )),
+            Message::Frame(Frame::message(
+                b.to_vec(),
+                OpCode::Data(Data::Continue),
+                true,
+            )),
+        ]
+    };
+    let channel_alone = |text: &str| {
+        vec![
+            Message::Frame(Frame::message(
+                vec![ch::STDIN],
+                OpCode::Data(Data::Binary),
+                false,
+            )),
+            Message::Frame(Frame::message(
+                text.as_bytes().to_vec(),
+                OpCode::Data(Data::Continue),
+                true,
+            )),
+        ]
+    };
+    let fake = fake_with_pod("general").await;
+    let dir = std::env::temp_dir().join(format!(
+        "poddebug-modframe-{}-{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond()
+    ));
+    let recordings = format!("--recording-dir={}", dir.display());
+    let s = server(
+        &fake,
+        &[
+            "--moderated-profiles=general",
+            "--record-input",
+            &recordings,
+        ],
+    )
+    .await;
+    let (alice, mona) = (user(&s, "alice"), user(&s, "mona"));
+    let mut owner = open(&alice, TTY).await;
+    owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("withheld")
+        })
+        .await;
+    let spdy_resp = alice
+        .upgrade(
+            Method::POST,
+            &pod_path(&format!("attach?{TTY}")),
+            &[
+                ("connection", "Upgrade"),
+                ("upgrade", "SPDY/3.1"),
+                ("x-stream-protocol-version", "v4.channel.k8s.io"),
+            ],
+        )
+        .await
+        .expect("upgrade answered");
+    assert_eq!(
+        spdy_resp.status,
+        StatusCode::SWITCHING_PROTOCOLS,
+        "{spdy_resp:?}"
+    );
+    let mut spdy = AttachSession::open_declared(
+        spdy_resp.io.expect("upgraded"),
+        &[
+            ("error", "error"),
+            ("stdin", "stdin\0"),
+            ("stdout", "stdout"),
+            ("resize", "resize"),
+        ],
+    )
+    .await
+    .expect("streams open");
+    spdy.read_until(T, |t| {
+        String::from_utf8_lossy(&t.stdout).contains("withheld")
+    })
+    .await;
+    wait_sessions(&alice, "both waiting", |i| {
+        i.len() == 2 && i.iter().all(|s| s["status"]["waitingForModerator"] == true)
+    })
+    .await;
+
+    // While no moderator is attached: each way of framing stdin.
+    owner.stdin(b"early-whole\n").await.expect("type");
+    for m in fragments("early-fragments\n")
+        .into_iter()
+        .chain(channel_alone("early-alone\n"))
+    {
+        owner.send_message(m).await.expect("send");
+    }
+    spdy.send_stdin(b"early-spdy\n").await.expect("type");
+    // Pings come back only after the relay judged everything sent before them.
+    assert!(
+        owner.sync(b"early-judged", T).await,
+        "the WebSocket ping came back"
+    );
+    assert!(spdy.sync(1, T).await, "the SPDY ping came back");
+
+    // A moderator joins: the same ways of sending input pass.
+    let mut moderator = open(&mona, &format!("{WATCHING}&mode=moderator")).await;
+    owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("passed on")
+        })
+        .await;
+    let t = spdy
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("passed on")
+        })
+        .await;
+    assert!(
+        String::from_utf8_lossy(&t.stdout).contains("passed on"),
+        "the SPDY client is told its input passes: {t:?}"
+    );
+    for m in fragments("late-fragments\n")
+        .into_iter()
+        .chain(channel_alone("late-alone\n"))
+    {
+        owner.send_message(m).await.expect("send");
+    }
+    spdy.send_stdin(b"late-spdy\n").await.expect("type");
+    // The fake's container echoes stdin in the order it got it (WebSocket input to every
+    // WebSocket stream, SPDY input to its own stream): once the last input is back, anything
+    // forwarded before it would be too.
+    let out = moderator
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("late-alone")
+        })
+        .await
+        .stdout_text();
+    assert!(
+        out.contains("late-fragments") && out.contains("late-alone"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("early"),
+        "withheld input reached the container: {out}"
+    );
+    let t = spdy
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("late-spdy")
+        })
+        .await;
+    let spdy_out = String::from_utf8_lossy(&t.stdout).into_owned();
+    assert!(spdy_out.contains("late-spdy"), "{spdy_out}");
+    assert!(
+        !spdy_out.contains("early"),
+        "withheld input reached the container: {spdy_out}"
+    );
+    moderator.close().await.expect("close");
+    owner.close().await.expect("close");
+    owner.finish(T).await;
+    drop(spdy);
+
+    // The recordings hold the input that was forwarded, and none that was withheld.
+    let deadline = tokio::time::Instant::now() + T;
+    let inputs = loop {
+        let (code, list) = alice.get_json(&pod_path("recordings")).await;
+        assert_eq!(code, StatusCode::OK, "{list}");
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let owners: Vec<&Value> = items
+            .iter()
+            .filter(|i| i["spec"]["user"] == "alice")
+            .collect();
+        if owners.len() == 2 && owners.iter().all(|i| i["status"]["end"].is_string()) {
+            let mut inputs = String::new();
+            for i in owners {
+                let id = i["metadata"]["name"].as_str().expect("an id");
+                let (code, _, body) = alice
+                    .request(
+                        Method::GET,
+                        &pod_path(&format!("recordings/{id}")),
+                        &[],
+                        Bytes::new(),
+                    )
+                    .await
+                    .expect("get recording");
+                assert_eq!(code, StatusCode::OK);
+                for line in String::from_utf8_lossy(&body).lines().skip(1) {
+                    let v: Value = serde_json::from_str(line).expect("JSON");
+                    if v[1] == "i" {
+                        inputs.push_str(v[2].as_str().unwrap_or(""));
+                    }
+                }
+            }
+            break inputs;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "recordings: {list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        inputs.contains("late-fragments")
+            && inputs.contains("late-alone")
+            && inputs.contains("late-spdy"),
+        "{inputs}"
+    );
+    assert!(
+        !inputs.contains("early"),
+        "withheld input was recorded: {inputs}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

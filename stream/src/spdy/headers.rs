@@ -235,6 +235,9 @@ pub struct HeaderDeflater {
     started: bool,
 }
 
+/// An empty stored block (RFC 1951 §3.2.4): what a sync flush writes.
+const SYNC_MARKER: [u8; 5] = [0x00, 0x00, 0x00, 0xff, 0xff];
+
 /// Adler-32 (RFC 1950 §9), the dictionary's id in the zlib header.
 fn adler32(data: &[u8]) -> u32 {
     let (mut a, mut b) = (1u32, 0u32);
@@ -274,6 +277,11 @@ impl HeaderDeflater {
             out.extend_from_slice(&(!len).to_le_bytes());
             out.extend_from_slice(piece);
         }
+        // Then an empty stored block, the sync-flush marker every zlib writer ends a header
+        // block with: Go's inflater hands out what it decoded when it reads that marker, and
+        // would otherwise read on past the end of this frame and fail (spdystream: "compressed
+        // payload size was incorrect").
+        out.extend_from_slice(&SYNC_MARKER);
         out
     }
 }
@@ -370,7 +378,12 @@ mod tests {
         let mut def = HeaderDeflater::default();
         let mut inf = HeaderInflater::default();
         for t in ["error", "stdin", "stdout", "stderr", "resize", "stdin"] {
-            let block = inf.read(&def.compress(&[(STREAM_TYPE, t)])).expect("reads");
+            let compressed = def.compress(&[(STREAM_TYPE, t)]);
+            assert!(
+                compressed.ends_with(&SYNC_MARKER),
+                "every block ends with a sync flush, as Go's inflater needs"
+            );
+            let block = inf.read(&compressed).expect("reads");
             assert_eq!(block, vec![(STREAM_TYPE.to_owned(), vec![t.to_owned()])]);
         }
     }

@@ -30,7 +30,7 @@ const T: Duration = Duration::from_secs(30);
 const RBAC_SETTLE: Duration = Duration::from_secs(40);
 const TTY: &str = "attach?container=dbg&stdin=true&stdout=true&tty=true";
 const WATCHING: &str = "attach?container=dbg&stdout=true&tty=true";
-/// The notices of a moderated session (apiserver/src/stream/moderation.rs).
+/// The notices of a moderated session (stream/src/gate.rs).
 const WITHHELD: &str = "your input is withheld until a moderator joins";
 const PASSING: &str = "A moderator is attached: your input is passed on";
 
@@ -820,4 +820,305 @@ async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads
         .await
         .expect("still readable");
     assert!(text.contains("two-42"), "{text}");
+}
+
+/// The Go SPDY client (tests/go/spdyattach, built by .ci/live), when this machine has it.
+fn spdyattach() -> Option<String> {
+    match std::env::var("PODDEBUG_LIVE_SPDYATTACH") {
+        Ok(p) if std::path::Path::new(&p).is_file() => Some(p),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("PODDEBUG_LIVE_SPDYATTACH names no binary (.ci/live builds tests/go/spdyattach)")
+        }
+        _ => None,
+    }
+}
+
+/// A child process whose stdout and stderr are kept as they come.
+struct Child {
+    child: tokio::process::Child,
+    out: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    err: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+/// Keep what `r` gives in `into` until it ends.
+fn keep(
+    mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    into: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    use tokio::io::AsyncReadExt;
+    tokio::spawn(async move {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut o) = into.lock() {
+                o.extend_from_slice(&buf[..n]);
+            }
+        }
+    });
+}
+
+impl Child {
+    fn spawn(program: &str, args: &[String]) -> Child {
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let err = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        keep(child.stdout.take().expect("piped"), out.clone());
+        keep(child.stderr.take().expect("piped"), err.clone());
+        Child { child, out, err }
+    }
+
+    fn stdout_text(&self) -> String {
+        self.out
+            .lock()
+            .map(|o| String::from_utf8_lossy(&o).into_owned())
+            .unwrap_or_default()
+    }
+
+    fn stderr_text(&self) -> String {
+        self.err
+            .lock()
+            .map(|o| String::from_utf8_lossy(&o).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Waits (bounded) until the client says its `n`th line was judged (its ping came back).
+    async fn judged(&self, n: usize) {
+        let needle = format!("judged {n}\n");
+        let deadline = tokio::time::Instant::now() + T;
+        while !self.stderr_text().contains(&needle) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "line {n} of the Go client was not judged: {:?}",
+                self.stderr_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn type_line(&mut self, line: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        let stdin = self.child.stdin.as_mut().expect("piped");
+        stdin.write_all(line).await.expect("write to the child");
+        stdin.flush().await.expect("flush");
+    }
+
+    async fn until(&self, what: &str, needle: &str) {
+        let deadline = tokio::time::Instant::now() + T;
+        while !self.stdout_text().contains(needle) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: stdout {:?}, stderr {:?}",
+                self.stdout_text(),
+                self.stderr_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Under `--moderated-profiles=sysadmin` with no moderator, stdin reaches the shell neither as
+/// one WebSocket frame, nor as fragments behind an empty first frame, nor as a message whose
+/// channel byte comes alone, nor on a SPDY stream a Go spdystream client declares
+/// `{"Streamtype": ["stdin", ""]}`. The same input with a moderator attached runs, and is in
+/// the recording; what was withheld is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn moderation_holds_however_stdin_is_framed_or_declared() {
+    use tokio_tungstenite::tungstenite::protocol::Message;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    if !enabled() {
+        return;
+    }
+    let fragments = |text: &str| {
+        let mut payload = vec![0u8];
+        payload.extend_from_slice(text.as_bytes());
+        let (a, b) = payload.split_at(payload.len() / 2);
+        vec![
+            Message::Frame(Frame::message(
+                Vec::new(),
+                OpCode::Data(Data::Binary),
+                false,
+            )),
+            Message::Frame(Frame::message(
+                a.to_vec(),
+                OpCode::Data(Data::Continue),
+                false,
+            )),
+            Message::Frame(Frame::message(
+                b.to_vec(),
+                OpCode::Data(Data::Continue),
+                true,
+            )),
+        ]
+    };
+    let channel_alone = |text: &str| {
+        vec![
+            Message::Frame(Frame::message(vec![0u8], OpCode::Data(Data::Binary), false)),
+            Message::Frame(Frame::message(
+                text.as_bytes().to_vec(),
+                OpCode::Data(Data::Continue),
+                true,
+            )),
+        ]
+    };
+    let sb = Sandbox::new("sessframe");
+    sb.bind("poddebug-debugger", ALICE);
+    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
+    sb.bind("poddebug:session-moderator", "carol");
+    sb.bind_cluster("poddebug-privileged-profiles", "carol");
+    sb.bind("poddebug:auditor", "audrey");
+    let alice = as_user(&sb.api, ALICE);
+    let carol = as_user(&sb.api, "carol");
+    shell_of(&sb, &alice, Some("sysadmin")).await;
+    let rec_dir = std::env::temp_dir().join(format!("pdlive-recframe-{}", std::process::id()));
+    let replica = Replica::start(&[
+        "--moderated-profiles=sysadmin",
+        "--record-input",
+        &format!("--recording-dir={}", rec_dir.display()),
+    ])
+    .await;
+    let mut owner = attach_settled(&replica.user(ALICE), &sb.path(TTY)).await;
+    owner.read_until(T, stdout_has(WITHHELD)).await;
+    // The Go client, as alice, on the same replica.
+    let mut go = spdyattach().map(|bin| {
+        let ca = rec_dir.with_extension("ca.pem");
+        std::fs::write(&ca, replica.pki.cluster_ca_pem()).expect("write the CA");
+        let state = realcluster_state();
+        Child::spawn(
+            &bin,
+            &[
+                format!("--url={}{}", replica.server.url(), sb.path(TTY)),
+                format!("--ca={}", ca.display()),
+                format!("--cert={state}/pki/front-proxy-client.crt"),
+                format!("--key={state}/pki/front-proxy-client.key"),
+                format!("--user={ALICE}"),
+            ],
+        )
+    });
+    if go.is_none() {
+        eprintln!("PODDEBUG_LIVE_SPDYATTACH unset: the SPDY part is skipped");
+    }
+    if let Some(g) = &go {
+        g.until("the Go client is told its input is withheld", WITHHELD)
+            .await;
+    }
+    sessions_until("both of alice's sessions wait", &sb.api, &sb, T, |s| {
+        s.len() == if go.is_some() { 2 } else { 1 }
+            && s.iter().all(|x| x["status"]["waitingForModerator"] == true)
+    })
+    .await;
+
+    // No moderator: every way of sending stdin.
+    owner
+        .stdin(b"echo early-whole-$((2*3))\r")
+        .await
+        .expect("type");
+    for m in fragments("echo early-frag-$((2*4))\r")
+        .into_iter()
+        .chain(channel_alone("echo early-alone-$((2*5))\r"))
+    {
+        owner.send_message(m).await.expect("send");
+    }
+    if let Some(g) = &mut go {
+        g.type_line(b"echo early-spdy-$((2*6))\n").await;
+        g.judged(1).await;
+    }
+    // Pings come back only after the relay judged everything sent before them.
+    assert!(owner.sync(b"early-judged", T).await, "the ping came back");
+
+    // carol moderates through the other replica (the aggregator's): the same ways pass.
+    let mut moderator =
+        attach_settled(&carol, &sb.path(&format!("{WATCHING}&mode=moderator"))).await;
+    owner.read_until(T, stdout_has(PASSING)).await;
+    for m in fragments("echo late-frag-$((3*3))\r")
+        .into_iter()
+        .chain(channel_alone("echo late-alone-$((3*4))\r"))
+    {
+        owner.send_message(m).await.expect("send");
+    }
+    moderator.read_until(T, stdout_has("late-alone-12")).await;
+    if let Some(g) = &mut go {
+        g.until("the Go client is told its input passes", PASSING)
+            .await;
+        g.type_line(b"echo late-spdy-$((3*5))\n").await;
+        moderator.read_until(T, stdout_has("late-spdy-15")).await;
+    }
+    let seen = moderator.transcript().stdout_text();
+    assert!(
+        seen.contains("late-frag-9") && seen.contains("late-alone-12"),
+        "{seen:?}"
+    );
+    assert!(
+        !seen.contains("early"),
+        "input sent while no moderator was attached reached the shell: {seen:?}"
+    );
+    moderator.close().await.expect("close");
+    owner.close().await.expect("close");
+    owner.finish(T).await;
+    drop(go);
+
+    // The replica's recordings of alice's sessions hold the input that passed, not the rest.
+    let audrey = replica.user("audrey");
+    let inputs = poll_async(
+        "alice's recordings end",
+        RBAC_SETTLE,
+        Duration::from_millis(500),
+        || async {
+            let (code, list) = audrey.get_json(&sb.path("recordings")).await;
+            if code != StatusCode::OK {
+                return Err(format!("{code} {list}"));
+            }
+            let items: Vec<Value> = list["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|i| i["spec"]["user"] == ALICE)
+                .collect();
+            if items.is_empty() || !items.iter().all(|i| i["status"]["end"].is_string()) {
+                return Err(format!("{list}"));
+            }
+            let mut inputs = String::new();
+            for i in &items {
+                let id = i["metadata"]["name"].as_str().unwrap_or_default();
+                let (code, _, body) = audrey
+                    .request(
+                        Method::GET,
+                        &sb.path(&format!("recordings/{id}")),
+                        &[],
+                        Bytes::new(),
+                    )
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+                if code != StatusCode::OK {
+                    return Err(format!("recording {id}: {code}"));
+                }
+                for line in String::from_utf8_lossy(&body).lines().skip(1) {
+                    let v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+                    if v[1] == "i" {
+                        inputs.push_str(v[2].as_str().unwrap_or(""));
+                    }
+                }
+            }
+            Ok(inputs)
+        },
+    )
+    .await;
+    assert!(inputs.contains("late-frag-$((3*3))"), "{inputs:?}");
+    assert!(inputs.contains("late-alone-$((3*4))"), "{inputs:?}");
+    assert!(
+        !inputs.contains("early"),
+        "withheld input was recorded: {inputs:?}"
+    );
+    let _ = std::fs::remove_dir_all(&rec_dir);
 }
