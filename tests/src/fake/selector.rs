@@ -140,7 +140,16 @@ fn supported_fields(kind: Kind) -> &'static [&'static str] {
             "status.podIP",
             "status.nominatedNodeName",
         ],
-        Kind::ConfigMap | Kind::Namespace | Kind::Lease => &["metadata.name", "metadata.namespace"],
+        Kind::ConfigMap | Kind::Namespace | Kind::Lease | Kind::EndpointSlice => {
+            &["metadata.name", "metadata.namespace"]
+        }
+        // `ServiceSelectableFields`.
+        Kind::Service => &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.clusterIP",
+            "spec.type",
+        ],
         // `NodeToSelectableFields`: a cluster-scoped object's name, and whether it is cordoned.
         Kind::Node => &["metadata.name", "spec.unschedulable"],
     }
@@ -163,8 +172,19 @@ impl FieldSelector {
                 ));
             };
             let field = field.trim();
-            if !supported_fields(kind).contains(&field) {
-                return Err(format!("field label not supported: {field}"));
+            let supported = supported_fields(kind);
+            if !supported.contains(&field) {
+                // Kinds with no field selectors of their own (served by the generic registry's
+                // default) say which ones there are.
+                return Err(if kind == Kind::EndpointSlice {
+                    let only: Vec<String> = supported.iter().map(|f| format!("{f:?}")).collect();
+                    format!(
+                        "{field:?} is not a known field selector: only {}",
+                        only.join(", ")
+                    )
+                } else {
+                    format!("field label not supported: {field}")
+                });
             }
             reqs.push((field.to_owned(), eq, value.trim().to_owned()));
         }

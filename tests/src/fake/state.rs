@@ -29,6 +29,10 @@ pub enum Kind {
     Lease,
     /// core/v1 Node (cluster-scoped).
     Node,
+    /// core/v1 Service.
+    Service,
+    /// discovery.k8s.io/v1 EndpointSlice.
+    EndpointSlice,
 }
 
 impl Kind {
@@ -40,6 +44,8 @@ impl Kind {
             Kind::ConfigMap => "configmaps",
             Kind::Lease => "leases",
             Kind::Node => "nodes",
+            Kind::Service => "services",
+            Kind::EndpointSlice => "endpointslices",
         }
     }
 
@@ -51,6 +57,8 @@ impl Kind {
             Kind::ConfigMap => "ConfigMap",
             Kind::Lease => "Lease",
             Kind::Node => "Node",
+            Kind::Service => "Service",
+            Kind::EndpointSlice => "EndpointSlice",
         }
     }
 
@@ -58,8 +66,17 @@ impl Kind {
     pub fn api_version(self) -> &'static str {
         match self {
             Kind::Lease => "coordination.k8s.io/v1",
+            Kind::EndpointSlice => "discovery.k8s.io/v1",
             _ => "v1",
         }
+    }
+
+    /// The API group (`""` for core).
+    pub fn group(self) -> &'static str {
+        self.api_version()
+            .rsplit_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
     }
 
     /// Whether objects live in a namespace.
