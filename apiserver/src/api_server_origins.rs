@@ -372,7 +372,7 @@ mod tests {
             "metadata": {"name": "kubernetes", "namespace": "default",
                          "labels": {"kubernetes.io/service-name": "kubernetes"}},
             "addressType": "IPv6",
-            "endpoints": [{"addresses": ["FD00::0010"], "conditions": {"ready": true}},
+            "endpoints": [{"addresses": ["fd00::10"], "conditions": {"ready": true}},
                           {"addresses": ["fd00::11"], "conditions": {"ready": false}}],
             "ports": [{"name": "https", "port": 6443, "protocol": "TCP"},
                       {"name": "dns", "port": 53, "protocol": "UDP"}],

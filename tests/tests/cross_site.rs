@@ -535,7 +535,7 @@ async fn the_api_servers_origins_follow_cluster_info_and_endpoint_slices() {
     e.fake
         .set_kubernetes_endpoint_slice("kubernetes", "IPv4", &["192.0.2.10", "192.0.2.11"], 6443);
     e.fake
-        .set_kubernetes_endpoint_slice("kubernetes-v6", "IPv6", &["2001:DB8::10"], 6443);
+        .set_kubernetes_endpoint_slice("kubernetes-v6", "IPv6", &["2001:db8::10"], 6443);
     e.fake
         .set_kubernetes_endpoint_slice("kubernetes-extra", "IPv4", &["192.0.2.66"], 6443);
     wait_origin(&e, "https://192.0.2.10:6443", ok).await;
