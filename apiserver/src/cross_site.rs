@@ -193,7 +193,8 @@ fn refusal(attrs: &Attributes, why: &str) -> ApiError {
     let reason = format!(
         "cross-site requests are forbidden: {why}; poddebug accepts state-changing requests, \
          streams and resource reads from a browser only when they come from a page of its own \
-         origin (see --allowed-origins)"
+         origin, and an Origin from other clients only when it names the cluster's API server \
+         as the cluster publishes it (see --allowed-origins)"
     );
     match attrs {
         Attributes::Resource {
