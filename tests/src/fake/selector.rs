@@ -260,5 +260,23 @@ mod tests {
             FieldSelector::parse(Kind::ConfigMap, "spec.x=1"),
             Err("field label not supported: spec.x".to_owned())
         );
+        // kube-apiserver v1.36's answers (live): Services select on their ClusterIP and type;
+        // EndpointSlices have only the generic fields and say so.
+        let svc = json!({"metadata": {"name": "kubernetes"}, "spec": {"clusterIP": "10.96.0.1", "type": "ClusterIP"}});
+        assert!(
+            FieldSelector::parse(
+                Kind::Service,
+                "spec.clusterIP=10.96.0.1,spec.type=ClusterIP"
+            )
+            .is_ok_and(|s| s.matches(&svc))
+        );
+        assert_eq!(
+            FieldSelector::parse(Kind::Service, "spec.ports=x"),
+            Err("field label not supported: spec.ports".to_owned())
+        );
+        assert_eq!(
+            FieldSelector::parse(Kind::EndpointSlice, "addressType=IPv4"),
+            Err(r#""addressType" is not a known field selector: only "metadata.name", "metadata.namespace""#.to_owned())
+        );
     }
 }
