@@ -16,18 +16,22 @@
 //! - `Origin`: on every cross-origin request, every non-GET request, and every WebSocket
 //!   handshake.
 //!
-//! The verdict for a guarded request ([`guarded`]):
+//! The verdict for a guarded request ([`guarded`]); origins are compared canonically
+//! ([`Origin`]):
 //! 1. `Origin` listed in `--allowed-origins` → allowed.
 //! 2. `Sec-Fetch-Site` present → allowed only when `same-origin` or `none`.
 //! 3. Else `Origin` present → allowed only when it is the origin the request was addressed to:
 //!    `X-Forwarded-Proto`/`X-Forwarded-Host` when the request came through the authenticated
 //!    front proxy (the aggregator sets them from what it received, on requests that are not
-//!    upgrades), else `https://` + `Host`; or, for a WebSocket handshake, when it offers a valid
-//!    attach ticket ([`crate::attach_ticket`]). Behind `kubectl proxy` neither header shows the
-//!    proxy's own origin (it rewrites `Host` to kube-apiserver's), and browsers send no Fetch
-//!    Metadata on WebSocket handshakes (Chromium 156): the ticket is how the portal's own
-//!    terminal gets through there, and a browser without Fetch Metadata cannot use the rest of
-//!    the portal behind kubectl proxy unless its origin is in `--allowed-origins`.
+//!    upgrades), else `https://` + `Host`; or when it names the cluster's own API server
+//!    ([`ApiServerOrigins`]: clients that are not browsers, such as the Kubernetes Python
+//!    client, send the origin of the API server they dial); or, for a WebSocket handshake,
+//!    when it offers a valid attach ticket ([`crate::attach_ticket`]). Behind `kubectl proxy`
+//!    neither header shows the proxy's own origin (it rewrites `Host` to kube-apiserver's),
+//!    and browsers send no Fetch Metadata on WebSocket handshakes (Chromium 156): the ticket is
+//!    how the portal's own terminal gets through there, and a browser without Fetch Metadata
+//!    cannot use the rest of the portal behind kubectl proxy unless its origin is in
+//!    `--allowed-origins`.
 //! 4. Neither header → allowed: the client is not a browser (kubectl, client-go, kube-rs, curl),
 //!    or it is an old browser's same-origin `GET`.
 //!
@@ -40,8 +44,10 @@
 use http::{HeaderMap, Method, header};
 use poddebug_types::ApiError;
 
+use crate::api_server_origins::ApiServerOrigins;
 use crate::authn::Method as AuthMethod;
 use crate::authz::Attributes;
+use crate::origin::Origin;
 
 /// The resource the portal's files are served as (readable from any context).
 const PORTAL_RESOURCE: &str = "portal";
@@ -81,25 +87,11 @@ fn one<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"))
 }
 
-/// An origin as browsers serialize it (`scheme://host[:port]`), lower-cased, with the default
-/// port of its scheme dropped; `None` when it is not one (`null`, a path, garbage).
-pub fn normalize_origin(origin: &str) -> Option<String> {
-    let origin = origin.trim().to_ascii_lowercase();
-    let (scheme, rest) = origin.split_once("://")?;
-    if !matches!(scheme, "http" | "https") || rest.is_empty() || rest.contains(['/', '?', '#', '@'])
-    {
-        return None;
-    }
-    let default_port = if scheme == "https" { ":443" } else { ":80" };
-    let host = rest.strip_suffix(default_port).unwrap_or(rest);
-    Some(format!("{scheme}://{host}"))
-}
-
 /// The browser-context policy (`--allowed-origins`).
 #[derive(Clone, Debug, Default)]
 pub struct Policy {
-    /// Normalized origins whose pages may act on the API from a browser.
-    allowed_origins: Vec<String>,
+    /// Origins whose pages may act on the API from a browser.
+    allowed_origins: Vec<Origin>,
 }
 
 impl Policy {
@@ -108,7 +100,7 @@ impl Policy {
         let mut allowed = Vec::new();
         let mut bad = Vec::new();
         for o in origins.iter().filter(|o| !o.trim().is_empty()) {
-            match normalize_origin(o) {
+            match Origin::parse(o) {
                 Some(n) => allowed.push(n),
                 None => bad.push(o.clone()),
             }
@@ -124,17 +116,19 @@ impl Policy {
 
     /// Judge a guarded request (module docs); `Err` is the 403 to answer. `auth` says how the
     /// request was authenticated: only the front proxy's `X-Forwarded-*` headers are believed.
-    /// `ticket_valid` is asked only for a WebSocket handshake whose `Origin` alone cannot be
-    /// judged: whether it offers a valid attach ticket ([`crate::attach_ticket`]).
+    /// `api_server` are the origins of the cluster's own API server. `ticket_valid` is asked
+    /// only for a WebSocket handshake whose `Origin` alone cannot be judged: whether it offers a
+    /// valid attach ticket ([`crate::attach_ticket`]).
     pub fn judge(
         &self,
         headers: &HeaderMap,
         attrs: &Attributes,
         auth: AuthMethod,
+        api_server: &ApiServerOrigins,
         ticket_valid: impl FnOnce() -> bool,
     ) -> Result<(), ApiError> {
         let origin = one(headers, "origin");
-        let normalized = origin.and_then(normalize_origin);
+        let normalized = origin.and_then(Origin::parse);
         if let Some(o) = &normalized
             && self.allowed_origins.contains(o)
         {
@@ -156,6 +150,8 @@ impl Policy {
         };
         match (&normalized, addressed_origin(headers, auth)) {
             (Some(o), Some(own)) if *o == own => Ok(()),
+            // A client naming the API server it dials, which is this server's front door.
+            (Some(o), _) if api_server.contains(o) => Ok(()),
             // A browser's WebSocket handshake has nothing but Origin; behind kubectl proxy that
             // cannot be compared with anything, so the page proves it is of the server's origin
             // with a ticket only such a page could read.
@@ -173,7 +169,7 @@ impl Policy {
 
 /// The origin the client addressed: the aggregator's `X-Forwarded-Proto`/`-Host` when the front
 /// proxy authenticated the request, else `https://` and `Host` (this server only serves TLS).
-fn addressed_origin(headers: &HeaderMap, auth: AuthMethod) -> Option<String> {
+fn addressed_origin(headers: &HeaderMap, auth: AuthMethod) -> Option<Origin> {
     let forwarded = |name: &str| {
         one(headers, name)
             .and_then(|v| v.split(',').next())
@@ -187,7 +183,7 @@ fn addressed_origin(headers: &HeaderMap, auth: AuthMethod) -> Option<String> {
         ),
         _ => ("https", one(headers, "host")?),
     };
-    normalize_origin(&format!("{scheme}://{host}"))
+    Origin::parse(&format!("{scheme}://{host}"))
 }
 
 /// The 403 of a refused cross-site request, worded as kube-apiserver words a denial.
@@ -197,7 +193,8 @@ fn refusal(attrs: &Attributes, why: &str) -> ApiError {
     let reason = format!(
         "cross-site requests are forbidden: {why}; poddebug accepts state-changing requests, \
          streams and resource reads from a browser only when they come from a page of its own \
-         origin (see --allowed-origins)"
+         origin, and an Origin from other clients only when it names the cluster's API server \
+         as the cluster publishes it (see --allowed-origins)"
     );
     match attrs {
         Attributes::Resource {
@@ -232,6 +229,11 @@ mod tests {
             h.append(*k, v.parse().unwrap());
         }
         h
+    }
+
+    /// No API server origin known.
+    fn nobody() -> ApiServerOrigins {
+        ApiServerOrigins::default()
     }
 
     fn discovery() -> Attributes {
@@ -281,14 +283,15 @@ mod tests {
         for ok in ["same-origin", "none", "Same-Origin"] {
             let h = headers(&[("sec-fetch-site", ok), ("origin", "http://127.0.0.1:9999")]);
             assert!(
-                p.judge(&h, &a, AuthMethod::FrontProxy, || false).is_ok(),
+                p.judge(&h, &a, AuthMethod::FrontProxy, &nobody(), || false)
+                    .is_ok(),
                 "{ok}"
             );
         }
         for bad in ["same-site", "cross-site", "weird"] {
             let h = headers(&[("sec-fetch-site", bad), ("origin", "http://127.0.0.1:9999")]);
             let e = p
-                .judge(&h, &a, AuthMethod::FrontProxy, || false)
+                .judge(&h, &a, AuthMethod::FrontProxy, &nobody(), || false)
                 .unwrap_err();
             assert_eq!(e.code(), 403);
             assert_eq!(e.reason(), "Forbidden");
@@ -307,8 +310,8 @@ mod tests {
     fn without_fetch_metadata_the_origin_must_be_the_addressed_one() {
         let p = Policy::default();
         let a = attrs("get", "pods", "attach");
-        // A client that sends the origin of the URL it dials (Python's websocket-client does),
-        // through the aggregator: X-Forwarded-Host is kube-apiserver's address.
+        // A request that is not an upgrade, through the aggregator: X-Forwarded-Host is the
+        // address the client gave kube-apiserver.
         let via_aggregator = headers(&[
             ("origin", "https://127.0.0.1:6443"),
             ("x-forwarded-host", "127.0.0.1:6443"),
@@ -316,25 +319,91 @@ mod tests {
             ("host", "poddebug-apiserver.poddebug-system.svc"),
         ]);
         assert!(
-            p.judge(&via_aggregator, &a, AuthMethod::FrontProxy, || false)
-                .is_ok()
+            p.judge(
+                &via_aggregator,
+                &a,
+                AuthMethod::FrontProxy,
+                &nobody(),
+                || false
+            )
+            .is_ok()
         );
         // The same forwarded headers from a client the front proxy did not authenticate are not
         // believed.
         assert!(
-            p.judge(&via_aggregator, &a, AuthMethod::Token, || false)
+            p.judge(&via_aggregator, &a, AuthMethod::Token, &nobody(), || false)
                 .is_err()
         );
         let direct = headers(&[
             ("origin", "https://debug.example:443"),
             ("host", "debug.example"),
         ]);
-        assert!(p.judge(&direct, &a, AuthMethod::Token, || false).is_ok());
+        assert!(
+            p.judge(&direct, &a, AuthMethod::Token, &nobody(), || false)
+                .is_ok()
+        );
         for bad in ["http://127.0.0.1:9999", "null", "https://evil.example", ""] {
             let h = headers(&[("origin", bad), ("host", "debug.example")]);
-            let e = p.judge(&h, &a, AuthMethod::Token, || false).unwrap_err();
+            let e = p
+                .judge(&h, &a, AuthMethod::Token, &nobody(), || false)
+                .unwrap_err();
             assert!(e.message().contains("(Origin: "), "{}", e.message());
         }
+    }
+
+    #[test]
+    fn an_origin_naming_the_api_server_passes_without_fetch_metadata() {
+        let p = Policy::default();
+        let a = attrs("get", "pods", "attach");
+        let api = ApiServerOrigins::new("https://127.0.0.1:6443");
+        api.set(
+            crate::api_server_origins::Source::Service,
+            vec![Origin::https("10.96.0.1", 443).expect("an origin")],
+        );
+        // What the Kubernetes Python client's WebSocket sends through the aggregator: its
+        // Origin names the server it dialled; Host is rewritten, no X-Forwarded-Host.
+        let python = |origin: &str| {
+            headers(&[
+                ("origin", origin),
+                ("upgrade", "websocket"),
+                ("connection", "Upgrade"),
+                ("host", "poddebug-apiserver.poddebug-system.svc:443"),
+            ])
+        };
+        for ok in [
+            "https://127.0.0.1:6443",
+            "HTTPS://127.0.0.1:6443",
+            "https://10.96.0.1",
+            "https://10.96.0.1:443",
+        ] {
+            assert!(
+                p.judge(&python(ok), &a, AuthMethod::FrontProxy, &api, || false)
+                    .is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "https://127.0.0.1:6443.evil.example",
+            "https://evil.example",
+            "null",
+            "http://127.0.0.1:6443",
+            "https://127.0.0.1:6444",
+            "https://10.96.0.1:6443",
+            "https://127.0.0.1:6443/",
+        ] {
+            let e = p
+                .judge(&python(bad), &a, AuthMethod::FrontProxy, &api, || false)
+                .unwrap_err();
+            assert_eq!(e.code(), 403, "{bad}");
+        }
+        // A browser says where the page is: a page on the API server's origin that the browser
+        // marks cross-site (it is not the origin the request went to) is refused.
+        let mut from_page = python("https://127.0.0.1:6443");
+        from_page.insert("sec-fetch-site", "cross-site".parse().unwrap());
+        assert!(
+            p.judge(&from_page, &a, AuthMethod::FrontProxy, &api, || false)
+                .is_err()
+        );
     }
 
     #[test]
@@ -349,14 +418,20 @@ mod tests {
             ("connection", "Upgrade"),
             ("host", "poddebug-apiserver.poddebug-system.svc:443"),
         ]);
-        assert!(p.judge(&ws, &a, AuthMethod::FrontProxy, || true).is_ok());
-        assert!(p.judge(&ws, &a, AuthMethod::FrontProxy, || false).is_err());
+        assert!(
+            p.judge(&ws, &a, AuthMethod::FrontProxy, &nobody(), || true)
+                .is_ok()
+        );
+        assert!(
+            p.judge(&ws, &a, AuthMethod::FrontProxy, &nobody(), || false)
+                .is_err()
+        );
         // Fetch Metadata saying cross-site is not overruled by a ticket, and a ticket opens no
         // request that is not a WebSocket handshake.
         let mut cross = ws.clone();
         cross.insert("sec-fetch-site", "cross-site".parse().unwrap());
         assert!(
-            p.judge(&cross, &a, AuthMethod::FrontProxy, || true)
+            p.judge(&cross, &a, AuthMethod::FrontProxy, &nobody(), || true)
                 .is_err()
         );
         let post = headers(&[("origin", "http://127.0.0.1:8001")]);
@@ -365,6 +440,7 @@ mod tests {
                 &post,
                 &attrs("create", "pods", "debug"),
                 AuthMethod::FrontProxy,
+                &nobody(),
                 || true
             )
             .is_err()
@@ -380,6 +456,7 @@ mod tests {
                 &h,
                 &attrs("create", "pods", "debug"),
                 AuthMethod::FrontProxy,
+                &nobody(),
                 || false
             )
             .is_ok()
@@ -397,7 +474,8 @@ mod tests {
         for origin in ["https://portal.example", "http://tools.example"] {
             let h = headers(&[("origin", origin), ("sec-fetch-site", "cross-site")]);
             assert!(
-                p.judge(&h, &a, AuthMethod::FrontProxy, || false).is_ok(),
+                p.judge(&h, &a, AuthMethod::FrontProxy, &nobody(), || false)
+                    .is_ok(),
                 "{origin}"
             );
         }
@@ -405,7 +483,10 @@ mod tests {
             ("origin", "https://portal.example.evil"),
             ("sec-fetch-site", "cross-site"),
         ]);
-        assert!(p.judge(&h, &a, AuthMethod::FrontProxy, || false).is_err());
+        assert!(
+            p.judge(&h, &a, AuthMethod::FrontProxy, &nobody(), || false)
+                .is_err()
+        );
         assert_eq!(
             Policy::new(&["portal.example".into(), "https://x/y".into()]).unwrap_err(),
             vec!["portal.example".to_owned(), "https://x/y".to_owned()]
@@ -416,7 +497,9 @@ mod tests {
     fn non_resource_refusals_have_no_object() {
         let h = headers(&[("sec-fetch-site", "cross-site")]);
         let e = Policy::default()
-            .judge(&h, &discovery(), AuthMethod::FrontProxy, || false)
+            .judge(&h, &discovery(), AuthMethod::FrontProxy, &nobody(), || {
+                false
+            })
             .unwrap_err();
         assert!(e.message().starts_with("cross-site requests are forbidden"));
     }

@@ -76,14 +76,18 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
             // is asked or done on its behalf.
             let browser = if crate::cross_site::guarded(&method, req.headers(), &attrs) {
                 let headers = req.headers();
-                st.config
-                    .cross_site
-                    .judge(headers, &attrs, auth.method, || {
+                st.config.cross_site.judge(
+                    headers,
+                    &attrs,
+                    auth.method,
+                    &st.api_server_origins,
+                    || {
                         crate::attach_ticket::Tickets::offered(headers).is_some_and(|t| {
                             st.tickets
                                 .verify(&t, &auth.user.user, std::time::SystemTime::now())
                         })
-                    })
+                    },
+                )
             } else {
                 Ok(())
             };

@@ -9,6 +9,7 @@
 #![allow(clippy::result_large_err)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod api_server_origins;
 pub mod attach_ticket;
 pub mod audit;
 pub mod authn;
@@ -23,6 +24,7 @@ pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod options;
+pub mod origin;
 pub mod query;
 pub mod recording;
 pub mod routes;

@@ -186,7 +186,9 @@ pub struct Options {
     /// Origins (scheme://host[:port]) of web pages, besides the server's own, that may change
     /// things, open streams and read resources from a user's browser. Requests a browser makes
     /// for a page of any other origin are refused with 403 (Fetch Metadata and Origin decide;
-    /// clients that are not browsers are not affected).
+    /// clients that are not browsers are not affected, nor those naming the cluster's API
+    /// server, which is learned from the cluster: list here an address of it the cluster does
+    /// not publish, such as a port-forward).
     #[arg(long, value_delimiter = ',', help_heading = "Authorization")]
     pub allowed_origins: Vec<String>,
 

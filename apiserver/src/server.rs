@@ -265,6 +265,11 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         );
         tokio::spawn(async move { key.load(client, ns).await });
     }
+    // Where the cluster's API server is, for clients that name it in Origin (cross_site.rs).
+    let api_server_origins = Arc::new(crate::api_server_origins::ApiServerOrigins::new(
+        &clients.pods_config.cluster_url.to_string(),
+    ));
+    api_server_origins.spawn_watches(clients.pods.clone());
     let readiness = Arc::new(Readiness::default());
     let (drain_tx, drain_rx) = watch::channel(false);
     let (watch_drain_tx, watch_drain_rx) = watch::channel(false);
@@ -284,6 +289,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         watch_drain: watch_drain_rx,
         upstream,
         recorder: crate::recording::Recorder::from_options(&config.recording),
+        api_server_origins,
         tickets: tickets.clone(),
         sessions: sessions.clone(),
         record_key,

@@ -65,6 +65,8 @@ pub struct AppState {
     pub upstream: Arc<crate::upstream::Upstream>,
     /// Session recorder (`--recording-dir`), if recording is on.
     pub recorder: Option<Arc<crate::recording::Recorder>>,
+    /// The origins of the cluster's own API server (learned from the cluster).
+    pub api_server_origins: Arc<crate::api_server_origins::ApiServerOrigins>,
     /// The attach tickets same-origin pages prove themselves with in WebSocket handshakes.
     pub tickets: Arc<crate::attach_ticket::Tickets>,
     /// Live sessions: those relayed here, and the cluster's records of all of them.

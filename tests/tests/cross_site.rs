@@ -249,8 +249,9 @@ async fn the_pages_own_origin_and_clients_that_are_not_browsers_are_not_affected
     )
     .await;
     assert_eq!(code, StatusCode::CREATED, "{}", json_of(&body));
-    // A client that sends the origin of the URL it dials (Python's websocket-client): through
-    // the aggregator that is kube-apiserver's own address, which the aggregator forwards.
+    // A client that sends the origin of the URL it dials, through a front proxy that says what
+    // it was addressed as (X-Forwarded-Host; the aggregator sets it on requests that are not
+    // upgrades). Behind the aggregator's upgrades: the next tests.
     e.wait_state(POD, "raw", "running").await;
     let resp = ws_attach(
         &e.alice,
@@ -374,4 +375,191 @@ async fn a_body_must_declare_json() {
         "{}",
         json_of(&body)
     );
+}
+
+/// A WebSocket attach to `py` whose only browser-context header is `Origin: origin` (what a
+/// client that is not a browser but names its server sends), plus `extra`.
+async fn ws_attach_with(
+    e: &common::Env,
+    origin: &str,
+    extra: &[(&'static str, &'static str)],
+) -> poddebug_tests::UpgradeResponse {
+    let mut headers = TestClient::websocket_headers("v4.channel.k8s.io");
+    headers.push(("origin", origin.to_owned()));
+    headers.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    e.alice
+        .upgrade(
+            Method::GET,
+            &format!("{GV}/namespaces/{NS}/pods/{POD}/attach?container=py&stdin=true&stdout=true"),
+            &headers,
+        )
+        .await
+        .expect("upgrade answered")
+}
+
+/// The status of [`ws_attach_with`] without extra headers (a stream that opened is closed).
+async fn attach_with_origin(e: &common::Env, origin: &str) -> StatusCode {
+    ws_attach_with(e, origin, &[]).await.status
+}
+
+/// Waits (bounded) until an attach with `origin` is answered `want` (the server learns where
+/// the API server is from watches, so a change shows after a moment).
+async fn wait_origin(e: &common::Env, origin: &str, want: StatusCode) {
+    let deadline = tokio::time::Instant::now() + common::T;
+    loop {
+        let got = attach_with_origin(e, origin).await;
+        if got == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Origin {origin}: {got}, not {want}\n{}",
+            e.logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// As manifests/rbac.yaml grants the server's account (the fake's user for the server), for
+/// what tells where the API server is: the `kubernetes` Service by name, EndpointSlices in
+/// `default`, `cluster-info` by name; everything else as before.
+fn rbac_of_the_manifests(a: &poddebug_tests::fake::Attributes) -> bool {
+    if a.user != poddebug_tests::fake::PODDEBUG_USER {
+        return true;
+    }
+    let read = matches!(a.verb.as_str(), "get" | "list" | "watch");
+    match (a.api_group.as_str(), a.resource.as_str()) {
+        ("", "services") => read && a.namespace == "default" && a.name == "kubernetes",
+        ("discovery.k8s.io", "endpointslices") => {
+            matches!(a.verb.as_str(), "list" | "watch") && a.namespace == "default"
+        }
+        ("", "configmaps") if a.namespace == "kube-public" => read && a.name == "cluster-info",
+        _ => true,
+    }
+}
+
+#[tokio::test]
+async fn a_client_naming_the_api_server_in_origin_attaches_and_no_other_origin_does() {
+    let e = env_with_policy().await;
+    e.create_running(
+        "py",
+        &json!({"container": {"command": ["sh"], "stdin": true}}),
+    )
+    .await;
+    // What the Kubernetes Python client's WebSocket sends behind the aggregator: Origin is the
+    // API server it dialled (its kubeconfig's server; the server's own kubeconfig names the
+    // same one here), Host is not that, and no X-Forwarded-Host.
+    let api = e.fake.url();
+    let port = e.fake.addr().port();
+    wait_origin(&e, &api, StatusCode::SWITCHING_PROTOCOLS).await;
+    wait_origin(
+        &e,
+        &format!("HTTPS://127.0.0.1:{port}"),
+        StatusCode::SWITCHING_PROTOCOLS,
+    )
+    .await;
+    // In a pod: the `kubernetes` Service's ClusterIP (Python's in-cluster config) and names.
+    let ip = poddebug_tests::fake::KUBERNETES_SERVICE_IP;
+    for origin in [
+        format!("https://{ip}"),
+        format!("https://{ip}:443"),
+        "https://kubernetes.default.svc".to_owned(),
+        "https://kubernetes.default.svc.cluster.local:443".to_owned(),
+    ] {
+        wait_origin(&e, &origin, StatusCode::SWITCHING_PROTOCOLS).await;
+    }
+
+    // Nothing else: look-alikes, another scheme or port, and pages.
+    let evil_suffix = format!("https://127.0.0.1:{port}.evil.example");
+    let evil_port = format!("https://127.0.0.1:{}", port.wrapping_add(1));
+    let plain = format!("http://127.0.0.1:{port}");
+    let service_port = format!("https://{ip}:6443");
+    for origin in [
+        evil_suffix.as_str(),
+        "https://evil.example",
+        "null",
+        plain.as_str(),
+        evil_port.as_str(),
+        service_port.as_str(),
+        "https://kubernetes.evil.example",
+        "https://kubernetes.default.svc.evil.example",
+    ] {
+        let resp = ws_attach_with(&e, origin, &[]).await;
+        assert_cross_site_refusal(resp.status, &resp.body);
+    }
+    // A browser's page on the API server's own origin, which the browser says is cross-site
+    // to where the request goes, is a page like any other.
+    let resp = ws_attach_with(&e, &api, &[("sec-fetch-site", "cross-site")]).await;
+    assert_cross_site_refusal(resp.status, &resp.body);
+
+    // Every read the server made to learn this was one the manifests grant.
+    let refused: Vec<String> = e
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.user == poddebug_tests::fake::PODDEBUG_USER
+                && (r.path.contains("/services")
+                    || r.path.contains("/endpointslices")
+                    || r.path.contains("/kube-public/"))
+                && r.status >= 400
+        })
+        .map(|r| format!("{} {} {}", r.status, r.method, r.path))
+        .collect();
+    assert!(refused.is_empty(), "{refused:?}");
+}
+
+#[tokio::test]
+async fn the_api_servers_origins_follow_cluster_info_and_endpoint_slices() {
+    let e = env_with_policy().await;
+    e.create_running(
+        "py",
+        &json!({"container": {"command": ["sh"], "stdin": true}}),
+    )
+    .await;
+    let forbidden = StatusCode::FORBIDDEN;
+    let ok = StatusCode::SWITCHING_PROTOCOLS;
+    // kubeadm's cluster-info: published, moved, removed.
+    wait_origin(&e, "https://api.cluster.example:6443", forbidden).await;
+    e.fake.set_cluster_info("https://API.cluster.example:6443");
+    wait_origin(&e, "https://api.cluster.example:6443", ok).await;
+    e.fake.set_cluster_info("https://api2.cluster.example");
+    wait_origin(&e, "https://api2.cluster.example:443", ok).await;
+    wait_origin(&e, "https://api.cluster.example:6443", forbidden).await;
+    assert!(e.fake.delete_configmap("kube-public", "cluster-info"));
+    wait_origin(&e, "https://api2.cluster.example", forbidden).await;
+
+    // The EndpointSlices kube-apiserver keeps for its Service (dual-stack: two), and none
+    // other.
+    e.fake
+        .set_kubernetes_endpoint_slice("kubernetes", "IPv4", &["192.0.2.10", "192.0.2.11"], 6443);
+    e.fake
+        .set_kubernetes_endpoint_slice("kubernetes-v6", "IPv6", &["2001:db8::10"], 6443);
+    e.fake
+        .set_kubernetes_endpoint_slice("kubernetes-extra", "IPv4", &["192.0.2.66"], 6443);
+    wait_origin(&e, "https://192.0.2.10:6443", ok).await;
+    wait_origin(&e, "https://192.0.2.11:6443", ok).await;
+    wait_origin(&e, "https://[2001:db8::10]:6443", ok).await;
+    assert_eq!(
+        attach_with_origin(&e, "https://192.0.2.66:6443").await,
+        forbidden
+    );
+    assert_eq!(
+        attach_with_origin(&e, "https://192.0.2.10").await,
+        forbidden
+    );
+    // An API server leaves: its address no longer passes.
+    e.fake
+        .set_kubernetes_endpoint_slice("kubernetes", "IPv4", &["192.0.2.11"], 6443);
+    wait_origin(&e, "https://192.0.2.10:6443", forbidden).await;
+    assert!(e.fake.delete_kubernetes_endpoint_slice("kubernetes-v6"));
+    wait_origin(&e, "https://[2001:db8::10]:6443", forbidden).await;
+    wait_origin(&e, "https://192.0.2.11:6443", ok).await;
+}
+
+/// [`env`] whose fake grants the server's account what manifests/rbac.yaml grants it for
+/// where the API server is.
+async fn env_with_policy() -> common::Env {
+    common::env_with(&[], |fake| fake.set_policy(rbac_of_the_manifests)).await
 }

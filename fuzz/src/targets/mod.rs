@@ -2,6 +2,7 @@
 
 mod body;
 mod names;
+mod origins;
 mod request;
 mod streams;
 
@@ -36,6 +37,12 @@ pub const TARGETS: &[Target] = &[
         about: "DNS-1123 labels and subdomains, qualified names, env var and port names",
         run: names::run,
         seeds: names::seeds,
+    },
+    Target {
+        name: "origins",
+        about: "origins as clients send them and as the cluster publishes its API server: canonical, never a path or user",
+        run: origins::run,
+        seeds: origins::seeds,
     },
     Target {
         name: "websocket-client",

@@ -83,14 +83,16 @@ pub fn core_resources() -> Resp {
                 resource("pods/ephemeralcontainers", "", true, "Pod", &["get", "patch", "update"], &[]),
                 resource("pods/exec", "", true, "PodExecOptions", &["create", "get"], &[]),
                 resource("pods/log", "", true, "Pod", &["get"], &[]),
+                resource("services", "service", true, "Service", &["get", "list", "watch"], &["svc"]),
             ],
         }),
     )
 }
 
-const GROUPS: [(&str, &str); 3] = [
+const GROUPS: [(&str, &str); 4] = [
     ("authentication.k8s.io", "v1"),
     ("authorization.k8s.io", "v1"),
+    ("discovery.k8s.io", "v1"),
     ("events.k8s.io", "v1"),
 ];
 
@@ -143,6 +145,14 @@ pub fn group_resources(group: &str, version: &str) -> Result<Resp, KubeStatus> {
                 &[],
             )]
         }
+        ("discovery.k8s.io", "v1") => vec![resource(
+            "endpointslices",
+            "endpointslice",
+            true,
+            "EndpointSlice",
+            &["get", "list", "watch"],
+            &[],
+        )],
         ("events.k8s.io", "v1") => vec![resource(
             "events",
             "event",

@@ -3,7 +3,8 @@
 //! impersonation, RBAC through one policy closure, TokenReview, SubjectAccessReview, the
 //! authentication ConfigMap, pods (create, get, list, watch, delete with preconditions,
 //! ephemeral containers with kube's exact validation errors and Pod Security), nodes, events,
-//! exec and logs.
+//! exec and logs, and where the API server is (the `kubernetes` Service, its EndpointSlices,
+//! kubeadm's `cluster-info`).
 //!
 //! Dropping the [`FakeKube`] stops the listener, every connection and every stream.
 
@@ -29,6 +30,7 @@ mod router;
 mod sar;
 mod secrets;
 mod selector;
+mod services;
 mod smp;
 mod state;
 mod status;
@@ -62,6 +64,7 @@ pub use exec::{ExecBehaviour, ExecRecord};
 pub use kubelet::ContainerState;
 pub use nodes::FAKE_NODE;
 pub use sar::SarRecord;
+pub use services::KUBERNETES_SERVICE_IP;
 pub use status::{FieldError, FieldErrorType, KubeStatus};
 pub use tls::{certs, provider};
 pub use validation::MIRROR_POD_ANNOTATION;
@@ -160,10 +163,12 @@ impl FakeKube {
             dir: TempDir::new("fake-kube"),
             shutdown,
         };
-        for ns in ["default", "kube-system", "poddebug-system"] {
+        for ns in ["default", "kube-public", "kube-system", "poddebug-system"] {
             fake.add_namespace(ns, &[]);
         }
         fake.add_node(FAKE_NODE, &[]);
+        fake.shared
+            .mutate(|s| s.put(Kind::Service, services::kubernetes_service(addr.port())));
         let data = fake.pki.auth_configmap_data();
         fake.set_auth_configmap(data);
         fake
@@ -316,6 +321,35 @@ impl FakeKube {
     pub fn delete_configmap(&self, namespace: &str, name: &str) -> bool {
         self.shared
             .mutate(|s| s.remove(Kind::ConfigMap, namespace, name).is_some())
+    }
+
+    /// Publishes `kube-public/cluster-info` as kubeadm does, naming `server` (absent until
+    /// then, as on a cluster kubeadm did not set up).
+    pub fn set_cluster_info(&self, server: &str) {
+        let data = services::cluster_info_data(server, self.ca_pem());
+        self.set_configmap("kube-public", "cluster-info", data);
+    }
+
+    // ---- where the API server is ----
+
+    /// Creates or replaces an EndpointSlice of the `kubernetes` Service (`name` is `kubernetes`,
+    /// or `kubernetes-v4`/`-v6`), as kube-apiserver's endpoint reconciler writes it. There is
+    /// none at first: the fake, like the real test cluster, listens on loopback only.
+    pub fn set_kubernetes_endpoint_slice(
+        &self,
+        name: &str,
+        address_type: &str,
+        addresses: &[&str],
+        port: u16,
+    ) {
+        let slice = services::kubernetes_endpoint_slice(name, address_type, addresses, port);
+        self.shared.mutate(|s| s.put(Kind::EndpointSlice, slice));
+    }
+
+    /// Deletes an EndpointSlice of the `kubernetes` Service.
+    pub fn delete_kubernetes_endpoint_slice(&self, name: &str) -> bool {
+        self.shared
+            .mutate(|s| s.remove(Kind::EndpointSlice, "default", name).is_some())
     }
 
     /// Creates or replaces a namespace with labels (e.g. `pod-security.kubernetes.io/enforce`).

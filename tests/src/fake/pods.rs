@@ -21,7 +21,7 @@ pub fn get_object(ctx: &Ctx, kind: Kind, namespace: &str, name: &str) -> Result<
     state
         .get(kind, ns, name)
         .map(|o| json_response(200, o))
-        .ok_or_else(|| status::not_found("", kind.resource(), name))
+        .ok_or_else(|| status::not_found(kind.group(), kind.resource(), name))
 }
 
 /// `pods/{name}`.

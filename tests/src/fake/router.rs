@@ -283,6 +283,47 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
             only(&ctx, &get)?;
             pods::get_object(&ctx, Kind::Secret, ns, name)
         }
+        ["api", "v1", "namespaces", ns, "services"] => {
+            only(&ctx, &get)?;
+            Ok(watch::list_or_watch(
+                &ctx.shared,
+                Kind::Service,
+                Some(ns),
+                &ctx.query,
+            ))
+        }
+        ["api", "v1", "namespaces", ns, "services", name] => {
+            only(&ctx, &get)?;
+            pods::get_object(&ctx, Kind::Service, ns, name)
+        }
+        [
+            "apis",
+            "discovery.k8s.io",
+            "v1",
+            "namespaces",
+            ns,
+            "endpointslices",
+        ] => {
+            only(&ctx, &get)?;
+            Ok(watch::list_or_watch(
+                &ctx.shared,
+                Kind::EndpointSlice,
+                Some(ns),
+                &ctx.query,
+            ))
+        }
+        [
+            "apis",
+            "discovery.k8s.io",
+            "v1",
+            "namespaces",
+            ns,
+            "endpointslices",
+            name,
+        ] => {
+            only(&ctx, &get)?;
+            pods::get_object(&ctx, Kind::EndpointSlice, ns, name)
+        }
         ["api", "v1", "namespaces", ns, "events"] => events::collection(&ctx, "v1", ns, req).await,
         ["api", "v1", "namespaces", ns, "events", name] => {
             events::object(&ctx, "v1", ns, name, req).await

@@ -140,9 +140,16 @@ fn supported_fields(kind: Kind) -> &'static [&'static str] {
             "status.podIP",
             "status.nominatedNodeName",
         ],
-        Kind::ConfigMap | Kind::Namespace | Kind::Lease | Kind::Secret => {
+        Kind::ConfigMap | Kind::Namespace | Kind::Lease | Kind::Secret | Kind::EndpointSlice => {
             &["metadata.name", "metadata.namespace"]
         }
+        // `ServiceSelectableFields`.
+        Kind::Service => &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.clusterIP",
+            "spec.type",
+        ],
         // `NodeToSelectableFields`: a cluster-scoped object's name, and whether it is cordoned.
         Kind::Node => &["metadata.name", "spec.unschedulable"],
     }
@@ -165,8 +172,19 @@ impl FieldSelector {
                 ));
             };
             let field = field.trim();
-            if !supported_fields(kind).contains(&field) {
-                return Err(format!("field label not supported: {field}"));
+            let supported = supported_fields(kind);
+            if !supported.contains(&field) {
+                // Kinds with no field selectors of their own (served by the generic registry's
+                // default) say which ones there are.
+                return Err(if kind == Kind::EndpointSlice {
+                    let only: Vec<String> = supported.iter().map(|f| format!("{f:?}")).collect();
+                    format!(
+                        "{field:?} is not a known field selector: only {}",
+                        only.join(", ")
+                    )
+                } else {
+                    format!("field label not supported: {field}")
+                });
             }
             reqs.push((field.to_owned(), eq, value.trim().to_owned()));
         }
@@ -241,6 +259,24 @@ mod tests {
         assert_eq!(
             FieldSelector::parse(Kind::ConfigMap, "spec.x=1"),
             Err("field label not supported: spec.x".to_owned())
+        );
+        // kube-apiserver v1.36's answers (live): Services select on their ClusterIP and type;
+        // EndpointSlices have only the generic fields and say so.
+        let svc = json!({"metadata": {"name": "kubernetes"}, "spec": {"clusterIP": "10.96.0.1", "type": "ClusterIP"}});
+        assert!(
+            FieldSelector::parse(
+                Kind::Service,
+                "spec.clusterIP=10.96.0.1,spec.type=ClusterIP"
+            )
+            .is_ok_and(|s| s.matches(&svc))
+        );
+        assert_eq!(
+            FieldSelector::parse(Kind::Service, "spec.ports=x"),
+            Err("field label not supported: spec.ports".to_owned())
+        );
+        assert_eq!(
+            FieldSelector::parse(Kind::EndpointSlice, "addressType=IPv4"),
+            Err(r#""addressType" is not a known field selector: only "metadata.name", "metadata.namespace""#.to_owned())
         );
     }
 }

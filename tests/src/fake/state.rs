@@ -31,6 +31,10 @@ pub enum Kind {
     Node,
     /// core/v1 Secret.
     Secret,
+    /// core/v1 Service.
+    Service,
+    /// discovery.k8s.io/v1 EndpointSlice.
+    EndpointSlice,
 }
 
 impl Kind {
@@ -43,6 +47,8 @@ impl Kind {
             Kind::Lease => "leases",
             Kind::Node => "nodes",
             Kind::Secret => "secrets",
+            Kind::Service => "services",
+            Kind::EndpointSlice => "endpointslices",
         }
     }
 
@@ -55,6 +61,8 @@ impl Kind {
             Kind::Lease => "Lease",
             Kind::Node => "Node",
             Kind::Secret => "Secret",
+            Kind::Service => "Service",
+            Kind::EndpointSlice => "EndpointSlice",
         }
     }
 
@@ -62,8 +70,17 @@ impl Kind {
     pub fn api_version(self) -> &'static str {
         match self {
             Kind::Lease => "coordination.k8s.io/v1",
+            Kind::EndpointSlice => "discovery.k8s.io/v1",
             _ => "v1",
         }
+    }
+
+    /// The API group (`""` for core).
+    pub fn group(self) -> &'static str {
+        self.api_version()
+            .rsplit_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
     }
 
     /// Whether objects live in a namespace.

@@ -12,6 +12,8 @@
 //!   outcome depends on it assert the matching one).
 //! - `PODDEBUG_LIVE_SERVER=https://HOST:PORT` is where the server itself listens, for the tests
 //!   that bypass the aggregator; by default the ExternalName Service the APIService points at.
+//! - `PODDEBUG_LIVE_PYTHON` is a Python with the official Kubernetes client (PyPI
+//!   `kubernetes`), for `origins::` (.ci/live makes one in a venv).
 //! - The server is expected to run with
 //!   `--allowed-images=busybox:*,docker.io/library/busybox:*,registry.k8s.io/pause:*` (the
 //!   images the test cluster has), as CI runs it.
@@ -33,6 +35,7 @@ mod impersonation;
 mod lists;
 mod naming;
 mod nodes;
+mod origins;
 mod portal;
 mod recordings;
 mod sessions;
