@@ -8,6 +8,7 @@ pub mod debug;
 pub mod discovery;
 pub mod health;
 pub mod list;
+pub(crate) mod moderated;
 pub mod nodes;
 pub mod paging;
 pub mod portal;
