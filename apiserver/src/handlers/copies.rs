@@ -5,7 +5,9 @@
 //! namespace: asked by SubjectAccessReview, or, with `--impersonate`, the pod is created as the
 //! caller and kube-apiserver decides. Every image of the copy passes `--allowed-images`, and
 //! the debug container's profile (and any privilege it sets) needs `use` as for a debug
-//! container.
+//! container. Once built, the copy needs `use` on every profile its pod amounts to, read from
+//! its spec (`poddebug_types::privilege::pod_profiles`: the original's privileges count), and
+//! under a moderated one what the caller runs in it must be interactive shells.
 
 use std::collections::BTreeMap;
 
