@@ -434,6 +434,108 @@ async fn create_on_pods_copy_without_the_core_create_pods_is_forbidden() {
     assert_eq!(pod_names(&e.fake, NS), [POD], "nothing was made");
 }
 
+#[tokio::test]
+async fn a_copys_profiles_are_read_from_its_pod_not_its_annotation() {
+    // Set before the server's first decision, which it then caches.
+    let e = env_with(&[], |fake| {
+        fake.add_pod_json(json!({"metadata": {"name": "privileged", "namespace": NS},
+            "spec": {"containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"],
+                "securityContext": {"privileged": true}}]}}));
+        fake.set_policy(|a| {
+            !(a.user == "bob"
+                && a.verb == "use"
+                && a.resource == "debugprofiles"
+                && a.name == "sysadmin")
+        });
+    })
+    .await;
+    let bob = e
+        .server
+        .front_proxy_client("bob", &["system:authenticated"]);
+    let sysadmin_forbidden = |user: &str, why: &str| {
+        status(
+            403,
+            "Forbidden",
+            &format!(
+                "debugprofiles.poddebug.dev \"sysadmin\" is forbidden: User \"{user}\" cannot use resource \"debugprofiles\" in API group \"poddebug.dev\" at the cluster scope: {why}"
+            ),
+            json!({"name": "sysadmin", "group": "poddebug.dev", "kind": "debugprofiles"}),
+        )
+    };
+
+    // A copy of a privileged pod is a privileged pod, whatever its debug container's profile.
+    let (code, st) = bob
+        .post_json(
+            &format!("{GV}/namespaces/{NS}/pods/privileged/copy"),
+            &json!({"profile": "baseline"}),
+        )
+        .await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::FORBIDDEN,
+            sysadmin_forbidden(
+                "bob",
+                "the copy's pod gets securityContext.privileged: true (container \"app\"), which only the sysadmin profile grants"
+            )
+        )
+    );
+    assert_eq!(pod_names(&e.fake, NS).len(), 2, "no copy was made");
+
+    // alice's copy runs a privileged debug container; rewriting its profile annotation changes
+    // nothing: bob reaches none of its containers.
+    let (code, copy) = e
+        .alice
+        .post_json(
+            &copy_path("copy"),
+            &json!({"metadata": {"name": "c1"}, "container": {"name": "dbg", "image": "busybox:1.36",
+                "command": ["sh"], "stdin": true, "tty": true, "securityContext": {"privileged": true}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{copy}");
+    assert!(
+        e.fake
+            .update_pod(NS, "c1", |p| {
+                p["metadata"]["annotations"]["poddebug.dev/profile"] = json!("baseline");
+            })
+            .is_some()
+    );
+    get_until(&e, &copy_path("copies/c1"), |c| {
+        c["status"]["phase"] == "Running"
+    })
+    .await;
+    for container in ["dbg", "app"] {
+        let (code, st) = bob
+            .get_json(&format!(
+                "{GV}/namespaces/{NS}/pods/c1/log?container={container}"
+            ))
+            .await;
+        assert_eq!(
+            (code, st),
+            (
+                StatusCode::FORBIDDEN,
+                sysadmin_forbidden(
+                    "bob",
+                    &format!(
+                        "container \"{container}\" is in a pod that gets securityContext.privileged: true (container \"dbg\"), which only the sysadmin profile grants, and its streams need that profile too"
+                    )
+                )
+            )
+        );
+    }
+    let (code, _, _) = e
+        .alice
+        .request(
+            Method::GET,
+            &format!("{GV}/namespaces/{NS}/pods/c1/log?container=dbg"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .expect("log");
+    assert_eq!(code, StatusCode::OK);
+}
+
 // ---------- node debug containers ----------
 
 #[tokio::test]

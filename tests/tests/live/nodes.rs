@@ -532,14 +532,17 @@ async fn a_baseline_node_container_that_makes_itself_privileged_is_a_moderated_s
     if !enabled() {
         return;
     }
-    // alice may use every node profile; bob holds poddebug:node-debugger only (nodes/debug,
-    // use on baseline and restricted). The sandbox holds (and removes) their bindings.
+    // OWNER may use every node profile; READER holds poddebug:node-debugger only (nodes/debug,
+    // use on baseline and restricted). Users of their own: other tests bind alice and bob
+    // cluster-wide at the same time. The sandbox holds (and removes) their bindings.
+    const OWNER: &str = "node-owner";
+    const READER: &str = "node-reader";
     let sb = Sandbox::new("nodeabuse");
-    sb.bind_cluster("poddebug:node-debugger", ALICE);
-    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
-    sb.bind_cluster("poddebug:node-debugger", "bob");
-    let alice = as_user(&sb.api, ALICE);
-    let bob = as_user(&sb.api, "bob");
+    sb.bind_cluster("poddebug:node-debugger", OWNER);
+    sb.bind_cluster("poddebug-privileged-profiles", OWNER);
+    sb.bind_cluster("poddebug:node-debugger", READER);
+    let owner = as_user(&sb.api, OWNER);
+    let reader = as_user(&sb.api, READER);
     let (sneaky, honest) = (unique("sneaky"), unique("honest"));
     let _cleanup = (
         poddebug_tests::kubectl::NodeDebugPodCleanup(sneaky.clone()),
@@ -555,12 +558,12 @@ async fn a_baseline_node_container_that_makes_itself_privileged_is_a_moderated_s
     let mut payload = shell(json!({"privileged": true}));
     payload["container"]["command"] = json!(["sh", "-c", "cat /host/etc/shadow"]);
     let refusal = poll_async(
-        "alice's unmoderated payload refused",
+        "owner's unmoderated payload refused",
         RBAC_SETTLE,
         Duration::from_secs(1),
         || async {
             match replica
-                .user(ALICE)
+                .user(OWNER)
                 .post_json(&node_path(&sneaky, ""), &payload)
                 .await
             {
@@ -578,11 +581,11 @@ async fn a_baseline_node_container_that_makes_itself_privileged_is_a_moderated_s
 
     // The bare shell is made, through the aggregator: it names baseline, it is sysadmin.
     let created = poll_async(
-        "alice's privileged 'baseline' shell",
+        "owner's privileged 'baseline' shell",
         RBAC_SETTLE,
         Duration::from_secs(1),
         || async {
-            match alice
+            match owner
                 .post_json(&node_path(&sneaky, ""), &shell(json!({"privileged": true})))
                 .await
             {
@@ -597,22 +600,22 @@ async fn a_baseline_node_container_that_makes_itself_privileged_is_a_moderated_s
         created["status"]["effectiveProfile"], "sysadmin",
         "{created}"
     );
-    let (code, honest_obj) = alice
+    let (code, honest_obj) = owner
         .post_json(&node_path(&honest, ""), &shell(Value::Null))
         .await;
     assert_eq!(code, StatusCode::CREATED, "{honest_obj}");
     assert_eq!(honest_obj["status"]["effectiveProfile"], "baseline");
-    wait_running(&alice, &sneaky).await;
-    wait_running(&alice, &honest).await;
+    wait_running(&owner, &sneaky).await;
+    wait_running(&owner, &honest).await;
 
-    // bob reads the honest baseline container's log, but not the privileged one's, and cannot
+    // reader reads the honest baseline container's log, but not the privileged one's, and cannot
     // join it: the annotation on its pod still says baseline.
     poll_async(
-        "bob reads the honest baseline container's log",
+        "reader reads the honest baseline container's log",
         RBAC_SETTLE,
         Duration::from_secs(1),
         || async {
-            let (code, _, body) = bob
+            let (code, _, body) = reader
                 .request(
                     Method::GET,
                     &node_path(&honest, "/log"),
@@ -650,7 +653,7 @@ async fn a_baseline_node_container_that_makes_itself_privileged_is_a_moderated_s
         node_path(&sneaky, "/log"),
         format!("{GV}/nodes/{NODE}/log?container={sneaky}"),
     ] {
-        let (code, st) = bob.get_json(&path).await;
+        let (code, st) = reader.get_json(&path).await;
         assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {st}");
         assert!(
             message(&st).contains("cannot use resource \"debugprofiles\"")
@@ -659,25 +662,25 @@ async fn a_baseline_node_container_that_makes_itself_privileged_is_a_moderated_s
         );
     }
     match attach(
-        &bob,
+        &reader,
         &node_path(&sneaky, "/attach?stdin=true&stdout=true&tty=true&mode=peer"),
     )
     .await
     {
-        Ok(_) => panic!("bob joined a sysadmin node shell"),
+        Ok(_) => panic!("reader joined a sysadmin node shell"),
         Err((code, st)) => {
             assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
             assert!(message(&st).contains("sysadmin"), "{st}");
         }
     }
 
-    // Its sessions are moderated where sysadmin is: alice's input waits for a moderator.
-    let mut owner = attach_settled(
-        &replica.user(ALICE),
+    // Its sessions are moderated where sysadmin is: its owner's input waits for a moderator.
+    let mut session = attach_settled(
+        &replica.user(OWNER),
         &node_path(&sneaky, "/attach?stdin=true&stdout=true&tty=true"),
     )
     .await;
-    let t = owner
+    let t = session
         .read_until(Duration::from_secs(30), |t| {
             t.stdout_text().contains(WITHHELD)
         })
