@@ -118,6 +118,8 @@ pub struct Config {
     pub recording: crate::recording::RecordingOptions,
     /// Profiles whose sessions are moderated (`--moderated-profiles`).
     pub moderated_profiles: Vec<Profile>,
+    /// The shells a container under a moderated profile may run (`--moderated-shells`).
+    pub moderated_shells: Vec<String>,
     /// How long a session's record holds without renewal (`--session-lease-duration`).
     pub session_lease_duration: Duration,
     /// The namespace the session records live in (the server's own).
@@ -215,6 +217,7 @@ impl Config {
             recording: o.recording.clone(),
             node_debug_namespace: o.node_debug_namespace.clone(),
             moderated_profiles: o.moderated_profiles.clone(),
+            moderated_shells: o.moderated_shells.clone(),
             session_lease_duration: o.session_lease_duration,
             session_namespace: crate::leader::own_namespace(&o.service_namespace),
             expiry: Expiry {
@@ -259,5 +262,15 @@ impl Config {
     /// Whether using `p` needs the `use` permission on `debugprofiles/<p>`.
     pub fn profile_requires_permission(&self, p: Profile) -> bool {
         self.profiles_requiring_permission.contains(&p)
+    }
+
+    /// The first of `profiles` that is one of `--moderated-profiles`.
+    pub fn moderated_among<'a>(
+        &self,
+        profiles: &'a [poddebug_types::privilege::Elevation],
+    ) -> Option<&'a poddebug_types::privilege::Elevation> {
+        profiles
+            .iter()
+            .find(|e| self.moderated_profiles.contains(&e.profile))
     }
 }

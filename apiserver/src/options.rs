@@ -252,9 +252,18 @@ pub struct Options {
     // ----- Sessions -----
     /// Profiles whose debug containers get moderated sessions: their owner's (and peers')
     /// input is withheld until a user with 'moderate' on pods/sessions is attached too, and
-    /// again when the last moderator leaves. Empty: no session is moderated.
+    /// again when the last moderator leaves. The profile is the one a container gets (a
+    /// privilege it sets counts as the profile that grants it; a copy's or node debug pod's is
+    /// read from its spec), and such a container must be an interactive shell
+    /// (--moderated-shells). Empty: no session is moderated.
     #[arg(long, value_delimiter = ',', value_parser = parse_profile, help_heading = "Sessions")]
     pub moderated_profiles: Vec<Profile>,
+    /// The commands a container under a moderated profile may run: debug containers, copies
+    /// and node debug containers whose profile (as they get it) is moderated must be one of
+    /// these shells, without arguments or environment, with stdin and tty, so that nothing
+    /// runs before a moderated session; anything else is refused (403).
+    #[arg(long, value_delimiter = ',', default_values_t = default_moderated_shells(), help_heading = "Sessions")]
+    pub moderated_shells: Vec<String>,
     /// How long a session's record (a Lease in the server's namespace) holds without renewal;
     /// the relaying replica renews it every third of this. A replica that dies leaves records
     /// that stop being listed after this long.
@@ -316,6 +325,13 @@ pub fn image_allowed(patterns: &[String], image: &str) -> bool {
 }
 
 /// The profiles that reach the network or the node (`netadmin`, `sysadmin`).
+fn default_moderated_shells() -> Vec<String> {
+    poddebug_types::moderated::DEFAULT_MODERATED_SHELLS
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
+}
+
 fn gated_by_default() -> Vec<Profile> {
     Profile::ALL
         .into_iter()
@@ -433,6 +449,19 @@ impl Options {
                 "--session-lease-duration must be a whole number of seconds, at least 3s"
                     .to_owned(),
             );
+        }
+        if !self.moderated_profiles.is_empty() && self.moderated_shells.is_empty() {
+            errs.push(
+                "--moderated-shells must name at least one shell when --moderated-profiles is set"
+                    .to_owned(),
+            );
+        }
+        for sh in &self.moderated_shells {
+            if sh.is_empty() || sh.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                errs.push(format!(
+                    "--moderated-shells: {sh:?} is not a command (one word, no spaces)"
+                ));
+            }
         }
         errs.extend(self.validate_ttl_and_leader_election());
         errs.extend(self.recording.validate());

@@ -214,9 +214,11 @@ pub struct StreamTarget {
     pub pod: String,
     /// The ephemeral container's name in the pod spec (after name-reuse mapping).
     pub container: String,
-    /// The gated profiles the container runs with: the one it was created with (when recorded)
-    /// and those its security context amounts to. Attaching to it or reading its log needs the
-    /// same `use` permission as creating it.
+    /// The profiles the container runs with. A debug container: the one it was created with
+    /// (when recorded) and the gated ones its security context amounts to. A container of a
+    /// pod poddebug made: what the pod gets, from its spec (the node profile of a node debug
+    /// pod, the profiles of a copy's settings). Attaching to it or reading its log needs the
+    /// same `use` permission as creating it, and its sessions are moderated when one of them is.
     pub profiles: Vec<poddebug_types::privilege::Elevation>,
     /// The user who created the debug container, when recorded: anyone else attaching joins
     /// that user's session.
@@ -228,6 +230,19 @@ pub struct StreamTarget {
     /// is what core `pods/attach` and `pods/log` grant, which the caller must hold as well
     /// (labels that mark a pod as poddebug's can be written by whoever may patch it).
     pub regular_container: bool,
+}
+
+/// The caller's check of the pod a create would make, run once the pod is built and the image
+/// policy passed, before anything is created: it decides on what the pod gets.
+#[derive(Clone)]
+pub struct PodAdmission(
+    pub Arc<dyn Fn(k8s_openapi::api::core::v1::Pod) -> AdmissionFuture + Send + Sync>,
+);
+
+impl std::fmt::Debug for PodAdmission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PodAdmission")
+    }
 }
 
 /// A copy of a pod to make (`POST pods/POD/copy`), after authorization.
@@ -245,6 +260,8 @@ pub struct CopyRequest {
     pub caller: Caller,
     /// `?dryRun=All`.
     pub dry_run: bool,
+    /// The caller's check of the copy as built (the profiles it amounts to, moderation).
+    pub admission: Option<PodAdmission>,
 }
 
 /// A node debug container to start (`POST nodes/NODE/debug[/NAME]`), after authorization.

@@ -63,6 +63,10 @@ pub(crate) async fn create(
     for image in images_of(&pod) {
         crate::policy::check_image_for("pods/copy", &config.policy, &req.pod, &image)?;
     }
+    // The caller's check of what the copy, as built, gets.
+    if let Some(admission) = &req.admission {
+        (admission.0)(pod.clone()).await?;
+    }
     let params = PostParams {
         dry_run: req.dry_run,
         field_manager: Some(config.reporting_component.clone()),

@@ -97,8 +97,11 @@ pub(crate) async fn stream_target(
 }
 
 /// The target of a container of a pod poddebug made (a copy of a pod, a node debug pod): every
-/// container of it may be reached; the profile its debug container was made with holds for
-/// all of them, and its maker owns its sessions.
+/// container of it may be reached, and its maker owns its sessions. The profiles that hold for
+/// all of them are what the pod gets, read from its spec (never from the profile annotation
+/// poddebug wrote, which whoever may patch the pod can rewrite): the node profile it amounts to
+/// for a node debug pod (`server_identity`, the server's own namespace), the debug profiles of
+/// its settings for a copy in a namespace.
 pub(crate) fn made_pod_target(
     pod: &Pod,
     namespace: &str,
@@ -106,20 +109,15 @@ pub(crate) fn made_pod_target(
     container: &str,
     server_identity: bool,
 ) -> Option<StreamTarget> {
-    use poddebug_types::copy::{
-        ANNOTATION_CREATED_BY, ANNOTATION_PROFILE, LABEL_KIND, annotation, label,
-    };
+    use poddebug_types::copy::{ANNOTATION_CREATED_BY, LABEL_KIND, annotation, label};
     label(pod, LABEL_KIND)?;
     let spec = pod.spec.as_ref()?;
     spec.containers.iter().find(|c| c.name == container)?;
-    let profiles = annotation(pod, ANNOTATION_PROFILE)
-        .and_then(poddebug_types::Profile::parse)
-        .map(|profile| Elevation {
-            profile,
-            setting: String::new(),
-        })
-        .into_iter()
-        .collect();
+    let profiles = if server_identity {
+        vec![poddebug_types::node::effective_node_profile(pod)]
+    } else {
+        poddebug_types::privilege::pod_profiles(pod)
+    };
     Some(StreamTarget {
         namespace: namespace.to_owned(),
         pod: pod_name.to_owned(),

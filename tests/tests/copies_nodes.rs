@@ -434,6 +434,108 @@ async fn create_on_pods_copy_without_the_core_create_pods_is_forbidden() {
     assert_eq!(pod_names(&e.fake, NS), [POD], "nothing was made");
 }
 
+#[tokio::test]
+async fn a_copys_profiles_are_read_from_its_pod_not_its_annotation() {
+    // Set before the server's first decision, which it then caches.
+    let e = env_with(&[], |fake| {
+        fake.add_pod_json(json!({"metadata": {"name": "privileged", "namespace": NS},
+            "spec": {"containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"],
+                "securityContext": {"privileged": true}}]}}));
+        fake.set_policy(|a| {
+            !(a.user == "bob"
+                && a.verb == "use"
+                && a.resource == "debugprofiles"
+                && a.name == "sysadmin")
+        });
+    })
+    .await;
+    let bob = e
+        .server
+        .front_proxy_client("bob", &["system:authenticated"]);
+    let sysadmin_forbidden = |user: &str, why: &str| {
+        status(
+            403,
+            "Forbidden",
+            &format!(
+                "debugprofiles.poddebug.dev \"sysadmin\" is forbidden: User \"{user}\" cannot use resource \"debugprofiles\" in API group \"poddebug.dev\" at the cluster scope: {why}"
+            ),
+            json!({"name": "sysadmin", "group": "poddebug.dev", "kind": "debugprofiles"}),
+        )
+    };
+
+    // A copy of a privileged pod is a privileged pod, whatever its debug container's profile.
+    let (code, st) = bob
+        .post_json(
+            &format!("{GV}/namespaces/{NS}/pods/privileged/copy"),
+            &json!({"profile": "baseline"}),
+        )
+        .await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::FORBIDDEN,
+            sysadmin_forbidden(
+                "bob",
+                "the copy's pod gets securityContext.privileged: true (container \"app\"), which only the sysadmin profile grants"
+            )
+        )
+    );
+    assert_eq!(pod_names(&e.fake, NS).len(), 2, "no copy was made");
+
+    // alice's copy runs a privileged debug container; rewriting its profile annotation changes
+    // nothing: bob reaches none of its containers.
+    let (code, copy) = e
+        .alice
+        .post_json(
+            &copy_path("copy"),
+            &json!({"metadata": {"name": "c1"}, "container": {"name": "dbg", "image": "busybox:1.36",
+                "command": ["sh"], "stdin": true, "tty": true, "securityContext": {"privileged": true}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{copy}");
+    assert!(
+        e.fake
+            .update_pod(NS, "c1", |p| {
+                p["metadata"]["annotations"]["poddebug.dev/profile"] = json!("baseline");
+            })
+            .is_some()
+    );
+    get_until(&e, &copy_path("copies/c1"), |c| {
+        c["status"]["phase"] == "Running"
+    })
+    .await;
+    for container in ["dbg", "app"] {
+        let (code, st) = bob
+            .get_json(&format!(
+                "{GV}/namespaces/{NS}/pods/c1/log?container={container}"
+            ))
+            .await;
+        assert_eq!(
+            (code, st),
+            (
+                StatusCode::FORBIDDEN,
+                sysadmin_forbidden(
+                    "bob",
+                    &format!(
+                        "container \"{container}\" is in a pod that gets securityContext.privileged: true (container \"dbg\"), which only the sysadmin profile grants, and its streams need that profile too"
+                    )
+                )
+            )
+        );
+    }
+    let (code, _, _) = e
+        .alice
+        .request(
+            Method::GET,
+            &format!("{GV}/namespaces/{NS}/pods/c1/log?container=dbg"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .expect("log");
+    assert_eq!(code, StatusCode::OK);
+}
+
 // ---------- node debug containers ----------
 
 #[tokio::test]
@@ -582,7 +684,7 @@ async fn node_debug_refusals_unknown_nodes_and_missing_profile_rights() {
         (
             StatusCode::FORBIDDEN,
             sysadmin_forbidden(
-                "the node debug container sets securityContext.privileged: true, which only the sysadmin profile grants"
+                "the node debug container gets securityContext.privileged: true (container \"dbg\"), which the sysadmin profile grants (the least node profile that does)"
             )
         )
     );
@@ -598,6 +700,327 @@ async fn node_debug_refusals_unknown_nodes_and_missing_profile_rights() {
         .await;
     assert_eq!(code, StatusCode::CREATED, "{obj}");
     assert_eq!(pod_names(&e.fake, NODE_NS), ["node-1.dbg"]);
+}
+
+/// A node debug container that is a bare interactive shell.
+fn node_shell(profile: &str, security_context: Value) -> Value {
+    json!({"profile": profile, "container": {"image": "busybox:1.36", "command": ["sh"],
+        "stdin": true, "tty": true, "securityContext": security_context}})
+}
+
+/// A WebSocket attach (v5) as `client`.
+async fn ws_attach(client: &TestClient, path: &str) -> poddebug_tests::UpgradeResponse {
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    client
+        .upgrade(Method::GET, path, &headers)
+        .await
+        .expect("upgrade answered")
+}
+
+#[tokio::test]
+async fn a_node_debug_container_is_authorized_and_moderated_on_what_its_pod_gets_not_its_name() {
+    // bob holds what poddebug:node-debugger grants: nodes/debug and use on the isolated
+    // profiles only. Set before the server's first decision, which it then caches.
+    let e = env_with(&["--moderated-profiles=sysadmin"], |fake| {
+        fake.add_namespace(NODE_NS, &[]);
+        fake.add_node(NODE, &[]);
+        fake.set_policy(|a| {
+            !(a.user == "bob"
+                && a.verb == "use"
+                && a.resource == "debugprofiles"
+                && a.name != "baseline"
+                && a.name != "restricted")
+        });
+    })
+    .await;
+    let bob = e
+        .server
+        .front_proxy_client("bob", &["system:authenticated"]);
+    let privileged = json!({"privileged": true});
+
+    // bob cannot have a privileged container by naming baseline.
+    let (code, st) = bob
+        .post_json(
+            &node_path(NODE, Some("dbg")),
+            &node_shell("baseline", privileged.clone()),
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot use resource \"debugprofiles\"")
+                && m.contains("\"sysadmin\"")
+                && m.contains("securityContext.privileged: true")),
+        "{st}"
+    );
+
+    // alice may use sysadmin; under --moderated-profiles=sysadmin her "baseline" privileged
+    // container is a sysadmin one, so a command that runs on its own is refused.
+    let mut payload = node_shell("baseline", privileged.clone());
+    payload["container"]["command"] = json!(["sh", "-c", "id > /tmp/pwned"]);
+    let (code, st) = e
+        .alice
+        .post_json(&node_path(NODE, Some("dbg")), &payload)
+        .await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::FORBIDDEN,
+            status(
+                403,
+                "Forbidden",
+                &format!(
+                    "nodes/debug.poddebug.dev \"{NODE}\" is forbidden: the node debug container runs with the sysadmin profile (it gets securityContext.privileged: true (container \"dbg\")), whose sessions are moderated (--moderated-profiles), so only an interactive shell is admitted: container.command [\"sh\", \"-c\", \"id > /tmp/pwned\"] is not one of the shells the server admits (--moderated-shells: sh, ash, bash, dash, ksh, mksh, zsh, /bin/sh, /bin/ash, /bin/bash, /bin/dash, /bin/ksh, /bin/mksh, /bin/zsh, /usr/bin/sh, /usr/bin/bash, /usr/bin/dash, /usr/bin/ksh, /usr/bin/mksh, /usr/bin/zsh)"
+                ),
+                json!({"name": NODE, "group": "poddebug.dev", "kind": "nodes/debug"})
+            )
+        )
+    );
+    assert!(pod_names(&e.fake, NODE_NS).is_empty(), "nothing was made");
+
+    // A bare interactive shell is admitted; it says what it asked for and what it is.
+    let (code, obj) = e
+        .alice
+        .post_json(
+            &node_path(NODE, Some("dbg")),
+            &node_shell("baseline", privileged),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());
+    assert_eq!(obj["profile"], "baseline", "{obj}");
+    assert_eq!(obj["status"]["effectiveProfile"], "sysadmin", "{obj}");
+    let (code, _, table) = e
+        .alice
+        .request(
+            Method::GET,
+            &node_path(NODE, None),
+            &[("accept", KUBECTL_TABLE_ACCEPT)],
+            Bytes::new(),
+        )
+        .await
+        .expect("table");
+    let table: Value = serde_json::from_slice(&table).unwrap_or(Value::Null);
+    assert_eq!(code, StatusCode::OK, "{table}");
+    assert_eq!(table["rows"][0]["cells"][2], "sysadmin", "{table}");
+    get_until(&e, &node_path(NODE, Some("dbg")), |o| {
+        o["status"]["phase"] == "Running"
+    })
+    .await;
+
+    // bob reaches it neither through its log nor by joining it: its pod is a sysadmin one.
+    let sysadmin_needed = |s: &Value| {
+        s["message"].as_str().is_some_and(|m| {
+            m.contains("cannot use resource \"debugprofiles\"") && m.contains("sysadmin profile")
+        })
+    };
+    let (code, st) = bob
+        .get_json(&format!("{}/log", node_path(NODE, Some("dbg"))))
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(sysadmin_needed(&st), "{st}");
+    let (code, st) = bob
+        .get_json(&format!("{GV}/nodes/{NODE}/log?container=dbg"))
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(sysadmin_needed(&st), "{st}");
+    let resp = ws_attach(
+        &bob,
+        &format!(
+            "{}/attach?stdout=true&tty=true&mode=peer",
+            node_path(NODE, Some("dbg"))
+        ),
+    )
+    .await;
+    assert_eq!(resp.status, StatusCode::FORBIDDEN, "{resp:?}");
+    let st: Value = serde_json::from_slice(&resp.body).unwrap_or(Value::Null);
+    assert!(sysadmin_needed(&st), "{st}");
+
+    // alice's own session on it is moderated: her input waits for a moderator.
+    let resp = ws_attach(
+        &e.alice,
+        &format!(
+            "{}/attach?stdin=true&stdout=true&tty=true",
+            node_path(NODE, Some("dbg"))
+        ),
+    )
+    .await;
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    let mut owner = poddebug_tests::channel::ChannelClient::new(
+        resp.io.expect("upgraded"),
+        "v5.channel.k8s.io",
+    )
+    .await;
+    owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("withheld")
+        })
+        .await;
+    assert!(
+        String::from_utf8_lossy(&owner.transcript().stdout).contains("withheld"),
+        "{:?}",
+        owner.transcript()
+    );
+}
+
+#[tokio::test]
+async fn a_node_debug_container_takes_only_an_ephemeral_containers_fields() {
+    let e = env_with_node(&[]).await;
+    let body = json!({"profile": "baseline", "container": {
+        "image": "busybox:1.36",
+        "ports": [{"containerPort": 80, "hostPort": 80}],
+        "livenessProbe": {"httpGet": {"host": "169.254.169.254", "port": 80}},
+        "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "server-secret", "key": "token"}}}],
+        "volumeMounts": [{"name": "host-root", "mountPath": "/host"}]}});
+    let (code, st) = e
+        .alice
+        .post_json(&node_path(NODE, Some("dbg")), &body)
+        .await;
+    let ephemeral = "Forbidden: cannot be set for an Ephemeral Container";
+    let ns = "Forbidden: a node debug container runs in the server's namespace, whose Secrets and ConfigMaps it may not read";
+    let vol = "Forbidden: a node debug pod has no volume of the caller's (the profiles that give the host's root filesystem mount it at /host)";
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            status(
+                422,
+                "Invalid",
+                &format!(
+                    "NodeDebugContainer.poddebug.dev \"dbg\" is invalid: [container.ports: {ephemeral}, container.livenessProbe: {ephemeral}, container.env[0].valueFrom.secretKeyRef: {ns}, container.volumeMounts: {vol}]"
+                ),
+                json!({"name": "dbg", "group": "poddebug.dev", "kind": "NodeDebugContainer", "causes": [
+                    {"reason": "FieldValueForbidden", "message": ephemeral, "field": "container.ports"},
+                    {"reason": "FieldValueForbidden", "message": ephemeral, "field": "container.livenessProbe"},
+                    {"reason": "FieldValueForbidden", "message": ns, "field": "container.env[0].valueFrom.secretKeyRef"},
+                    {"reason": "FieldValueForbidden", "message": vol, "field": "container.volumeMounts"}]})
+            )
+        )
+    );
+    assert!(pod_names(&e.fake, NODE_NS).is_empty(), "nothing was made");
+}
+
+#[tokio::test]
+async fn moderated_profiles_admit_only_interactive_shells_in_debug_containers_and_copies() {
+    let e = env(&["--moderated-profiles=sysadmin"]).await;
+    let debug = |command: Value, sc: Value| {
+        json!({"container": {"image": "busybox:1.36", "command": command, "stdin": true,
+            "tty": true, "securityContext": sc}, "targetContainerName": "app"})
+    };
+    // A general debug container that makes itself privileged is a sysadmin one.
+    let (code, st) = e
+        .create(
+            "pwn",
+            &debug(json!(["sh", "-c", "id"]), json!({"privileged": true})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert_eq!(st["details"]["kind"], "pods/debug", "{st}");
+    let msg = st["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with(&format!(
+            "pods/debug.poddebug.dev \"{POD}\" is forbidden: the debug container runs with the sysadmin profile (it gets securityContext.privileged: true), whose sessions are moderated"
+        )) && msg.contains("container.command [\"sh\", \"-c\", \"id\"] is not one of the shells"),
+        "{st}"
+    );
+    // No command at all runs the image's entrypoint: refused too; named profile or privilege.
+    let (code, st) = e
+        .create(
+            "pwn",
+            &json!({"profile": "sysadmin", "container": {"image": "busybox:1.36", "stdin": true, "tty": true}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the image's entrypoint would run")),
+        "{st}"
+    );
+    let (code, st) = e
+        .create(
+            "pwn",
+            &json!({"profile": "sysadmin", "container": {"image": "busybox:1.36", "command": ["sh"],
+                "stdin": true, "tty": true, "env": [{"name": "PS1", "value": "$(id)"}]}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("container.env and container.envFrom must be empty")),
+        "{st}"
+    );
+    assert!(
+        !e.fake
+            .requests()
+            .iter()
+            .any(|r| r.path.ends_with("/ephemeralcontainers") && r.method != "GET"),
+        "no container was added"
+    );
+    // The bare shell is admitted, and a command outside a moderated profile still is.
+    e.create_running("shell", &debug(json!(["sh"]), json!({"privileged": true})))
+        .await;
+    let (code, obj) = e
+        .create("job", &debug(json!(["sh", "-c", "id"]), Value::Null))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}");
+
+    // Copies: what the caller runs in a sysadmin copy must be a shell too.
+    let copy = |extra: Value| {
+        let mut b = json!({"container": {"name": "dbg", "image": "busybox:1.36", "command": ["sh"],
+            "stdin": true, "tty": true, "securityContext": {"privileged": true}}});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    for (extra, refusal) in [
+        (
+            json!({"replace": {"app": {"command": ["sh", "-c", "id"]}}}),
+            "replace[app].command [\"sh\", \"-c\", \"id\"] is not one of the shells",
+        ),
+        (
+            json!({"setImage": {"app": "busybox:1.37"}}),
+            "setImage[app] runs programs of another image",
+        ),
+        (
+            json!({"container": {"name": "dbg", "image": "busybox:1.36", "command": ["sleep", "1d"],
+                "securityContext": {"privileged": true}}}),
+            "container.command [\"sleep\", \"1d\"] is not one of the shells",
+        ),
+    ] {
+        let (code, st) = e
+            .alice
+            .post_json(&copy_path("copy"), &copy(extra.clone()))
+            .await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{extra}: {st}");
+        assert_eq!(st["details"]["kind"], "pods/copy", "{st}");
+        let msg = st["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("the copy runs with the sysadmin profile") && msg.contains(refusal),
+            "{extra}: {st}"
+        );
+    }
+    assert_eq!(pod_names(&e.fake, NS), [POD], "no copy was made");
+    let (code, made) = e
+        .alice
+        .post_json(
+            &copy_path("copy"),
+            &copy(json!({"replace": {"app": {"command": ["sh"], "stdin": true, "tty": true}}})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{made}");
+    // An unprivileged copy is not moderated: it runs what it is told.
+    let (code, made) = e
+        .alice
+        .post_json(
+            &copy_path("copy"),
+            &json!({"replace": {"app": {"command": ["sh", "-c", "id"]}}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{made}");
 }
 
 // ---------- expiry ----------

@@ -15,6 +15,13 @@
 //! | `restricted` | no | no | non-root, all capabilities dropped, no privilege escalation, RuntimeDefault seccomp |
 //! | `netadmin` | yes | no | adds NET_ADMIN, NET_RAW |
 //! | `sysadmin` | yes | yes | privileged |
+//!
+//! What a node debug pod is allowed is decided on what it gets, never on the profile it was
+//! asked with (recorded in an annotation anyone who may patch the pod can rewrite):
+//! [`effective_node_profile`] reads the pod's spec and answers the least profile of the table
+//! whose pod grants all of it. On a node `legacy` builds the same pod as `general`, so such a
+//! pod is `general`; `baseline` and `restricted` are answered only for a pod that meets that
+//! Pod Security level.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +36,8 @@ use crate::copy::{
     ANNOTATION_CREATED_BY, ANNOTATION_EXPIRES_AT, ANNOTATION_PROFILE, LABEL_KIND, annotation,
     apply_profile_to_container, expires_at_of_pod,
 };
+use crate::pod_security::{Level, level};
+use crate::privilege::{Elevation, Privilege, Reach, pod_privileges};
 use crate::{API_VERSION, DebugPhase, Profile};
 
 /// Kind of a node debug container.
@@ -94,6 +103,12 @@ pub struct NodeDebugContainerStatus {
     /// The user who made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// The node profile the pod amounts to, from what it gets (host namespaces, the host's
+    /// filesystem, privileges), whatever `profile` says: creating it, attaching to it, reading
+    /// its log and joining or moderating its sessions need `use` on this one, and its sessions
+    /// are moderated when it is one of the server's `--moderated-profiles`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_profile: Option<String>,
 }
 
 /// NodeDebugContainerList is a list of node debug containers.
@@ -155,6 +170,53 @@ pub fn node_profile_description(p: Profile) -> String {
         if host_namespaces(p) { "yes" } else { "no" },
         if host_root(p) { "yes" } else { "no" }
     )
+}
+
+/// The least node profile whose pod (the table in the module docs) grants everything `pod`
+/// gets, read from its spec, with the setting that decided it (empty for `baseline` and
+/// `restricted`):
+///
+/// * `sysadmin` for a privilege only it grants (privileged, a capability of no other profile,
+///   unconfined seccomp or AppArmor, an unsafe sysctl…), or `netadmin`'s capabilities together
+///   with the host's filesystem;
+/// * `netadmin` for `NET_ADMIN` or `NET_RAW` (with or without the host's namespaces);
+/// * `general` for the host's filesystem, namespaces or ports, a probe aimed at another host,
+///   or a capability beyond Pod Security baseline that no gated profile grants (`SYS_PTRACE`);
+/// * else `restricted` when the pod meets Pod Security `restricted`, and `baseline`.
+pub fn effective_node_profile(pod: &Pod) -> Elevation {
+    let found = pod_privileges(pod);
+    let first = |r: Reach| found.iter().find(|p| p.reach == r);
+    let pick = |profile: Profile, p: &Privilege| Elevation {
+        profile,
+        setting: p.to_string(),
+    };
+    if let Some(p) = first(Reach::Node) {
+        return pick(Profile::Sysadmin, p);
+    }
+    match (first(Reach::NetAdmin), first(Reach::HostFilesystem)) {
+        (Some(net), Some(fs)) => {
+            return Elevation {
+                profile: Profile::Sysadmin,
+                setting: format!("{fs} together with {net}"),
+            };
+        }
+        (Some(net), None) => return pick(Profile::Netadmin, net),
+        _ => {}
+    }
+    if let Some(p) = first(Reach::HostFilesystem)
+        .or_else(|| first(Reach::Host))
+        .or_else(|| first(Reach::Ungated))
+    {
+        return pick(Profile::General, p);
+    }
+    let profile = match level(pod) {
+        Level::Restricted => Profile::Restricted,
+        _ => Profile::Baseline,
+    };
+    Elevation {
+        profile,
+        setting: String::new(),
+    }
 }
 
 /// What [`build_node_pod`] needs besides the request.
@@ -306,6 +368,7 @@ pub fn node_debug_from_pod(pod: &Pod) -> NodeDebugContainer {
             state,
             expires_at: expires_at_of_pod(pod).map(Time),
             created_by: annotation(pod, ANNOTATION_CREATED_BY).map(str::to_owned),
+            effective_profile: Some(effective_node_profile(pod).profile.as_str().to_owned()),
         }),
     }
 }
@@ -363,6 +426,113 @@ mod tests {
         let spec = pod.spec.as_ref().unwrap();
         assert_eq!(spec.host_network, Some(true));
         assert!(spec.volumes.is_none());
+    }
+
+    fn effective(req: serde_json::Value, p: Profile) -> (Profile, String) {
+        let req: NodeDebugContainer = serde_json::from_value(req).unwrap();
+        let e = effective_node_profile(&build_node_pod(&req, &ctx(p)));
+        (e.profile, e.setting)
+    }
+
+    #[test]
+    fn each_profile_as_built_is_itself_and_legacy_is_general() {
+        let plain = serde_json::json!({"container": {"image": "busybox"}});
+        for p in Profile::ALL {
+            let want = if p == Profile::Legacy {
+                Profile::General
+            } else {
+                p
+            };
+            assert_eq!(effective(plain.clone(), p).0, want, "{p}");
+        }
+        let pod = build_node_pod(&NodeDebugContainer::default(), &ctx(Profile::Baseline));
+        let shown = node_debug_from_pod(&pod);
+        assert_eq!(
+            shown.status.unwrap().effective_profile.as_deref(),
+            Some("baseline")
+        );
+    }
+
+    #[test]
+    fn what_the_container_sets_lifts_an_isolated_profile() {
+        let with_sc = |sc: serde_json::Value| serde_json::json!({"container": {"image": "busybox", "securityContext": sc}});
+        assert_eq!(
+            effective(
+                with_sc(serde_json::json!({"privileged": true})),
+                Profile::Baseline
+            ),
+            (
+                Profile::Sysadmin,
+                "securityContext.privileged: true (container \"dbg\")".to_owned()
+            )
+        );
+        assert_eq!(
+            effective(
+                with_sc(serde_json::json!({"capabilities": {"add": ["NET_RAW"]}})),
+                Profile::Baseline
+            )
+            .0,
+            Profile::Netadmin
+        );
+        assert_eq!(
+            effective(
+                with_sc(serde_json::json!({"capabilities": {"add": ["SYS_PTRACE"]}})),
+                Profile::Baseline
+            )
+            .0,
+            Profile::General
+        );
+        // Baseline with what baseline allows stays baseline (not restricted: it may run as root).
+        assert_eq!(
+            effective(
+                with_sc(serde_json::json!({"runAsUser": 0, "capabilities": {"add": ["CHOWN"]}})),
+                Profile::Baseline
+            ),
+            (Profile::Baseline, String::new())
+        );
+        // The host's filesystem and netadmin's capabilities: only sysadmin grants both.
+        assert_eq!(
+            effective(
+                with_sc(serde_json::json!({"capabilities": {"add": ["NET_ADMIN"]}})),
+                Profile::General
+            )
+            .0,
+            Profile::Sysadmin
+        );
+        // Restricted replaces whatever the container asked for.
+        assert_eq!(
+            effective(
+                with_sc(serde_json::json!({"privileged": true})),
+                Profile::Restricted
+            )
+            .0,
+            Profile::Restricted
+        );
+    }
+
+    #[test]
+    fn a_pod_read_back_is_judged_on_its_spec_not_its_annotation() {
+        let mut pod = build_node_pod(&NodeDebugContainer::default(), &ctx(Profile::Sysadmin));
+        pod.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_PROFILE.to_owned(), "baseline".to_owned());
+        let shown = node_debug_from_pod(&pod);
+        assert_eq!(shown.profile.as_deref(), Some("baseline"));
+        assert_eq!(
+            shown.status.unwrap().effective_profile.as_deref(),
+            Some("sysadmin")
+        );
+        // A pod with the host's namespaces alone (no profile builds one) is general.
+        let mut pod = build_node_pod(&NodeDebugContainer::default(), &ctx(Profile::Baseline));
+        pod.spec.as_mut().unwrap().host_pid = Some(true);
+        assert_eq!(
+            effective_node_profile(&pod),
+            Elevation {
+                profile: Profile::General,
+                setting: "spec.hostPID: true".to_owned()
+            }
+        );
     }
 
     #[test]

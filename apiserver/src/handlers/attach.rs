@@ -47,8 +47,8 @@ pub(crate) fn shutting_down() -> Error {
 }
 
 /// Profiles hold at attach and log: a debug container made with (or running with the
-/// privileges of) a gated profile is reached only by a caller who may `use` that profile, the
-/// same permission its create needed, worded as the create words its refusal.
+/// privileges of) a gated profile — or a container of a copy whose pod gets them — is reached
+/// only by a caller who may `use` that profile, the same permission its create needed.
 pub(crate) async fn authorize_profiles(
     st: &AppState,
     auth: &Authenticated,
@@ -60,7 +60,19 @@ pub(crate) async fn authorize_profiles(
         if !st.config.profile_requires_permission(p) {
             continue;
         }
-        let why = if gate.setting.is_empty() {
+        let why = if target.regular_container {
+            // A container of a pod poddebug made: its profiles are what the pod gets.
+            if gate.setting.is_empty() {
+                format!(
+                    "container {container:?} is in a pod of the {p} profile, which its streams need too"
+                )
+            } else {
+                format!(
+                    "container {container:?} is in a pod that gets {}, which only the {p} profile grants, and its streams need that profile too",
+                    gate.setting
+                )
+            }
+        } else if gate.setting.is_empty() {
             format!(
                 "debug container {container:?} was created with the {p} profile, which its streams need too"
             )

@@ -5,7 +5,9 @@
 //! namespace: asked by SubjectAccessReview, or, with `--impersonate`, the pod is created as the
 //! caller and kube-apiserver decides. Every image of the copy passes `--allowed-images`, and
 //! the debug container's profile (and any privilege it sets) needs `use` as for a debug
-//! container.
+//! container. Once built, the copy needs `use` on every profile its pod amounts to, read from
+//! its spec (`poddebug_types::privilege::pod_profiles`: the original's privileges count), and
+//! under a moderated one what the caller runs in it must be interactive shells.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +16,10 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::{HeaderMap, StatusCode, Uri};
-use poddebug_storage::CopyRequest;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use poddebug_storage::{CopyRequest, PodAdmission};
 use poddebug_types::copy::PodDebugCopy;
 use poddebug_types::{ApiError, PodDebugContainer, Profile};
 
@@ -91,6 +96,7 @@ pub async fn create(
         )
         .await?;
     }
+    let admission = copy_admission(&st, &auth, &pod, &req);
     let created = st
         .backend
         .create_copy(CopyRequest {
@@ -100,6 +106,7 @@ pub async fn create(
             profile,
             caller: auth.user.clone(),
             dry_run,
+            admission: Some(admission),
         })
         .await?;
     if !dry_run {
@@ -110,6 +117,99 @@ pub async fn create(
         record.emit();
     }
     json_response(StatusCode::CREATED, &created)
+}
+
+/// The check of the copy as built, before it is created: `use` on every profile it amounts to
+/// (from its spec: the original's privileges count as much as the debug container's), and,
+/// when one is moderated, the moderated-shell rule for what the caller chose to run in it (the
+/// debug container, a replaced command, a changed image).
+fn copy_admission(
+    st: &AppState,
+    auth: &Authenticated,
+    original: &str,
+    req: &PodDebugCopy,
+) -> PodAdmission {
+    let (st, auth, original, req) = (st.clone(), auth.clone(), original.to_owned(), req.clone());
+    PodAdmission(Arc::new(move |pod: Pod| {
+        let (st, auth, original, req) = (st.clone(), auth.clone(), original.clone(), req.clone());
+        Box::pin(async move {
+            let profiles = poddebug_types::privilege::pod_profiles(&pod);
+            for e in &profiles {
+                let p = e.profile;
+                if !st.config.profile_requires_permission(p) {
+                    continue;
+                }
+                let why = if e.setting.is_empty() {
+                    format!("the copy's pod is of the {p} profile, which needs use on it")
+                } else {
+                    format!(
+                        "the copy's pod gets {}, which only the {p} profile grants",
+                        e.setting
+                    )
+                };
+                crate::filters::check_explained(
+                    &st,
+                    &auth.user,
+                    &crate::authz::profile_use(p),
+                    Some(&why),
+                )
+                .await?;
+            }
+            super::moderated::require_interactive_shell(
+                &st,
+                &profiles,
+                "pods/copy",
+                &original,
+                "the copy",
+                copy_refusals(&req, &pod, &st.config.moderated_shells),
+            )
+        })
+    }))
+}
+
+/// Why what the caller chose to run in a copy is not interactive shells only: the debug
+/// container, each replaced command, each changed image (the original's command then runs a
+/// program of the caller's image).
+fn copy_refusals(req: &PodDebugCopy, pod: &Pod, shells: &[String]) -> Vec<String> {
+    use poddebug_types::moderated::{container_refusals, shell_refusals};
+    let containers = pod
+        .spec
+        .as_ref()
+        .map(|s| &s.containers[..])
+        .unwrap_or_default();
+    let find = |name: &str| containers.iter().find(|c| c.name == name);
+    let mut out = Vec::new();
+    if let Some(dc) = &req.container {
+        let name = if dc.name.is_empty() {
+            poddebug_types::copy::DEFAULT_COPY_CONTAINER
+        } else {
+            dc.name.as_str()
+        };
+        if let Some(c) = find(name) {
+            out.extend(container_refusals("container", c, shells));
+        }
+    }
+    for (name, r) in &req.replace {
+        if r.command.is_empty() && r.args.is_empty() {
+            continue;
+        }
+        if let Some(c) = find(name) {
+            out.extend(shell_refusals(
+                &format!("replace[{name}]"),
+                c.command.as_deref().unwrap_or_default(),
+                c.args.as_deref().unwrap_or_default(),
+                c.stdin == Some(true),
+                c.tty == Some(true),
+                shells,
+            ));
+        }
+    }
+    for name in req.set_image.keys() {
+        out.push(format!(
+            "setImage[{name}] runs programs of another image under the container's own command"
+        ));
+    }
+    out
 }
 
 /// `GET .../pods/POD/copies`.

@@ -193,15 +193,37 @@ async fn create(
             .ok_or_else(|| ApiError::BadRequest(format!("unknown profile {p:?}")))?,
         None => st.config.default_profile,
     };
-    // The profile permissions are a 403, answered after the container is known valid (422).
+    // The profile permissions and the moderated-shell rule are 403s, answered after the
+    // container is known valid (422).
+    let unknown_fields = decoded.pass_through.paths();
     let admission = {
-        let (st, auth, pdc) = (st.clone(), auth.clone(), pdc.clone());
+        let (st, auth, pdc, pod) = (st.clone(), auth.clone(), pdc.clone(), pod.clone());
         AdmissionCheck(Arc::new(move || {
-            let (st, auth, pdc) = (st.clone(), auth.clone(), pdc.clone());
+            let (st, auth, pdc, pod) = (st.clone(), auth.clone(), pdc.clone(), pod.clone());
+            let unknown_fields = unknown_fields.clone();
             Box::pin(async move {
                 authorize_profiles(&st, &auth, &pdc, profile)
                     .await
-                    .map_err(|e| e.api_error())
+                    .map_err(|e| e.api_error())?;
+                let mut refusals = poddebug_types::moderated::container_refusals(
+                    "container",
+                    &pdc.container,
+                    &st.config.moderated_shells,
+                );
+                if !unknown_fields.is_empty() {
+                    refusals.push(format!(
+                        "{} unknown to the server, which cannot tell what they run",
+                        unknown_fields.join(", ")
+                    ));
+                }
+                super::moderated::require_interactive_shell(
+                    &st,
+                    &debug_container_profiles(&pdc, profile),
+                    "pods/debug",
+                    &pod,
+                    "the debug container",
+                    refusals,
+                )
             })
         }))
     };
@@ -275,26 +297,44 @@ pub(crate) async fn authorize_profiles(
     pdc: &poddebug_types::PodDebugContainer,
     profile: Profile,
 ) -> Result<(), Error> {
-    // The container as it will be added, profile applied, to see its final securityContext.
-    let preview = poddebug_types::convert::to_ephemeral_container(
-        pdc, "preview", "preview", profile, "preview",
-    );
-    let mut needed: Vec<(Profile, Option<String>)> = vec![(profile, None)];
-    for e in poddebug_types::privilege::elevations(&preview) {
-        if !needed.iter().any(|(p, _)| *p == e.profile) {
-            needed.push((e.profile, Some(e.setting)));
-        }
-    }
-    for (p, setting) in needed {
+    for e in debug_container_profiles(pdc, profile) {
+        let p = e.profile;
         if !st.config.profile_requires_permission(p) {
             continue;
         }
         let attrs = crate::authz::profile_use(p);
-        let why = setting
-            .map(|s| format!("the debug container sets {s}, which only the {p} profile grants"));
+        let why = (!e.setting.is_empty()).then(|| {
+            format!(
+                "the debug container sets {}, which only the {p} profile grants",
+                e.setting
+            )
+        });
         crate::filters::check_explained(st, &auth.user, &attrs, why.as_deref()).await?;
     }
     Ok(())
+}
+
+/// The profiles a debug container amounts to: the one it names (with no setting), then the
+/// gated one of each privilege its final `securityContext` sets, each profile once — what
+/// attach and log read back from the ephemeral container later.
+pub(crate) fn debug_container_profiles(
+    pdc: &poddebug_types::PodDebugContainer,
+    profile: Profile,
+) -> Vec<poddebug_types::privilege::Elevation> {
+    // The container as it will be added, profile applied, to see its final securityContext.
+    let preview = poddebug_types::convert::to_ephemeral_container(
+        pdc, "preview", "preview", profile, "preview",
+    );
+    let mut needed = vec![poddebug_types::privilege::Elevation {
+        profile,
+        setting: String::new(),
+    }];
+    for e in poddebug_types::privilege::elevations(&preview) {
+        if !needed.iter().any(|n| n.profile == e.profile) {
+            needed.push(e);
+        }
+    }
+    needed
 }
 
 /// `GET .../pods/POD/debug/NAME`.

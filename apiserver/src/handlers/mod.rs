@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod health;
 pub mod list;
 pub mod log;
+pub(crate) mod moderated;
 pub mod nodes;
 pub mod paging;
 pub mod portal;

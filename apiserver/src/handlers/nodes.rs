@@ -5,8 +5,10 @@
 //! on `nodedebugcontainers` for the cluster-wide list, as kube-apiserver's aggregator asks
 //! before it. Creating one, attaching to it and reading its log also need `use` on
 //! its profile, whatever `--profiles-requiring-permission` says: every node profile but
-//! `baseline` and `restricted` hands out the host. Nobody needs rights in the node-debug
-//! namespace: the server acts there with its own identity.
+//! `baseline` and `restricted` hands out the host. That profile is the one the pod amounts to
+//! (`poddebug_types::node::effective_node_profile`), computed from the pod as built at create
+//! and from the pod as read at attach and log, never the profile the request named. Nobody
+//! needs rights in the node-debug namespace: the server acts there with its own identity.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +20,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use poddebug_storage::{NodeDebugRequest, NodeWatchEvent};
-use poddebug_types::node::{DEFAULT_NODE_PROFILE, NodeDebugContainer};
+use poddebug_types::node::{
+    DEFAULT_NODE_PROFILE, KIND_NODE_DEBUG_CONTAINER, NodeDebugContainer, effective_node_profile,
+};
+use poddebug_types::privilege::Elevation;
 use poddebug_types::{ApiError, GROUP, Profile};
 use serde_json::json;
 
@@ -31,21 +36,24 @@ use crate::query::query_map;
 use crate::state::AppState;
 use poddebug_stream::request::LogRequest;
 
-/// `use` on the node debug container's profile, always.
+/// `use` on the node debug container's profile — the one its pod amounts to — always.
 async fn authorize_profile(
     st: &AppState,
     auth: &Authenticated,
-    profile: Profile,
+    profile: &Elevation,
     what: &str,
 ) -> Result<(), Error> {
-    let why = format!("{what} a node debug container with the {profile} profile needs use on it");
-    crate::filters::check_explained(
-        st,
-        &auth.user,
-        &crate::authz::profile_use(profile),
-        Some(&why),
-    )
-    .await?;
+    let p = profile.profile;
+    let why = if profile.setting.is_empty() {
+        format!("{what} a node debug container with the {p} profile needs use on it")
+    } else {
+        format!(
+            "{what} a node debug container with the {p} profile (it gets {}) needs use on it",
+            profile.setting
+        )
+    };
+    crate::filters::check_explained(st, &auth.user, &crate::authz::profile_use(p), Some(&why))
+        .await?;
     Ok(())
 }
 
@@ -102,30 +110,54 @@ async fn create(
         Some(n) => n,
         None => poddebug_types::names::generate_debug_name(|_| false, &mut rand::rng())?,
     };
+    let errs = poddebug_types::validation::validate_node_debug_container(&req);
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(GROUP, KIND_NODE_DEBUG_CONTAINER, &name, errs).into());
+    }
     let profile = match req.profile.as_deref().filter(|p| !p.is_empty()) {
         Some(p) => Profile::parse(p)
             .ok_or_else(|| ApiError::BadRequest(format!("unknown profile {p:?}")))?,
         None => DEFAULT_NODE_PROFILE,
     };
-    authorize_profile(&st, &auth, profile, "creating").await?;
-    // A privilege the container's own securityContext sets needs the profile that grants it,
-    // as for a debug container: a baseline node container may not make itself privileged.
-    for e in node_container_elevations(&req, profile) {
-        if e.profile == profile {
-            continue;
-        }
+    // What the pod gets decides, not the profile named: a baseline container that makes itself
+    // privileged is a sysadmin one.
+    let effective = effective_profile(&req, profile, &node, &name);
+    if effective.profile == profile || effective.setting.is_empty() {
+        authorize_profile(
+            &st,
+            &auth,
+            &Elevation {
+                profile: effective.profile,
+                setting: String::new(),
+            },
+            "creating",
+        )
+        .await?;
+    } else {
         let why = format!(
-            "the node debug container sets {}, which only the {} profile grants",
-            e.setting, e.profile
+            "the node debug container gets {}, which the {} profile grants (the least node profile that does)",
+            effective.setting, effective.profile
         );
         crate::filters::check_explained(
             &st,
             &auth.user,
-            &crate::authz::profile_use(e.profile),
+            &crate::authz::profile_use(effective.profile),
             Some(&why),
         )
         .await?;
     }
+    super::moderated::require_interactive_shell(
+        &st,
+        std::slice::from_ref(&effective),
+        "nodes/debug",
+        &node,
+        "the node debug container",
+        poddebug_types::moderated::container_refusals(
+            "container",
+            &req.container,
+            &st.config.moderated_shells,
+        ),
+    )?;
     let created = st
         .backend
         .create_node_debug(NodeDebugRequest {
@@ -145,23 +177,26 @@ async fn create(
             &poddebug_types::node::pod_name(&node, &name),
             &name,
         );
-        record.profile = Some(profile.as_str().to_owned());
+        record.profile = Some(effective.profile.as_str().to_owned());
         record.image = created.container.image.clone();
         record.emit();
     }
     json_response(StatusCode::CREATED, &created)
 }
 
-/// The gated privileges the node debug container would run with, its profile applied.
-fn node_container_elevations(
+/// The node profile the pod of `req` amounts to, built as the storage builds it (what the
+/// profile reads of the pod does not depend on its image, namespace or deadline).
+fn effective_profile(
     req: &NodeDebugContainer,
     profile: Profile,
-) -> Vec<poddebug_types::privilege::Elevation> {
+    node: &str,
+    name: &str,
+) -> Elevation {
     let pod = poddebug_types::node::build_node_pod(
         req,
         &poddebug_types::node::NodePodContext {
-            node: "preview",
-            name: "preview",
+            node,
+            name,
             namespace: "preview",
             profile,
             default_image: "preview",
@@ -169,15 +204,7 @@ fn node_container_elevations(
             expires_at: None,
         },
     );
-    let Some(c) = pod.spec.and_then(|s| s.containers.into_iter().next()) else {
-        return Vec::new();
-    };
-    // A container's fields are an ephemeral container's (less `targetContainerName`).
-    let ec: Option<k8s_openapi::api::core::v1::EphemeralContainer> = serde_json::to_value(&c)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok());
-    ec.map(|ec| poddebug_types::privilege::elevations(&ec))
-        .unwrap_or_default()
+    effective_node_profile(&pod)
 }
 
 /// `GET .../nodes/NODE/debug/NAME` (with the portal's attach ticket for a same-origin page).
@@ -361,7 +388,10 @@ fn table(
             let cells = json!([
                 o.metadata.name.clone().unwrap_or_default(),
                 st.node_name,
-                o.profile.clone().unwrap_or_default(),
+                st.effective_profile
+                    .clone()
+                    .or_else(|| o.profile.clone())
+                    .unwrap_or_default(),
                 o.container.image.clone().unwrap_or_default(),
                 st.phase.as_str(),
                 st.created_by.unwrap_or_default(),
@@ -384,7 +414,7 @@ fn table(
         "columnDefinitions": [
             column("Name", "string", "name", "Name of the node debug container", 0),
             column("Node", "string", "", "The node", 0),
-            column("Profile", "string", "", "Node debug profile", 0),
+            column("Profile", "string", "", "The node profile its pod amounts to", 0),
             column("Image", "string", "", "Container image", 0),
             column("State", "string", "", "Waiting, Running or Terminated", 0),
             column("Created By", "string", "", "The user who made it", 1),
@@ -429,7 +459,7 @@ pub async fn attach(
         .node_stream_target(&node, &name, Some(st.config.attach_wait_timeout))
         .await?;
     for e in &target.profiles {
-        authorize_profile(&st, &auth, e.profile, "attaching to").await?;
+        authorize_profile(&st, &auth, e, "attaching to").await?;
     }
     let scope = node_scope(&node);
     super::attach::serve(st, auth, request, on_upgrade, target, scope).await
@@ -450,7 +480,7 @@ pub async fn log(
     }
     let target = st.backend.node_stream_target(&node, &name, None).await?;
     for e in &target.profiles {
-        authorize_profile(&st, &auth, e.profile, "reading the log of").await?;
+        authorize_profile(&st, &auth, e, "reading the log of").await?;
     }
     super::log::authorize_reader(&st, &auth, &target, &name, &node_scope(&node)).await?;
     super::log::stream(st, auth, &request, target).await

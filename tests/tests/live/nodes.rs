@@ -9,7 +9,9 @@ use poddebug_tests::TestClient;
 use poddebug_tests::channel::ChannelClient;
 use serde_json::{Value, json};
 
-use crate::support::{ALICE, BUSYBOX, GV, Sandbox, as_user, enabled, message, ok_json, poll_async};
+use crate::support::{
+    ALICE, BUSYBOX, GV, Sandbox, as_user, enabled, kubectl, message, ok, ok_json, poll, poll_async,
+};
 
 const NODE: &str = "localhost";
 const RBAC_SETTLE: Duration = Duration::from_secs(40);
@@ -322,4 +324,366 @@ async fn a_node_debug_container_is_deleted_at_its_time_limit() {
     assert_eq!(code, StatusCode::CREATED, "{created}");
     assert!(created["status"]["expiresAt"].is_string(), "{created}");
     wait_pod_gone(&name).await;
+}
+
+/// A namespace whose Pod Security admission enforces `level` (`pod-security.kubernetes.io/enforce`),
+/// ready for pods (its default ServiceAccount exists); deleted on drop.
+struct PsaNamespace(String);
+
+impl PsaNamespace {
+    fn new(level: &str) -> PsaNamespace {
+        let ns = format!("pdlive-psa-{level}-{}", std::process::id());
+        ok(&["create", "namespace", &ns], None);
+        let guard = PsaNamespace(ns);
+        ok(
+            &[
+                "label",
+                "namespace",
+                &guard.0,
+                &format!("pod-security.kubernetes.io/enforce={level}"),
+            ],
+            None,
+        );
+        poll(
+            &format!("the default ServiceAccount of {}", guard.0),
+            Duration::from_secs(60),
+            Duration::from_millis(200),
+            || {
+                let o = kubectl(&["get", "serviceaccount", "default", "-n", &guard.0], None);
+                if o.status.success() {
+                    Ok(())
+                } else {
+                    Err(String::from_utf8_lossy(&o.stderr).into_owned())
+                }
+            },
+        );
+        guard
+    }
+
+    /// A server-side dry-run create of `pod` here: `Ok` when admitted, else kube-apiserver's
+    /// refusal.
+    fn dry_run(&self, pod: &Value) -> Result<(), String> {
+        let mut pod = pod.clone();
+        pod["metadata"]["namespace"] = json!(self.0);
+        for k in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "managedFields",
+            "generation",
+        ] {
+            if let Some(m) = pod["metadata"].as_object_mut() {
+                m.remove(k);
+            }
+        }
+        if let Some(p) = pod.as_object_mut() {
+            p.remove("status");
+        }
+        let out = kubectl(
+            &["create", "--dry-run=server", "-n", &self.0, "-f", "-"],
+            Some(&pod.to_string()),
+        );
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+}
+
+impl Drop for PsaNamespace {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"], None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn isolated_node_profiles_keep_their_pod_security_level_and_poddebug_agrees_with_pod_security()
+ {
+    use poddebug_types::Profile;
+    use poddebug_types::node::{
+        NodeDebugContainer, NodePodContext, build_node_pod, effective_node_profile,
+    };
+    if !enabled() {
+        return;
+    }
+    let api = crate::support::cluster();
+    let namespaces = [
+        (Profile::Baseline, PsaNamespace::new("baseline")),
+        (Profile::Restricted, PsaNamespace::new("restricted")),
+    ];
+    // What poddebug builds for an isolated profile, as the server made it, passes the Pod
+    // Security level the profile is named after.
+    for (level, psa) in &namespaces {
+        let level = level.as_str();
+        let name = unique(&format!("psa-{level}"));
+        let _cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(name.clone());
+        let body = json!({"profile": level, "container": {"image": BUSYBOX, "command": ["sh"],
+                          "stdin": true, "tty": true}});
+        let (code, created) = api.post_json(&node_path(&name, ""), &body).await;
+        assert_eq!(code, StatusCode::CREATED, "{created}");
+        assert_eq!(created["status"]["effectiveProfile"], level, "{created}");
+        let pod = ok_json(&[
+            "get",
+            "pod",
+            "-n",
+            "poddebug-nodes",
+            &format!("{NODE}.{name}"),
+            "-o",
+            "json",
+        ]);
+        if let Err(e) = psa.dry_run(&pod) {
+            panic!("the {level} node debug pod the server made is refused by {level}: {e}");
+        }
+    }
+
+    // And whatever the container asks for, poddebug calls the pod `baseline` (or `restricted`)
+    // exactly when Pod Security of that level admits it.
+    let hostile: Vec<Value> = vec![
+        json!({}),
+        json!({"securityContext": {"privileged": true}}),
+        json!({"securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}}),
+        json!({"securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}),
+        json!({"securityContext": {"capabilities": {"add": ["chown"]}}}),
+        json!({"securityContext": {"capabilities": {"add": ["CHOWN", "NET_BIND_SERVICE"]}}}),
+        json!({"securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": true}}),
+        json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}}}),
+        json!({"securityContext": {"appArmorProfile": {"type": "Unconfined"}}}),
+        json!({"securityContext": {"seLinuxOptions": {"type": "spc_t"}}}),
+        json!({"securityContext": {"seLinuxOptions": {"type": "container_t", "level": "s0:c1"}}}),
+        // Fields the server refuses on a node debug container (below), judged all the same.
+        json!({"ports": [{"containerPort": 80, "hostPort": 8080}]}),
+        json!({"livenessProbe": {"httpGet": {"host": "169.254.169.254", "port": 80}}}),
+        json!({"lifecycle": {"preStop": {"tcpSocket": {"host": "10.0.0.1", "port": 22}}}}),
+    ];
+    for (level, psa) in &namespaces {
+        let level = *level;
+        for (i, extra) in hostile.iter().enumerate() {
+            let mut container =
+                json!({"image": BUSYBOX, "command": ["sh"], "stdin": true, "tty": true});
+            for (k, v) in extra.as_object().into_iter().flatten() {
+                container[k] = v.clone();
+            }
+            let req: NodeDebugContainer =
+                serde_json::from_value(json!({"container": container})).expect("a request");
+            let name = format!("h{i}");
+            let built = build_node_pod(
+                &req,
+                &NodePodContext {
+                    node: NODE,
+                    name: &name,
+                    namespace: "poddebug-nodes",
+                    profile: level,
+                    default_image: BUSYBOX,
+                    created_by: ALICE,
+                    expires_at: None,
+                },
+            );
+            let ours = effective_node_profile(&built);
+            let pod = serde_json::to_value(&built).expect("JSON");
+            let admitted = psa.dry_run(&pod);
+            assert_eq!(
+                ours.profile == level,
+                admitted.is_ok(),
+                "{level} with {extra}: poddebug says {} ({}), Pod Security {level} says {admitted:?}",
+                ours.profile,
+                ours.setting
+            );
+            if extra.as_object().is_some_and(|o| o.is_empty()) {
+                assert!(admitted.is_ok(), "a plain {level} pod: {admitted:?}");
+            }
+        }
+    }
+
+    // The fields that reach outside the pod are refused by the server itself (422).
+    for extra in [
+        json!({"ports": [{"containerPort": 80, "hostPort": 8080}]}),
+        json!({"livenessProbe": {"httpGet": {"host": "169.254.169.254", "port": 80}}}),
+        json!({"env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "poddebug-apiserver", "key": "token"}}}]}),
+    ] {
+        let mut container =
+            json!({"image": BUSYBOX, "command": ["sh"], "stdin": true, "tty": true});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            container[k] = v.clone();
+        }
+        let name = unique("hostile");
+        let _cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(name.clone());
+        let (code, st) = api
+            .post_json(
+                &node_path(&name, ""),
+                &json!({"profile": "baseline", "container": container}),
+            )
+            .await;
+        assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{extra}: {st}");
+        assert_eq!(st["reason"], "Invalid", "{st}");
+        assert_eq!(st["details"]["kind"], "NodeDebugContainer", "{st}");
+        assert_eq!(
+            st["details"]["causes"][0]["reason"], "FieldValueForbidden",
+            "{st}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_baseline_node_container_that_makes_itself_privileged_is_a_moderated_sysadmin_one() {
+    use crate::sessions::{Replica, WITHHELD, attach, attach_settled};
+    if !enabled() {
+        return;
+    }
+    // OWNER may use every node profile; READER holds poddebug:node-debugger only (nodes/debug,
+    // use on baseline and restricted). Users of their own: other tests bind alice and bob
+    // cluster-wide at the same time. The sandbox holds (and removes) their bindings.
+    const OWNER: &str = "node-owner";
+    const READER: &str = "node-reader";
+    let sb = Sandbox::new("nodeabuse");
+    sb.bind_cluster("poddebug:node-debugger", OWNER);
+    sb.bind_cluster("poddebug-privileged-profiles", OWNER);
+    sb.bind_cluster("poddebug:node-debugger", READER);
+    let owner = as_user(&sb.api, OWNER);
+    let reader = as_user(&sb.api, READER);
+    let (sneaky, honest) = (unique("sneaky"), unique("honest"));
+    let _cleanup = (
+        poddebug_tests::kubectl::NodeDebugPodCleanup(sneaky.clone()),
+        poddebug_tests::kubectl::NodeDebugPodCleanup(honest.clone()),
+    );
+    let shell = |sc: Value| {
+        json!({"profile": "baseline", "container": {"image": BUSYBOX, "command": ["sh"],
+            "stdin": true, "tty": true, "securityContext": sc}})
+    };
+
+    // The server that moderates sysadmin sessions refuses a command that would run unmoderated.
+    let replica = Replica::start(&["--moderated-profiles=sysadmin"]).await;
+    let mut payload = shell(json!({"privileged": true}));
+    payload["container"]["command"] = json!(["sh", "-c", "cat /host/etc/shadow"]);
+    let refusal = poll_async(
+        "owner's unmoderated payload refused",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match replica
+                .user(OWNER)
+                .post_json(&node_path(&sneaky, ""), &payload)
+                .await
+            {
+                (StatusCode::FORBIDDEN, s) if message(&s).contains("--moderated-profiles") => Ok(s),
+                (code, s) => Err(format!("{code} {s}")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        message(&refusal).contains("sysadmin profile (it gets securityContext.privileged: true"),
+        "{refusal}"
+    );
+    assert_eq!(refusal["details"]["kind"], "nodes/debug", "{refusal}");
+
+    // The bare shell is made, through the aggregator: it names baseline, it is sysadmin.
+    let created = poll_async(
+        "owner's privileged 'baseline' shell",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match owner
+                .post_json(&node_path(&sneaky, ""), &shell(json!({"privileged": true})))
+                .await
+            {
+                (StatusCode::CREATED, obj) => Ok(obj),
+                (code, s) => Err(format!("{code} {s}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(created["profile"], "baseline", "{created}");
+    assert_eq!(
+        created["status"]["effectiveProfile"], "sysadmin",
+        "{created}"
+    );
+    let (code, honest_obj) = owner
+        .post_json(&node_path(&honest, ""), &shell(Value::Null))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{honest_obj}");
+    assert_eq!(honest_obj["status"]["effectiveProfile"], "baseline");
+    wait_running(&owner, &sneaky).await;
+    wait_running(&owner, &honest).await;
+
+    // reader reads the honest baseline container's log, but not the privileged one's, and cannot
+    // join it: the annotation on its pod still says baseline.
+    poll_async(
+        "reader reads the honest baseline container's log",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            let (code, _, body) = reader
+                .request(
+                    Method::GET,
+                    &node_path(&honest, "/log"),
+                    &[],
+                    bytes::Bytes::new(),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            if code == StatusCode::OK {
+                Ok(())
+            } else {
+                Err(format!("{code} {}", String::from_utf8_lossy(&body)))
+            }
+        },
+    )
+    .await;
+    let pod = ok_json(&[
+        "get",
+        "pod",
+        "-n",
+        "poddebug-nodes",
+        &format!("{NODE}.{sneaky}"),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(
+        pod["metadata"]["annotations"]["poddebug.dev/profile"],
+        "baseline"
+    );
+    assert_eq!(
+        pod["spec"]["containers"][0]["securityContext"]["privileged"],
+        true
+    );
+    for path in [
+        node_path(&sneaky, "/log"),
+        format!("{GV}/nodes/{NODE}/log?container={sneaky}"),
+    ] {
+        let (code, st) = reader.get_json(&path).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {st}");
+        assert!(
+            message(&st).contains("cannot use resource \"debugprofiles\"")
+                && message(&st).contains("sysadmin"),
+            "{st}"
+        );
+    }
+    match attach(
+        &reader,
+        &node_path(&sneaky, "/attach?stdin=true&stdout=true&tty=true&mode=peer"),
+    )
+    .await
+    {
+        Ok(_) => panic!("reader joined a sysadmin node shell"),
+        Err((code, st)) => {
+            assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+            assert!(message(&st).contains("sysadmin"), "{st}");
+        }
+    }
+
+    // Its sessions are moderated where sysadmin is: its owner's input waits for a moderator.
+    let mut session = attach_settled(
+        &replica.user(OWNER),
+        &node_path(&sneaky, "/attach?stdin=true&stdout=true&tty=true"),
+    )
+    .await;
+    let t = session
+        .read_until(Duration::from_secs(30), |t| {
+            t.stdout_text().contains(WITHHELD)
+        })
+        .await;
+    assert!(t.stdout_text().contains(WITHHELD), "{:?}", t.stdout_text());
 }

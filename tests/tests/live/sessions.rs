@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::support::{ALICE, BUSYBOX, GV, Sandbox, as_user, enabled, kubectl, poll_async};
 
-type Io = TokioIo<Upgraded>;
+pub(crate) type Io = TokioIo<Upgraded>;
 const T: Duration = Duration::from_secs(30);
 /// After a RoleBinding, the authorization caches (kube-apiserver's webhook, the server's) may
 /// answer from before it for a while: retry until it shows.
@@ -31,7 +31,7 @@ const RBAC_SETTLE: Duration = Duration::from_secs(40);
 const TTY: &str = "attach?container=dbg&stdin=true&stdout=true&tty=true";
 const WATCHING: &str = "attach?container=dbg&stdout=true&tty=true";
 /// The notices of a moderated session (stream/src/gate.rs).
-const WITHHELD: &str = "your input is withheld until a moderator joins";
+pub(crate) const WITHHELD: &str = "your input is withheld until a moderator joins";
 const PASSING: &str = "A moderator is attached: your input is passed on";
 
 fn realcluster_state() -> String {
@@ -44,7 +44,7 @@ fn realcluster_state() -> String {
 }
 
 /// A second replica of the server, out of the cluster, killed on drop.
-struct Replica {
+pub(crate) struct Replica {
     server: PodDebugServer,
     pki: TestPki,
     front_proxy: (String, String),
@@ -53,7 +53,7 @@ struct Replica {
 impl Replica {
     /// Starts it with the flags of the one under test (the images the cluster has) and
     /// `extra`, and waits (bounded) until `/readyz` answers 200.
-    async fn start(extra: &[&str]) -> Replica {
+    pub(crate) async fn start(extra: &[&str]) -> Replica {
         let state = realcluster_state();
         let read = |f: &str| {
             std::fs::read_to_string(format!("{state}/pki/{f}"))
@@ -114,7 +114,7 @@ impl Replica {
 
     /// A client of this replica acting as `user` (group `system:authenticated`), authenticated
     /// as the aggregator is: the front-proxy client certificate and `X-Remote-*` headers.
-    fn user(&self, user: &str) -> TestClient {
+    pub(crate) fn user(&self, user: &str) -> TestClient {
         TestClient::builder(&self.server.url())
             .ca_pem(self.pki.cluster_ca_pem())
             .client_cert(&self.front_proxy.0, &self.front_proxy.1)
@@ -163,7 +163,10 @@ async fn shell_of(sb: &Sandbox, owner: &TestClient, profile: Option<&str>) {
 }
 
 /// A WebSocket (v5) attach as `client`; the refusal's code and Status otherwise.
-async fn attach(client: &TestClient, path: &str) -> Result<ChannelClient<Io>, (StatusCode, Value)> {
+pub(crate) async fn attach(
+    client: &TestClient,
+    path: &str,
+) -> Result<ChannelClient<Io>, (StatusCode, Value)> {
     let headers = TestClient::websocket_headers("v5.channel.k8s.io");
     let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let resp = client
@@ -179,7 +182,7 @@ async fn attach(client: &TestClient, path: &str) -> Result<ChannelClient<Io>, (S
 }
 
 /// [`attach`], retried while RBAC settles.
-async fn attach_settled(client: &TestClient, path: &str) -> ChannelClient<Io> {
+pub(crate) async fn attach_settled(client: &TestClient, path: &str) -> ChannelClient<Io> {
     let deadline = tokio::time::Instant::now() + RBAC_SETTLE;
     loop {
         match attach(client, path).await {

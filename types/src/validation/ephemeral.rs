@@ -323,7 +323,7 @@ fn validate_resize_policy(
 /// `validateFieldAllowList`: every field an ephemeral container may not have, in the order of
 /// the Go struct, when it differs from its zero value. A present but empty list (`"ports": []`)
 /// or map (`"resources": {"limits": {}}`) is not the zero value; `"resources": {}` is.
-fn validate_field_allow_list(ec: &EphemeralContainer, path: &str) -> ErrorList {
+pub(crate) fn validate_field_allow_list(ec: &EphemeralContainer, path: &str) -> ErrorList {
     let resources_set = ec
         .resources
         .as_ref()

@@ -9,6 +9,8 @@
 //!   [`debug_container_invalid`].
 //! * [`validate_pod_debug_container`] checks the fields that exist only on our own object
 //!   (`profile`, the name in three places).
+//! * [`validate_node_debug_container`] checks a node debug container's `container`: an
+//!   ephemeral container's fields, and nothing that reaches the server's namespace.
 //!
 //! The Go functions reproduced are named in each function's documentation; they are those of
 //! k/k `pkg/apis/core/validation/validation.go` as of kube-apiserver 1.36.
@@ -19,6 +21,7 @@ mod defaults;
 mod env;
 mod ephemeral;
 mod image_ref;
+mod node_debug_container;
 mod pod_debug_container;
 mod security_context;
 mod volumes;
@@ -34,6 +37,9 @@ pub use defaults::{
 pub use ephemeral::{
     EPHEMERAL_FORBIDDEN_DETAIL, MIRROR_POD_ANNOTATION, STATIC_POD_DETAIL,
     validate_ephemeral_container_add, validate_ephemeral_container_add_on,
+};
+pub use node_debug_container::{
+    NODE_NO_VOLUMES_DETAIL, NODE_SERVER_NAMESPACE_DETAIL, validate_node_debug_container,
 };
 pub use pod_debug_container::validate_pod_debug_container;
 pub use security_context::MAX_USER_ID;
