@@ -15,7 +15,8 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use http::{HeaderMap, StatusCode, Uri};
 use poddebug_storage::CopyRequest;
-use poddebug_types::copy::PodDebugCopy;
+use poddebug_types::copy::{KIND_POD_DEBUG_COPY, PodDebugCopy};
+use poddebug_types::decode::decode_create_object;
 use poddebug_types::{ApiError, PodDebugContainer, Profile};
 
 use super::json_response;
@@ -24,17 +25,6 @@ use crate::authn::Authenticated;
 use crate::authz::Attributes;
 use crate::error::Error;
 use crate::state::AppState;
-
-/// Decode a JSON body strictly: an unknown field is a 400, as kube-apiserver's strict field
-/// validation answers it.
-pub(crate) fn decode_strict<T: serde::de::DeserializeOwned>(
-    kind: &str,
-    bytes: &[u8],
-) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::BadRequest(format!("error decoding {kind}: strict decoding error: {e}"))
-    })
-}
 
 /// The core permission a copy needs: `create pods` in the namespace.
 fn core_create_pods(ns: &str) -> Attributes {
@@ -61,7 +51,7 @@ pub async fn create(
     let dry_run = super::debug::create_dry_run(uri.query())?;
     super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
-    let req: PodDebugCopy = decode_strict("PodDebugCopy", &bytes)?;
+    let req: PodDebugCopy = decode_create_object(&bytes, KIND_POD_DEBUG_COPY)?;
     if let Some(body_ns) = req.metadata.namespace.as_deref().filter(|n| !n.is_empty())
         && body_ns != ns
     {
