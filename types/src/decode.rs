@@ -255,7 +255,7 @@ fn decode_create<T: DeserializeOwned + Default>(
 ///   400 naming them (up to [`MAX_STRICT_ERRORS`]), in document order;
 /// * `status` is read-only: it is dropped before decoding, whatever it holds;
 /// * a member whose value is `null` is treated as absent, as Go's decoder leaves the field
-///   at its zero value;
+///   at its zero value (an unknown member is still unknown, as in kube-apiserver);
 /// * more than [`MAX_VALUES`] values is a 400.
 pub fn decode_pod_debug_container(body: &[u8]) -> Result<PodDebugContainer, ApiError> {
     let (mut pdc, _): (PodDebugContainer, _) =

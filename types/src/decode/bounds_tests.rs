@@ -93,6 +93,20 @@ fn an_unknown_field_is_not_looked_into() {
 }
 
 #[test]
+fn an_unknown_member_is_unknown_even_when_null() {
+    // kube-apiserver: `{"foo": null}` is `unknown field "foo"`; a known member that is `null`
+    // is absent.
+    assert_eq!(
+        causes(br#"{"foo": null, "profile": null}"#),
+        [r#"unknown field "foo""#]
+    );
+    assert_eq!(
+        decode_pod_debug_container(br#"{"profile": null, "container": null}"#).unwrap(),
+        PodDebugContainer::default()
+    );
+}
+
+#[test]
 fn a_value_of_the_wrong_type_is_the_answer_over_strict_problems() {
     // As kube-apiserver: `json: cannot unmarshal number into Go struct field ...`.
     for body in [
