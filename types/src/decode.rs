@@ -75,6 +75,9 @@ pub const MAX_DEPTH: usize = 127;
 /// into the object, passed through or checked; see the module's documentation.
 pub const MAX_VALUES: usize = 10_000;
 
+/// Fields passed through to the cluster: each its path and its value.
+type Passed = Vec<(Vec<Segment>, Value)>;
+
 /// One key of a JSON document: an object member or an array index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Segment {
@@ -138,7 +141,7 @@ fn second_pass<T: DeserializeOwned>(
     what: &str,
     rules: Rules,
     shape: Shape<'_>,
-) -> Result<(T, Vec<(Vec<Segment>, Value)>), ApiError> {
+) -> Result<(T, Passed), ApiError> {
     let mut ctx = Ctx::new(rules, shape);
     let mut de = serde_json::Deserializer::from_slice(body);
     let typed = T::deserialize(Tracked::root(&mut de, &mut ctx));
@@ -219,7 +222,7 @@ fn decode_create<T: DeserializeOwned + Default>(
     body: &[u8],
     kind: &str,
     unknown: fn(&[Step<'_>]) -> Unknown,
-) -> Result<(T, Vec<(Vec<Segment>, Value)>), ApiError> {
+) -> Result<(T, Passed), ApiError> {
     let Some(shape) = first_pass(body)? else {
         return Ok(Default::default());
     };

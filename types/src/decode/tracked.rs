@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 
 use super::problems::{Kind, Problems, Step};
 use super::scan::{KeySeed, Shape};
-use super::{MAX_VALUES, Segment};
+use super::{MAX_VALUES, Passed, Segment};
 
 /// What becomes of a field the types do not know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub(crate) struct Ctx<'de> {
     /// Set when the body held more than [`MAX_VALUES`] values: the decoding was stopped.
     pub(crate) over_limit: bool,
     /// Fields kept for kube-apiserver: their paths and values.
-    pub(crate) pass_through: Vec<(Vec<Segment>, Value)>,
+    pub(crate) pass_through: Passed,
 }
 
 impl<'de> Ctx<'de> {
@@ -426,7 +426,7 @@ struct TrackedMap<'c, 'de, A> {
 impl<'de, A: MapAccess<'de>> TrackedMap<'_, 'de, A> {
     /// Whether `key` (a `member`) was met before in this object, and if so whether that is
     /// the first time it repeats.
-    fn repeated(&mut self, member: Member, key: &Cow<'de, str>) -> Option<bool> {
+    fn repeated(&mut self, member: Member, key: Cow<'de, str>) -> Option<bool> {
         match member {
             Member::Field(i) if i < 64 => {
                 let bit = 1u64 << i;
@@ -450,15 +450,15 @@ impl<'de, A: MapAccess<'de>> TrackedMap<'_, 'de, A> {
         }
     }
 
-    fn seen(&mut self, key: &Cow<'de, str>) -> Option<bool> {
-        match self.keys.get_mut(key) {
+    fn seen(&mut self, key: Cow<'de, str>) -> Option<bool> {
+        match self.keys.get_mut(key.as_ref()) {
             Some(reported) => {
                 let first = !*reported;
                 *reported = true;
                 Some(first)
             }
             None => {
-                self.keys.insert(key.clone(), false);
+                self.keys.insert(key, false);
                 None
             }
         }
@@ -492,7 +492,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for TrackedMap<'_, 'de, A> {
                 Some(Some(i)) => Member::Field(i),
                 Some(None) => Member::Unknown((self.ctx.rules.unknown)(&self.ctx.path)),
             };
-            if let Some(first) = self.repeated(member, &key) {
+            if let Some(first) = self.repeated(member, key.clone()) {
                 if first {
                     self.ctx
                         .problems
