@@ -169,6 +169,31 @@ pub fn hostile_bodies() -> Vec<HostileBody> {
     ]
 }
 
+/// The three delete paths that read a `DeleteOptions` body: a debug container, a copy and a
+/// node debug container, none of which exists.
+pub fn delete_paths(ns: &str, pod: &str, node: &str) -> [String; 3] {
+    const GV: &str = "/apis/poddebug.dev/v1alpha1";
+    [
+        format!("{GV}/namespaces/{ns}/pods/{pod}/debug/gone"),
+        format!("{GV}/namespaces/{ns}/pods/{pod}/copies/gone"),
+        format!("{GV}/nodes/{node}/debug/gone"),
+    ]
+}
+
+/// Hostile `DeleteOptions` bodies: valid JSON that would be ~100 MB as a parsed tree.
+pub fn hostile_delete_bodies() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "DeleteOptions with 1.5 million numbers",
+            fill(r#"{"gracePeriodSeconds":0,"x":["#, |_| "0".to_owned(), "]}"),
+        ),
+        (
+            "DeleteOptions with distinct keys",
+            fill("{", |i| format!("\"k{i:x}\":0"), "}"),
+        ),
+    ]
+}
+
 /// A 3 MiB body refused after one look at it (a value of the wrong type, then blanks).
 pub fn padded_body() -> String {
     format!("{{\"profile\": 5}}{}", " ".repeat(MAX_BODY - 64))

@@ -4,14 +4,15 @@
 //! node debug containers). Each is answered with a 400 `Status` worded as kube-apiserver words
 //! strict decoding errors, naming at most 100 problems, and the server's peak resident memory
 //! (`VmHWM`) grows by a few MiB over all of them (one such body grew it by 60 to 570 MiB when
-//! every key had its path rendered and every repeat its own message).
+//! every key had its path rendered and every repeat its own message). `DeleteOptions` bodies
+//! of the same size on the three delete paths do not make it grow either.
 //!
 //! Needs the binary: `cargo build -p poddebug-apiserver` first.
 
 use http::{Method, StatusCode};
 use poddebug_tests::bodies::{
-    CreatePath, HostileBody, MAX_BODY, Want, create_paths, hostile_bodies, padded_body,
-    peak_rss_kib,
+    CreatePath, HostileBody, MAX_BODY, Want, create_paths, delete_paths, hostile_bodies,
+    hostile_delete_bodies, padded_body, peak_rss_kib,
 };
 use poddebug_tests::{FakeKube, PodDebugServer, TestClient};
 use serde_json::{Value, json};
@@ -142,6 +143,31 @@ async fn hostile_bodies_are_a_bounded_400_on_every_create_path() {
                 "{:<45} {:<19} peak +{growth} KiB",
                 body.name, p.kind
             ));
+        }
+    }
+    // DeleteOptions bodies are read as they stream by: the delete goes on (nothing to
+    // delete here), the memory does not grow.
+    for (name, body) in hostile_delete_bodies() {
+        assert!(body.len() <= MAX_BODY, "{name}");
+        for url in delete_paths(NS, POD, NODE) {
+            let (code, _, bytes) = c
+                .request(
+                    Method::DELETE,
+                    &url,
+                    &[("content-type", "application/json")],
+                    body.clone(),
+                )
+                .await
+                .expect("the server answers");
+            let growth = peak(&server).saturating_sub(baseline);
+            assert!(
+                growth < MAX_GROWTH_KIB,
+                "{name} on {url}: the server's peak RSS grew by {growth} KiB"
+            );
+            let st: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            assert_eq!(code, StatusCode::NOT_FOUND, "{name} on {url}: {st}");
+            assert_eq!(st["reason"], "NotFound", "{name} on {url}");
+            table.push(format!("{name:<45} DELETE {url} peak +{growth} KiB"));
         }
     }
     eprintln!(

@@ -54,10 +54,12 @@ use crate::{API_VERSION, VERSION};
 
 #[cfg(test)]
 mod bounds_tests;
+mod delete_options;
 mod problems;
 mod scan;
 mod tracked;
 
+pub use delete_options::{DeleteOptionsBody, decode_delete_options};
 use problems::Step;
 pub use problems::{MAX_REPORTED_PATH_BYTES, MAX_STRICT_ERRORS};
 use scan::{Root, Shape};

@@ -137,12 +137,9 @@ pub(crate) async fn grace_period(
     super::body::require_json_if_any(headers, &bytes)?;
     let mut grace = super::debug::seconds(q, "gracePeriodSeconds")?;
     if !bytes.iter().all(u8::is_ascii_whitespace) {
-        let opts: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
+        let opts = poddebug_types::decode::decode_delete_options(&bytes)?;
         if grace.is_none() {
-            grace = opts
-                .get("gracePeriodSeconds")
-                .and_then(serde_json::Value::as_u64);
+            grace = opts.grace_period_seconds;
         }
     }
     Ok(grace.map(|g| u32::try_from(g).unwrap_or(u32::MAX)))

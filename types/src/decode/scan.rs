@@ -232,7 +232,7 @@ impl<'de> Visitor<'de> for TypeMetaSeed {
 
 /// A value walked to its end (so that serde_json counts its nesting), kept nowhere. Tells
 /// whether it was `null`.
-struct Skip;
+pub(crate) struct Skip;
 
 impl<'de> DeserializeSeed<'de> for Skip {
     type Value = bool;
