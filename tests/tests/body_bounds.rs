@@ -84,7 +84,7 @@ fn check(path: &CreatePath, body: &HostileBody, code: StatusCode, st: &Value) {
 }
 
 #[tokio::test]
-async fn hostile_bodies_are_a_bounded_400_on_every_create_path() {
+async fn hostile_bodies_are_bounded_on_every_create_and_delete_path() {
     let fake = FakeKube::start().await;
     let pki = fake.pki().clone();
     fake.add_namespace(NS, &[]);
