@@ -55,6 +55,18 @@ pub struct PodDebugContainer {
     /// at creation and shown as `status.expiresAt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<i64>,
+    /// The debug request (in the same namespace) this is made under: its requester may make,
+    /// during its window, exactly what it names without holding `use` on its profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_request: Option<String>,
+    /// Why (required when the server runs with `--require-reason`, unless a debug request
+    /// gives one). Recorded with the container, its sessions and recordings, the audit record
+    /// and the Event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A ticket or incident reference, recorded beside the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
     /// Observed state of the debug container, read from the pod. Read-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<PodDebugContainerStatus>,
@@ -166,6 +178,9 @@ pub struct PodDebugContainerStatus {
     /// recorded it, or by other means). Anyone else attaching joins that user's session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// Who approved the debug request it was made under (see `debugRequest`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
 }
 
 /// A status without the field (written by an older server) makes no claim: stoppable.
