@@ -187,3 +187,14 @@ mod tests {
         );
     }
 }
+
+/// The earlier of a time limit's deadline and a hard one (a debug request's window).
+pub(crate) fn earliest(
+    a: Option<jiff::Timestamp>,
+    b: Option<jiff::Timestamp>,
+) -> Option<jiff::Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
