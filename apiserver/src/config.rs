@@ -124,6 +124,8 @@ pub struct Config {
     pub session_lease_duration: Duration,
     /// The namespace the session records live in (the server's own).
     pub session_namespace: String,
+    /// Just-in-time access (`--approval-profiles` and the flags beside it).
+    pub requests: crate::requests::RequestPolicy,
 }
 
 /// The expiry loop's settings (`--debug-ttl-check-interval`, `--leader-elect*`).
@@ -220,6 +222,8 @@ impl Config {
             moderated_shells: o.moderated_shells.clone(),
             session_lease_duration: o.session_lease_duration,
             session_namespace: crate::leader::own_namespace(&o.service_namespace),
+            // Validated above.
+            requests: o.requests.policy().unwrap_or_default(),
             expiry: Expiry {
                 check_interval: o.debug_ttl_check_interval,
                 leader_election: o.leader_elect.then(|| LeaderElection {

@@ -265,6 +265,19 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         );
         tokio::spawn(async move { key.load(client, ns).await });
     }
+    // Debug requests: every replica follows them (its own identity, their records verified
+    // with the record key); the leader of the expiry loop writes their expiries.
+    let requests = crate::requests::Requests::new(
+        poddebug_storage::RequestStore::start(
+            clients.pods.clone(),
+            &config.session_namespace,
+            record_key.clone(),
+        ),
+        config.requests.clone(),
+        config.node_debug_namespace.clone(),
+    );
+    requests.spawn(expiry.leading());
+    metrics.register_requests(&requests);
     // Where the cluster's API server is, for clients that name it in Origin (cross_site.rs).
     let api_server_origins = Arc::new(crate::api_server_origins::ApiServerOrigins::new(
         &clients.pods_config.cluster_url.to_string(),
@@ -293,6 +306,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         tickets: tickets.clone(),
         sessions: sessions.clone(),
         record_key,
+        requests,
     };
     if let Some(r) = &state.recorder {
         r.spawn_sweeper(expiry.leading(), metrics.clone());

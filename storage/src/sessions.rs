@@ -91,6 +91,12 @@ pub struct SessionRecord {
     pub replica: String,
     /// When the stream was opened (RFC 3339).
     pub started: String,
+    /// The reason, ticket, debug request and approvers of the debug container.
+    #[serde(
+        default,
+        skip_serializing_if = "poddebug_types::request::Justification::is_empty"
+    )]
+    pub justification: poddebug_types::request::Justification,
 }
 
 /// A termination request.
@@ -706,6 +712,7 @@ pub fn object_of(session: &LiveSession, all: &[LiveSession]) -> DebugSession {
             protocol: r.protocol.clone(),
             tty: r.tty,
             stdin: r.stdin,
+            justification: Some(r.justification.clone()).filter(|j| !j.is_empty()),
         },
         status: Some(DebugSessionStatus {
             replica: r.replica.clone(),
@@ -740,6 +747,7 @@ mod tests {
             moderated: true,
             replica: "r1".into(),
             started: started.into(),
+            justification: Default::default(),
         }
     }
 

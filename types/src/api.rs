@@ -239,6 +239,14 @@ pub struct DebugProfile {
     pub requires_use_permission: bool,
     /// Whether this is the server's `--default-profile`.
     pub default: bool,
+    /// How many approvals a `DebugRequest` for this profile needs (`--approval-profiles`);
+    /// absent when the profile cannot be requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_required: Option<u32>,
+    /// The longest duration a `DebugRequest` for this profile may ask for (a Go duration);
+    /// absent when the profile cannot be requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_duration: Option<String>,
 }
 
 /// DebugProfileList is a list of debug profiles.

@@ -71,6 +71,8 @@ pub struct SessionInfo {
     pub session_id: String,
     /// How the user takes part (`owner`, `peer`, `observer`, `moderator`).
     pub mode: String,
+    /// The reason, ticket, debug request and approvers the debug container carries.
+    pub justification: poddebug_types::request::Justification,
 }
 
 impl Recorder {
@@ -148,6 +150,7 @@ impl Recorder {
             bytes: 0,
             exit_code: None,
             truncated: false,
+            justification: info.justification.clone(),
         };
         self.store
             .write_meta(&meta)
@@ -171,6 +174,7 @@ impl Recorder {
                 recording_mode: self.mode.as_str().to_owned(),
                 session: info.session_id,
                 mode: info.mode,
+                justification: Some(info.justification).filter(|j| !j.is_empty()),
             },
         };
         let strict = self.mode == RecordingMode::Strict;
@@ -268,6 +272,7 @@ mod tests {
             protocol: "websocket/v5.channel.k8s.io".into(),
             session_id: "s0000000000000001".into(),
             mode: "owner".into(),
+            justification: Default::default(),
         }
     }
 
