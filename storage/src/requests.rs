@@ -178,7 +178,7 @@ fn signed(lease: &str, uid: &str, record: &str) -> Vec<u8> {
 /// What a Lease holds, when it is a request's.
 enum Read {
     /// A verified request.
-    Request(StoredRequest),
+    Request(Box<StoredRequest>),
     /// Not a request's record (or unreadable): ignored for this reason.
     Ignored(Ignored),
 }
@@ -289,11 +289,11 @@ impl RequestStore {
         request.kind = KIND_DEBUG_REQUEST.to_owned();
         request.metadata.uid = Some(uid.to_owned());
         request.metadata.resource_version = Some(rv_of(lease).to_string());
-        Read::Request(StoredRequest {
+        Read::Request(Box::new(StoredRequest {
             request,
             revision: record.revision,
             resource_version: rv_of(lease),
-        })
+        }))
     }
 
     fn count_ignored(&self, lease: &Lease, why: Ignored) {
@@ -335,7 +335,7 @@ impl RequestStore {
         let mut state = self.state();
         let read = self.read(lease, &state.revisions);
         let stored = match read {
-            Read::Request(s) => s,
+            Read::Request(s) => *s,
             Read::Ignored(why) => {
                 if !deleted {
                     self.count_ignored(lease, why);
@@ -407,7 +407,7 @@ impl RequestStore {
                         s.request.name().to_owned(),
                     );
                     by_lease.insert(l.metadata.name.clone().unwrap_or_default(), key.clone());
-                    now.insert(key, s);
+                    now.insert(key, *s);
                 }
                 Read::Ignored(why) => self.count_ignored(l, why),
             }

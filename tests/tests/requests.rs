@@ -351,7 +351,9 @@ async fn an_approved_request_grants_exactly_what_it_names_with_its_reason() {
         st["message"],
         "session ended: debug request web-sysadmin was revoked by bob"
     );
-    let (code, body) = attach(&alice, "dbg").await.err().expect("refused");
+    let Err((code, body)) = attach(&alice, "dbg").await else {
+        panic!("the attach is refused once the request is revoked");
+    };
     assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
     let (code, st) = alice
         .post_json(&debug(POD, "dbg2"), &shell_under("web-sysadmin"))

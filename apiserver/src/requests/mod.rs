@@ -50,6 +50,21 @@ const ENFORCE_EVERY: Duration = Duration::from_millis(250);
 const SETTLE_EVERY: Duration = Duration::from_secs(1);
 /// Who expires requests, in their reviews and the audit trail.
 pub const EXPIRY_ACTOR: &str = "system:poddebug:expiry";
+/// How long a request that ended (denied, revoked, expired) is kept before the leader deletes
+/// its record, as kube-controller-manager keeps decided CertificateSigningRequests for a while:
+/// requests of a namespace that was deleted go too. The audit trail keeps the history.
+pub const RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// When request `r` ended (its window, or its pending lifetime; its last review for a denial or
+/// revocation); `None` while it has not.
+fn ended_at(r: &DebugRequest, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+    let st = r.status.as_ref()?;
+    match r.phase_at(now) {
+        RequestPhase::Expired => r.due_at(),
+        RequestPhase::Denied | RequestPhase::Revoked => st.reviews.last().map(|x| x.time.0),
+        _ => None,
+    }
+}
 
 /// The reason and ticket a create's body carries, and the request it names.
 #[derive(Clone, Debug, Default)]
@@ -379,10 +394,33 @@ impl Requests {
     }
 
     /// Write `Expired` into the records of requests whose time passed (one conditional write
-    /// each: of several replicas writing, one wins and notifies).
+    /// each: of several replicas writing, one wins and notifies); delete the records of those
+    /// that ended more than [`RETENTION`] ago.
     async fn settle_due(&self) {
         let now = jiff::Timestamp::now();
         let (all, _) = self.store.snapshot();
+        for r in &all {
+            let stored = r.status.as_ref().map(|s| s.phase).unwrap_or_default();
+            let retention = jiff::SignedDuration::try_from(RETENTION).unwrap_or_default();
+            if stored.is_final()
+                && ended_at(r, now)
+                    .is_some_and(|end| end.checked_add(retention).is_ok_and(|t| t <= now))
+            {
+                let rv = r
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse().ok());
+                match self.store.delete(r.namespace(), r.name(), rv).await {
+                    Ok(_) => tracing::info!(namespace = %r.namespace(), request = %r.name(),
+                        "the record of a debug request that ended a day ago was deleted"),
+                    Err(e) => {
+                        tracing::debug!(request = %r.name(), error = %e.to_api_error().message(),
+                        "an old debug request was not deleted")
+                    }
+                }
+            }
+        }
         for r in all {
             let stored = r.status.as_ref().map(|s| s.phase).unwrap_or_default();
             if stored.is_final() || r.phase_at(now) != RequestPhase::Expired {
