@@ -43,8 +43,9 @@ function reviewRights() {
 }
 
 // Keeps `items` (namespace/name → request) up to date from a watch of `path` until the view is
-// left: every change calls `changed()`. A watch that ends is made again from a fresh list.
-export function follow(path, items, changed) {
+// left: every change calls `changed()`, a refused list `failed(error)`. A watch that ends is
+// made again from a fresh list.
+export function follow(path, items, changed, failed = () => {}) {
   const abort = new AbortController();
   onLeave(() => abort.abort());
   const key = (r) => `${r.metadata.namespace}/${r.metadata.name}`;
@@ -63,6 +64,7 @@ export function follow(path, items, changed) {
         });
       } catch (e) {
         if (abort.signal.aborted) return;
+        if (e && e.code >= 400 && e.code < 500) failed(e);
       }
       await new Promise((r) => window.setTimeout(r, 1000));
     }
@@ -180,7 +182,11 @@ export async function requestsView(app, ns, me, known) {
   };
   body.replaceChildren(h('tr', {}, h('td', { colspan: 11, class: 'muted' }, 'Loading…')));
   await known;
-  follow(ns ? paths.requests(ns) : paths.allRequests(), items, draw);
+  follow(ns ? paths.requests(ns) : paths.allRequests(), items, draw, (e) =>
+    body.replaceChildren(
+      h('tr', {}, h('td', { colspan: 11, class: 'muted' }, `Requests cannot be listed: ${e.message} Choose a namespace above.`)),
+    ),
+  );
 }
 
 // On a pod's page: when a profile can be requested that the user may not use, the form that

@@ -56,7 +56,11 @@ pub(crate) async fn authorize_profiles(
     container: &str,
 ) -> Result<Option<crate::requests::Grant>, Error> {
     // A container made under an approved debug request is reached by its requester, during
-    // the window, without `use` (the request's signed record lists it).
+    // the window, without `use` (the request's signed record lists it). A replica that just
+    // started learns the requests first (bounded).
+    if target.justification.debug_request.is_some() {
+        st.requests.synced().await?;
+    }
     let grant = st.requests.for_stream(&auth.user, target);
     let mut granted = false;
     for gate in &target.profiles {

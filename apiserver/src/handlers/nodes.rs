@@ -488,6 +488,9 @@ pub async fn attach(
         .backend
         .node_stream_target(&node, &name, Some(st.config.attach_wait_timeout))
         .await?;
+    if target.justification.debug_request.is_some() {
+        st.requests.synced().await?;
+    }
     let grant = st.requests.for_stream(&auth.user, &target);
     let mut granted = false;
     for e in &target.profiles {
