@@ -880,3 +880,45 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The log of someone else's debug container is what observing its session shows: reading it
+/// takes `observe` (or `join`) on `pods/debug`, as attaching to it does. A user who may read
+/// logs (`get pods/log` in poddebug.dev) but holds neither is refused; the owner is not asked.
+#[tokio::test]
+async fn reading_another_users_debug_container_log_needs_observe_as_attaching_does() {
+    let fake = fake_with_pod("general").await;
+    let s = server(&fake, &[]).await;
+    let path = pod_path("log?container=dbg");
+    fake.set_policy(|a| {
+        !(a.user == "bob" && (a.is("join", "pods/debug") || a.is("observe", "pods/debug")))
+            && !(a.user == "carol" && a.is("join", "pods/debug"))
+    });
+    let (code, status) = user(&s, "bob").get_json(&path).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    let msg = status["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("cannot observe resource \"pods/debug\"")
+            && msg.contains("created by \"alice\""),
+        "{msg}"
+    );
+    // carol may observe (not join): she reads it; alice, the owner, is not asked either verb.
+    for who in ["carol", "alice"] {
+        let (code, _, body) = user(&s, who)
+            .request(Method::GET, &path, &[], Bytes::new())
+            .await
+            .expect("log answered");
+        assert_eq!(
+            code,
+            StatusCode::OK,
+            "{who}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    let asked = |who: &str, verb: &str| {
+        fake.sars()
+            .iter()
+            .any(|r| r.attributes.user == who && r.attributes.is(verb, "pods/debug"))
+    };
+    assert!(asked("carol", "observe"));
+    assert!(!asked("alice", "observe") && !asked("alice", "join"));
+}

@@ -1125,3 +1125,47 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
     );
     let _ = std::fs::remove_dir_all(&rec_dir);
 }
+
+/// Through the aggregator: bob, who may debug in the namespace (and so read logs of
+/// `pods/debug`) but holds neither `observe` nor `join`, cannot read the log of alice's debug
+/// container; bound to `poddebug:session-observer` he can, as he could then watch her session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn the_log_of_another_users_debug_container_needs_observe() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("sesslog");
+    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug-debugger", "bob");
+    let alice = as_user(&sb.api, ALICE);
+    let bob = as_user(&sb.api, "bob");
+    shell_of(&sb, &alice, None).await;
+    let path = sb.path("log?container=dbg");
+    let (code, status) = bob.get_json(&path).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    let msg = status["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("cannot observe resource \"pods/debug\""),
+        "{msg}"
+    );
+    let (code, _, body) = alice
+        .request(Method::GET, &path, &[], Bytes::new())
+        .await
+        .expect("log answered");
+    assert_eq!(code, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    sb.bind("poddebug:session-observer", "bob");
+    poll_async(
+        "bob may observe",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match bob.request(Method::GET, &path, &[], Bytes::new()).await {
+                Ok((StatusCode::OK, _, _)) => Ok(()),
+                Ok((code, _, body)) => Err(format!("{code} {}", String::from_utf8_lossy(&body))),
+                Err(e) => Err(format!("{e:?}")),
+            }
+        },
+    )
+    .await;
+}
