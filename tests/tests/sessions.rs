@@ -660,46 +660,9 @@ async fn lists_and_watches_take_label_and_field_selectors() {
 #[tokio::test]
 async fn moderation_holds_however_stdin_is_framed_or_declared() {
     use poddebug_tests::spdy::AttachSession;
-    use tokio_tungstenite::tungstenite::protocol::Message;
-    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
-    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 
-    let fragments = |text: &str| {
-        let mut payload = vec![ch::STDIN];
-        payload.extend_from_slice(text.as_bytes());
-        let (a, b) = payload.split_at(payload.len() / 2);
-        vec![
-            Message::Frame(Frame::message(
-                Vec::new(),
-                OpCode::Data(Data::Binary),
-                false,
-            )),
-            Message::Frame(Frame::message(
-                a.to_vec(),
-                OpCode::Data(Data::Continue),
-                false,
-            )),
-            Message::Frame(Frame::message(
-                b.to_vec(),
-                OpCode::Data(Data::Continue),
-                true,
-            )),
-        ]
-    };
-    let channel_alone = |text: &str| {
-        vec![
-            Message::Frame(Frame::message(
-                vec![ch::STDIN],
-                OpCode::Data(Data::Binary),
-                false,
-            )),
-            Message::Frame(Frame::message(
-                text.as_bytes().to_vec(),
-                OpCode::Data(Data::Continue),
-                true,
-            )),
-        ]
-    };
+    let fragments = poddebug_tests::channel::stdin_fragments;
+    let channel_alone = poddebug_tests::channel::stdin_channel_alone;
     let fake = fake_with_pod("general").await;
     let dir = std::env::temp_dir().join(format!(
         "poddebug-modframe-{}-{}",

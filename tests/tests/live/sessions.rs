@@ -936,44 +936,11 @@ impl Child {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
 async fn moderation_holds_however_stdin_is_framed_or_declared() {
-    use tokio_tungstenite::tungstenite::protocol::Message;
-    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
-    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
     if !enabled() {
         return;
     }
-    let fragments = |text: &str| {
-        let mut payload = vec![0u8];
-        payload.extend_from_slice(text.as_bytes());
-        let (a, b) = payload.split_at(payload.len() / 2);
-        vec![
-            Message::Frame(Frame::message(
-                Vec::new(),
-                OpCode::Data(Data::Binary),
-                false,
-            )),
-            Message::Frame(Frame::message(
-                a.to_vec(),
-                OpCode::Data(Data::Continue),
-                false,
-            )),
-            Message::Frame(Frame::message(
-                b.to_vec(),
-                OpCode::Data(Data::Continue),
-                true,
-            )),
-        ]
-    };
-    let channel_alone = |text: &str| {
-        vec![
-            Message::Frame(Frame::message(vec![0u8], OpCode::Data(Data::Binary), false)),
-            Message::Frame(Frame::message(
-                text.as_bytes().to_vec(),
-                OpCode::Data(Data::Continue),
-                true,
-            )),
-        ]
-    };
+    let fragments = poddebug_tests::channel::stdin_fragments;
+    let channel_alone = poddebug_tests::channel::stdin_channel_alone;
     let sb = Sandbox::new("sessframe");
     sb.bind("poddebug-debugger", ALICE);
     sb.bind_cluster("poddebug-privileged-profiles", ALICE);
