@@ -15,6 +15,13 @@ pub fn query_map(query: Option<&str>) -> BTreeMap<String, String> {
     m
 }
 
+/// A boolean query parameter as kube-apiserver converts it into its options
+/// (`runtime.Convert_Slice_string_To_bool`): only an absent parameter, `false` (any case) and
+/// `0` are false; any other value, the empty one included, is true. `follow=` follows.
+pub fn kube_bool(value: Option<&String>) -> bool {
+    value.is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
 fn form_urlencoded_pairs(q: &str) -> Vec<(String, String)> {
     q.split('&')
         .filter(|p| !p.is_empty())
@@ -85,6 +92,16 @@ mod tests {
             .unwrap();
         keep_first_query_values(&mut plain);
         assert_eq!(plain.uri(), "/healthz");
+    }
+
+    #[test]
+    fn booleans_are_read_as_kube_apiserver_converts_them() {
+        let q = query_map(Some("a=&b=0&c=FALSE&d=true&e=yes&f=False&g=1"));
+        let got: Vec<bool> = ["a", "b", "c", "d", "e", "f", "g", "absent"]
+            .iter()
+            .map(|k| kube_bool(q.get(*k)))
+            .collect();
+        assert_eq!(got, [true, false, false, true, true, false, true, false]);
     }
 
     #[test]

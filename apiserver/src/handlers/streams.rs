@@ -273,7 +273,7 @@ pub async fn attach(
             &ns,
             &pod,
             &opts.container,
-            Some(st.config.attach_wait_timeout),
+            poddebug_storage::StreamUse::Attach(st.config.attach_wait_timeout),
             &auth.user,
         )
         .await?;
@@ -556,9 +556,18 @@ pub async fn log(
     if *st.drain.borrow() {
         return Err(shutting_down());
     }
+    // A stopped debug container refuses a log follow, not a plain read (see storage's
+    // `unstoppable`).
+    let follow = crate::query::kube_bool(query.get("follow"));
     let target = st
         .backend
-        .stream_target(&ns, &pod, &container, None, &auth.user)
+        .stream_target(
+            &ns,
+            &pod,
+            &container,
+            poddebug_storage::StreamUse::Log { follow },
+            &auth.user,
+        )
         .await?;
     authorize_profiles(&st, &auth, &target, &container).await?;
     authorize_regular(&st, &auth, &target, "get", "log").await?;
