@@ -184,9 +184,19 @@ fn storage(
         record_key.clone(),
         metrics.stop_records_rejected.clone(),
     );
-    let backend = poddebug_storage::KubeBackend::new(clients.pods.clone(), backend_cfg)
+    let mut backend = poddebug_storage::KubeBackend::new(clients.pods.clone(), backend_cfg)
         .with_pod_cache(pod_cache)
         .with_stop_leases(stop_leases);
+    // Evictions are refused with 429 while a PodDisruptionBudget holds: not retried by the
+    // client, the leader's backoff decides.
+    let mut eviction_cfg = clients.pods_config.clone();
+    eviction_cfg.default_retry = false;
+    match kube::Client::try_from(eviction_cfg) {
+        Ok(c) => backend = backend.with_eviction_client(c),
+        Err(e) => {
+            tracing::warn!(error = %e, "no client without retries for evictions; the main one is used")
+        }
+    }
     metrics.register_validation_disagreements(backend.validation_disagreements());
     tokio::spawn(backend.track_cluster_version());
     backend

@@ -28,6 +28,8 @@ pub(crate) struct Cluster {
     events_in_flight: Arc<Semaphore>,
     /// The stop records in the server's namespace, when kept (see `stop_lease`).
     stop_leases: Option<StopLeases>,
+    /// The server's identity without client-side retries, for evictions (see `eviction`).
+    eviction_client: Option<Client>,
 }
 
 /// At most this many Events are written in the background at once; beyond it a create waits
@@ -50,7 +52,20 @@ impl Cluster {
             disagreements: Disagreements::default(),
             events_in_flight: Arc::new(Semaphore::new(EVENTS_IN_FLIGHT as usize)),
             stop_leases: None,
+            eviction_client: None,
         }
+    }
+
+    /// Make evictions with `client` (the server's identity, without retries).
+    pub(crate) fn set_eviction_client(&mut self, client: Client) {
+        self.eviction_client = Some(client);
+    }
+
+    /// The client evictions are made with: the one set, else the server's.
+    pub(crate) fn eviction_client(&self) -> Client {
+        self.eviction_client
+            .clone()
+            .unwrap_or_else(|| self.client.clone())
     }
 
     /// Keep stop records in `leases` (a `DELETE` records its stop there, the attach and

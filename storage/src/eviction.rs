@@ -12,7 +12,10 @@
 //!
 //! kube-rs's `Api::evict` sends its options as `delete_options`, which kube-apiserver drops as
 //! an unknown field (a `Warning` header, and the precondition lost), so the request is built
-//! here, in the shape `kubectl drain` sends.
+//! here, in the shape `kubectl drain` sends. And it is sent with a client that does not retry
+//! ([`KubeBackend::with_eviction_client`](crate::KubeBackend::with_eviction_client)): kube-rs's
+//! default retries a 429 up to 15 times, backing off to minutes, which would hold the leader's
+//! round on a budget that refuses; the leader's own backoff decides when to try again.
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -76,7 +79,7 @@ pub(crate) async fn evict(b: &Cluster, u: &Unstoppable, warn_if_blocked: bool) -
         .body(body);
     let outcome = match request {
         Err(e) => EvictionOutcome::Failed(e.to_string()),
-        Ok(req) => match b.server_client().request::<kube::core::Status>(req).await {
+        Ok(req) => match b.eviction_client().request::<kube::core::Status>(req).await {
             Ok(_) => EvictionOutcome::Evicted,
             Err(kube::Error::Api(s)) if s.code == 429 => {
                 EvictionOutcome::Blocked(refusal_message(&s))

@@ -269,15 +269,23 @@ async fn expire_one(b: &Cluster, d: Due, now: jiff::Timestamp) -> Option<Expired
 /// One expiry round at `now` (see the module docs): every due container is stopped, except
 /// those in `skip` (pod UID, ephemeral container name: earlier [`ExpiryResult::Refused`] and
 /// [`ExpiryResult::InProgress`]) and those reported unstoppable (their stop record says so, see
-/// `unstoppable`), and the list of what was done is returned. Only the listing of pods can fail
+/// `unstoppable`), and the list of what was done is returned. Entries of `skip` that are no
+/// longer running past their deadline are dropped from it. Only the listing of pods can fail
 /// the round.
 pub(crate) async fn expire_due(
     b: &Cluster,
     cache: Option<&PodCache>,
     now: jiff::Timestamp,
-    skip: &BTreeSet<(String, String)>,
+    skip: &mut BTreeSet<(String, String)>,
 ) -> Result<Vec<Expired>, StorageError> {
     let pods = candidates(b, cache).await?;
+    // What is no longer running past its deadline (ended, pod gone) leaves the set.
+    let running: BTreeSet<(String, String)> = pods
+        .iter()
+        .flat_map(|p| due_in(p, now))
+        .map(|d| (d.pod_uid, d.container))
+        .collect();
+    skip.retain(|k| running.contains(k));
     // Containers already reported unstoppable (by any leader) are not stopped again.
     let reported = |d: &Due| {
         b.stop_leases().is_some_and(|l| {

@@ -92,13 +92,14 @@ impl KubeBackend {
 
     /// One expiry round at `now`: stop every running debug container whose time limit passed,
     /// with the server's own identity (see `expiry`), except those in `skip` (pod UID and
-    /// ephemeral container name of earlier refusals). The candidates come from the pod cache
+    /// ephemeral container name of earlier refusals and stops in progress; what no longer runs
+    /// past its deadline is dropped from it). The candidates come from the pod cache
     /// when there is one. The pod listing's failure is the only error; each container's own
     /// outcome is in the list.
     pub async fn expire_due(
         &self,
         now: jiff::Timestamp,
-        skip: &std::collections::BTreeSet<(String, String)>,
+        skip: &mut std::collections::BTreeSet<(String, String)>,
     ) -> Result<Vec<crate::Expired>, StorageError> {
         crate::expiry::expire_due(&self.cluster, self.cache.as_ref(), now, skip).await
     }
@@ -109,6 +110,15 @@ impl KubeBackend {
     /// not end ([`KubeBackend::unstoppable`]). Without them only time limits are enforced so.
     pub fn with_stop_leases(mut self, leases: StopLeases) -> Self {
         self.cluster.set_stop_leases(leases);
+        self
+    }
+
+    /// Make evictions (`--unstoppable-action=evict`) with `client`: the server's identity,
+    /// built without client-side retries (kube-rs retries a 429 by default, and a
+    /// PodDisruptionBudget's refusal is one; see `eviction`). Without it the backend's client is
+    /// used.
+    pub fn with_eviction_client(mut self, client: Client) -> Self {
+        self.cluster.set_eviction_client(client);
         self
     }
 

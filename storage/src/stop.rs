@@ -10,7 +10,8 @@
 //!    server's namespace, which from then on refuses attach and log follow of the container on
 //!    every replica, and bounds how long it may take to end (see `unstoppable`). Not recorded:
 //!    503, nothing done. A stop that then changes nothing (no `sh`, no `/proc`, nothing to
-//!    signal, its own PID 1 survives) removes the record it wrote.
+//!    signal, its own PID 1 survives) removes the record it wrote. A container that an earlier
+//!    stop or its time limit did not end within its bound: 409, nothing tried again.
 //! 4. Exec [`STOP_SCRIPT`](crate::STOP_SCRIPT) in the debug container itself. Before its first
 //!    signal the script appends the stop record (who, when, grace period) to the container's
 //!    termination message file (see `stop_record`), so nothing is written on the pod object. An
@@ -44,6 +45,7 @@ use crate::state::{EcState, ec_state, ephemeral_container};
 use crate::stop_lease::{StopLease, StopLeases, StopOrigin};
 use crate::stop_record::{DEFAULT_TERMINATION_MESSAGE_PATH, record_line};
 use crate::stop_script::{ScriptOutcome, StopInvocation, interpret, is_missing_shell};
+use crate::unstoppable::stopping;
 use crate::wait::{Waited, wait_for};
 use crate::{BackendConfig, StopOutcome, StopRequest, StorageError, read};
 
@@ -421,6 +423,40 @@ async fn record_in_cluster(
     let (Some(leases), Some(uid)) = (b.stop_leases(), pod.metadata.uid.as_deref()) else {
         return Ok(None);
     };
+    let unreadable = |e: StorageError| -> StorageError {
+        tracing::warn!(namespace = %req.namespace, pod = %req.pod, container = %ec.name,
+            error = %e, "a stop could not be recorded; nothing was done");
+        ApiError::ServiceUnavailable(format!(
+            "the stop of debug container {:?} could not be recorded in the cluster, so nothing \
+             was done; try again",
+            req.name
+        ))
+        .into()
+    };
+    // A container that an earlier stop (or its time limit) did not end: running the same
+    // program inside it again would change nothing.
+    let existing = tokio::time::timeout_at(end, leases.fetch(uid, &ec.name))
+        .await
+        .map_err(|_| too_late("read its stop record"))?
+        .map_err(unreadable)?;
+    let now = jiff::Timestamp::now();
+    if let Some(earlier) = stopping(ec, existing.as_ref(), now, b.config())
+        && earlier.outlived(now)
+    {
+        return Err(conflict(
+            &req.name,
+            format!(
+                "{} and it did not end when stopped: its image may have replaced what a stop runs \
+                 inside it, so poddebug does not try again. It is unusable through poddebug; \
+                 delete or evict the pod to end it",
+                earlier.what(&req.name)
+            ),
+        ));
+    }
+    if existing.is_some_and(|r| r.origin == StopOrigin::Delete) {
+        // An earlier stop's record stands: the earliest request bounds the stop.
+        return Ok(None);
+    }
     let lease = StopLease {
         namespace: req.namespace.clone(),
         pod: req.pod.clone(),
@@ -436,15 +472,7 @@ async fn record_in_cluster(
     };
     match tokio::time::timeout_at(end, leases.record_stop(&lease)).await {
         Err(_) => Err(too_late("record the stop")),
-        Ok(Err(e)) => {
-            tracing::warn!(namespace = %req.namespace, pod = %req.pod, container = %ec.name,
-                error = %e, "a stop could not be recorded; nothing was done");
-            Err(ApiError::ServiceUnavailable(format!(
-                "the stop of debug container {:?} could not be recorded in the cluster, so                  nothing was done; try again",
-                req.name
-            ))
-            .into())
-        }
+        Ok(Err(e)) => Err(unreadable(e)),
         Ok(Ok((_, true))) => Ok(Some((leases.clone(), lease.lease_name()))),
         Ok(Ok((_, false))) => Ok(None),
     }

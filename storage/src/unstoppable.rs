@@ -123,12 +123,12 @@ pub(crate) fn stopping(
 
 impl Stopping {
     /// Whether the container outlived its stop.
-    fn outlived(&self, now: jiff::Timestamp) -> bool {
+    pub(crate) fn outlived(&self, now: jiff::Timestamp) -> bool {
         self.since.is_some() || now >= self.bound
     }
 
     /// "alice asked to stop debug container "dbg" at T" / "the time limit of … passed at T".
-    fn what(&self, debug_name: &str) -> String {
+    pub(crate) fn what(&self, debug_name: &str) -> String {
         match self.origin {
             StopOrigin::Delete => format!(
                 "{:?} asked to stop debug container {debug_name:?} at {}",
