@@ -43,8 +43,9 @@ fn realcluster_state() -> String {
     })
 }
 
-/// A second replica of the server, out of the cluster, killed on drop.
-struct Replica {
+/// A second replica of the server, out of the cluster, killed on drop (also used by the stop
+/// and time-limit tests, for flags of their own).
+pub(crate) struct Replica {
     server: PodDebugServer,
     pki: TestPki,
     front_proxy: (String, String),
@@ -53,7 +54,7 @@ struct Replica {
 impl Replica {
     /// Starts it with the flags of the one under test (the images the cluster has) and
     /// `extra`, and waits (bounded) until `/readyz` answers 200.
-    async fn start(extra: &[&str]) -> Replica {
+    pub(crate) async fn start(extra: &[&str]) -> Replica {
         let state = realcluster_state();
         let read = |f: &str| {
             std::fs::read_to_string(format!("{state}/pki/{f}"))
@@ -114,7 +115,7 @@ impl Replica {
 
     /// A client of this replica acting as `user` (group `system:authenticated`), authenticated
     /// as the aggregator is: the front-proxy client certificate and `X-Remote-*` headers.
-    fn user(&self, user: &str) -> TestClient {
+    pub(crate) fn user(&self, user: &str) -> TestClient {
         TestClient::builder(&self.server.url())
             .ca_pem(self.pki.cluster_ca_pem())
             .client_cert(&self.front_proxy.0, &self.front_proxy.1)
