@@ -507,4 +507,10 @@ async fn a_stop_record_poddebug_did_not_sign_is_ignored() {
         .await;
     assert_eq!(code, StatusCode::OK, "{obj}\n{}", e.logs());
     assert_eq!(obj["status"]["phase"], "Terminated");
+    // Its record goes once the container has terminated.
+    assert!(
+        e.fake.wait_until(T, |_| stop_records(&e).is_empty()).await,
+        "{:?}",
+        stop_records(&e)
+    );
 }
