@@ -330,6 +330,26 @@ async fn report(
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let message = report_message(s, name, &ec.name, now, b.config().unstoppable_action);
+    let found = |record: StopLease, message: String, newly: bool| Unstoppable {
+        namespace: namespace.clone(),
+        pod: pod_name.clone(),
+        pod_uid: uid.to_owned(),
+        name: name.to_owned(),
+        container: ec.name.clone(),
+        image: ec.image.clone().unwrap_or_default(),
+        origin: record.origin,
+        requested_by: record.requested_by,
+        requested_at: record.requested_at,
+        since: record.unstoppable_since.unwrap_or(now),
+        message,
+        newly_reported: newly,
+        pod_deleting: pod.metadata.deletion_timestamp.is_some(),
+    };
+    // Reported before, as this replica's watch shows: nothing to write.
+    if let Some(r) = record.as_ref().filter(|r| r.unstoppable_since.is_some()) {
+        let message = r.message.clone().unwrap_or(message);
+        return Some(found(r.clone(), message, false));
+    }
     let wanted = match record {
         Some(r) => StopLease {
             unstoppable_since: Some(now),
@@ -371,21 +391,7 @@ async fn report(
         )
         .await;
     }
-    Some(Unstoppable {
-        namespace,
-        pod: pod_name,
-        pod_uid: uid.to_owned(),
-        name: name.to_owned(),
-        container: ec.name.clone(),
-        image: ec.image.clone().unwrap_or_default(),
-        origin: record.origin,
-        requested_by: record.requested_by,
-        requested_at: record.requested_at,
-        since: record.unstoppable_since.unwrap_or(now),
-        message,
-        newly_reported: newly,
-        pod_deleting: pod.metadata.deletion_timestamp.is_some(),
-    })
+    Some(found(record, message, newly))
 }
 
 /// Remove the stop records no longer needed (module docs): of pods gone or made again, of
