@@ -401,6 +401,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_unstoppable_container_is_audited_with_its_report() {
+        let u = Unstoppable {
+            namespace: "ns".into(),
+            pod: "web".into(),
+            pod_uid: "uid-1".into(),
+            name: "dbg".into(),
+            container: "dbg-x".into(),
+            image: "busybox:1.36".into(),
+            origin: poddebug_storage::StopOrigin::Delete,
+            requested_by: "alice".into(),
+            requested_at: "2026-01-02T03:04:05Z".parse().unwrap(),
+            since: "2026-01-02T03:05:00Z".parse().unwrap(),
+            message: "it did not end".into(),
+            newly_reported: true,
+            pod_deleting: false,
+        };
+        let r = unstoppable_record(&u);
+        assert_eq!(r.action, Action::Unstoppable);
+        assert_eq!(r.action.as_str(), "unstoppable");
+        assert_eq!(r.user, EXPIRY_USER);
+        assert_eq!(r.container, "dbg", "the debug name");
+        assert_eq!(r.image.as_deref(), Some("busybox:1.36"));
+        assert_eq!(r.outcome.as_deref(), Some("it did not end"));
+    }
+
+    #[test]
     fn an_expiry_is_audited_with_its_deadline_and_exit_code() {
         let e = Expired {
             namespace: "ns".into(),

@@ -131,13 +131,27 @@ async fn a_container_that_fakes_its_stop_is_refused_on_every_replica_and_reporte
     .await;
     sb.create_running("dbg", &targeted(BUSYBOX, FAKES_ITS_STOP))
         .await;
+    // A session opened before the stop, through kube-apiserver.
+    let attach = sb.path("attach?container=dbg&stdout=true");
+    let headers = poddebug_tests::TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = sb
+        .api
+        .upgrade(http::Method::GET, &attach, &headers)
+        .await
+        .expect("upgrade");
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    let mut session = poddebug_tests::channel::ChannelClient::new(
+        resp.io.expect("upgraded"),
+        "v5.channel.k8s.io",
+    )
+    .await;
     // The sabotage holds: the stop script's exec "succeeds" and nothing ends.
     let (code, obj) = sb.stop("dbg", 1).await;
     assert_eq!(code, StatusCode::ACCEPTED, "{obj}");
     assert_eq!(obj["status"]["phase"], "Running", "{obj}");
 
     // Refused at once, through kube-apiserver and through the other replica.
-    let attach = sb.path("attach?container=dbg&stdout=true");
     let (code, status) = attach_answer(&sb.api, &attach).await;
     assert_eq!(code, StatusCode::CONFLICT, "{status}");
     assert!(
@@ -205,6 +219,13 @@ async fn a_container_that_fakes_its_stop_is_refused_on_every_replica_and_reporte
         },
     );
     assert_eq!(reports[0]["type"], "Warning", "{reports:?}");
+    // The session ended, through its Lease, whichever replica reported it.
+    let t = session.finish(Duration::from_secs(30)).await.clone();
+    let ended = t.status().unwrap_or_else(|| panic!("a Status: {t:?}"));
+    assert_eq!(
+        ended["message"], "session terminated by system:poddebug:expiry",
+        "{ended}"
+    );
     let got = sb
         .wait_condition("dbg", "Unstoppable", Duration::from_secs(30))
         .await;

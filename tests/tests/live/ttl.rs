@@ -186,7 +186,7 @@ async fn a_container_that_fakes_its_stop_is_refused_past_its_time_limit_and_evic
     ])
     .await;
     let mut body = targeted(BUSYBOX, FAKES_ITS_STOP);
-    body["ttlSeconds"] = serde_json::json!(5);
+    body["ttlSeconds"] = serde_json::json!(15);
     sb.create_running("dbg", &body).await;
     let attach = sb.path("attach?container=dbg&stdout=true");
     let (code, status) = attach_answer(&sb.api, &attach).await;
