@@ -126,11 +126,17 @@ pub struct Config {
     pub session_namespace: String,
 }
 
-/// The expiry loop's settings (`--debug-ttl-check-interval`, `--leader-elect*`).
+/// The expiry loop's settings (`--debug-ttl-check-interval`, `--leader-elect*`,
+/// `--unstoppable-*`).
 #[derive(Debug, Clone)]
 pub struct Expiry {
     /// How often the loop looks for debug containers whose time limit passed.
     pub check_interval: Duration,
+    /// How long past its stop's grace period a debug container may run before it is reported
+    /// unstoppable (`--unstoppable-after`).
+    pub unstoppable_after: Duration,
+    /// What is done to the pods of unstoppable debug containers (`--unstoppable-action`).
+    pub unstoppable_action: poddebug_storage::UnstoppableAction,
     /// Leader election on a Lease; `None` (`--leader-elect=false`) = every replica runs it.
     pub leader_election: Option<LeaderElection>,
 }
@@ -222,6 +228,8 @@ impl Config {
             session_namespace: crate::leader::own_namespace(&o.service_namespace),
             expiry: Expiry {
                 check_interval: o.debug_ttl_check_interval,
+                unstoppable_after: o.unstoppable_after,
+                unstoppable_action: o.unstoppable_action,
                 leader_election: o.leader_elect.then(|| LeaderElection {
                     name: o.leader_elect_resource_name.clone(),
                     namespace: Some(o.leader_elect_resource_namespace.trim().to_owned())

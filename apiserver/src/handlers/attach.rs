@@ -279,7 +279,7 @@ pub async fn attach(
             &ns,
             &pod,
             &request.options.container,
-            Some(st.config.attach_wait_timeout),
+            poddebug_storage::StreamUse::Attach(st.config.attach_wait_timeout),
             &auth.user,
         )
         .await?;

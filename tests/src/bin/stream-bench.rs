@@ -204,7 +204,12 @@ fn cpu_seconds(pid: u32) -> f64 {
     // The fields after the command name (which may hold spaces) start after the last ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // utime and stime are fields 14 and 15 of stat; here 11 and 12 (state is field 3).
     (ticks(11) + ticks(12)) / 100.0
 }
@@ -276,7 +281,9 @@ async fn main() {
         let mut args = server_args.clone();
         args.extend(a.compare_args.iter().map(String::as_str));
         let s = match &a.compare_bin {
-            Some(bin) => PodDebugServer::start_command(std::slice::from_ref(bin), &fake, &pki, &args).await,
+            Some(bin) => {
+                PodDebugServer::start_command(std::slice::from_ref(bin), &fake, &pki, &args).await
+            }
             None => PodDebugServer::start(&fake, &pki, &args).await,
         };
         let t = Target {

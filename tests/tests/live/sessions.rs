@@ -43,7 +43,8 @@ fn realcluster_state() -> String {
     })
 }
 
-/// A second replica of the server, out of the cluster, killed on drop.
+/// A second replica of the server, out of the cluster, killed on drop (also used by the stop
+/// and time-limit tests, for flags of their own).
 pub(crate) struct Replica {
     server: PodDebugServer,
     pki: TestPki,
