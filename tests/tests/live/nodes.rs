@@ -608,8 +608,17 @@ async fn a_baseline_node_container_that_makes_itself_privileged_is_a_moderated_s
     wait_running(&owner, &sneaky).await;
     wait_running(&owner, &honest).await;
 
-    // reader reads the honest baseline container's log, but not the privileged one's, and cannot
-    // join it: the annotation on its pod still says baseline.
+    // reader, who holds no `observe` on nodes/debug, reads neither log: someone else's
+    // container's output needs it, as attaching to it does.
+    let (code, st) = reader.get_json(&node_path(&honest, "/log")).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(
+        message(&st).contains("cannot observe resource \"nodes/debug\""),
+        "{st}"
+    );
+    // Allowed to observe, reader reads the honest baseline container's log, but not the
+    // privileged one's, and cannot join it: the annotation on its pod still says baseline.
+    sb.bind_cluster("poddebug:node-session-observer", READER);
     poll_async(
         "reader reads the honest baseline container's log",
         RBAC_SETTLE,

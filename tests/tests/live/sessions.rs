@@ -942,14 +942,17 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
     }
     let fragments = poddebug_tests::channel::stdin_fragments;
     let channel_alone = poddebug_tests::channel::stdin_channel_alone;
+    // Users of this test alone: the cluster-wide binding would otherwise reach other tests.
+    const OWNER: &str = "frame-owner";
+    const MODERATOR: &str = "frame-moderator";
     let sb = Sandbox::new("sessframe");
-    sb.bind("poddebug-debugger", ALICE);
-    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
-    sb.bind("poddebug:session-moderator", "carol");
-    sb.bind_cluster("poddebug-privileged-profiles", "carol");
+    sb.bind("poddebug-debugger", OWNER);
+    sb.bind_cluster("poddebug-privileged-profiles", OWNER);
+    sb.bind("poddebug:session-moderator", MODERATOR);
+    sb.bind_cluster("poddebug-privileged-profiles", MODERATOR);
     sb.bind("poddebug:auditor", "audrey");
-    let alice = as_user(&sb.api, ALICE);
-    let carol = as_user(&sb.api, "carol");
+    let alice = as_user(&sb.api, OWNER);
+    let carol = as_user(&sb.api, MODERATOR);
     shell_of(&sb, &alice, Some("sysadmin")).await;
     let rec_dir = std::env::temp_dir().join(format!("pdlive-recframe-{}", std::process::id()));
     let replica = Replica::start(&[
@@ -958,7 +961,7 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
         &format!("--recording-dir={}", rec_dir.display()),
     ])
     .await;
-    let mut owner = attach_settled(&replica.user(ALICE), &sb.path(TTY)).await;
+    let mut owner = attach_settled(&replica.user(OWNER), &sb.path(TTY)).await;
     owner.read_until(T, stdout_has(WITHHELD)).await;
     // The Go client, as alice, on the same replica.
     let mut go = spdyattach().map(|bin| {
@@ -972,7 +975,7 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
                 format!("--ca={}", ca.display()),
                 format!("--cert={state}/pki/front-proxy-client.crt"),
                 format!("--key={state}/pki/front-proxy-client.key"),
-                format!("--user={ALICE}"),
+                format!("--user={OWNER}"),
             ],
         )
     });
@@ -1054,7 +1057,7 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
                 .cloned()
                 .unwrap_or_default()
                 .into_iter()
-                .filter(|i| i["spec"]["user"] == ALICE)
+                .filter(|i| i["spec"]["user"] == OWNER)
                 .collect();
             if items.is_empty() || !items.iter().all(|i| i["status"]["end"].is_string()) {
                 return Err(format!("{list}"));
