@@ -207,9 +207,10 @@ impl ClientSide {
                             head.len
                         )));
                     }
+                    // Room grows with the bytes that arrive, not with what the head announces.
                     self.current = Some(Current {
                         head,
-                        payload: Vec::with_capacity(head.len as usize),
+                        payload: Vec::with_capacity((head.len as usize).min(16 * 1024)),
                     });
                 }
                 Piece::Payload(p) => {
