@@ -378,6 +378,9 @@ async fn main() {
 
     if a.rtt_iterations > 0 {
         round_trips(&direct, &proxy, a.rtt_iterations).await;
+        if let Some((_, t)) = &compared {
+            round_trips(&direct, t, a.rtt_iterations).await;
+        }
     }
     if a.idle_streams > 0 {
         idle(&server, &proxy, a.idle_streams).await;
@@ -398,7 +401,8 @@ async fn round_trips(direct: &Target, proxy: &Target, iterations: usize) {
         ms(pct(&rd, 0.99))
     );
     println!(
-        "poddebug p50 {} ms  p90 {} ms  p99 {} ms",
+        "{} p50 {} ms  p90 {} ms  p99 {} ms",
+        proxy.name,
         ms(pct(&rp, 0.5)),
         ms(pct(&rp, 0.9)),
         ms(pct(&rp, 0.99))
