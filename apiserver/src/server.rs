@@ -244,18 +244,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
             .map_err(StartupError::Tls)?,
     );
 
-    // Sessions: every replica follows the session records of the cluster (its own identity).
-    let sessions = crate::sessions::Sessions::new(
-        poddebug_storage::SessionStore::start(
-            clients.pods.clone(),
-            &config.session_namespace,
-            config.session_lease_duration,
-        ),
-        crate::leader::identity(&reporting_instance()),
-        config.moderated_profiles.clone(),
-        config.session_lease_duration,
-    );
-    sessions.spawn();
+    // The key that authenticates records read back; loaded (or made) in the background.
     let record_key = poddebug_storage::record_key::SharedRecordKey::default();
     {
         let (key, client, ns) = (
@@ -265,6 +254,21 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         );
         tokio::spawn(async move { key.load(client, ns).await });
     }
+    // Sessions: every replica follows the session records of the cluster (its own identity).
+    let sessions = crate::sessions::Sessions::new(
+        poddebug_storage::SessionStore::start(
+            clients.pods.clone(),
+            &config.session_namespace,
+            config.session_lease_duration,
+            record_key.clone(),
+            metrics.untrusted_records.clone(),
+        ),
+        crate::leader::identity(&reporting_instance()),
+        config.moderated_profiles.clone(),
+        config.session_lease_duration,
+        config.max_sessions_per_user,
+    );
+    sessions.spawn();
     let readiness = Arc::new(Readiness::default());
     let (drain_tx, drain_rx) = watch::channel(false);
     let (watch_drain_tx, watch_drain_rx) = watch::channel(false);
@@ -283,7 +287,11 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         drain: drain_rx,
         watch_drain: watch_drain_rx,
         upstream,
-        recorder: crate::recording::Recorder::from_options(&config.recording),
+        recorder: crate::recording::Recorder::from_options(
+            &config.recording,
+            record_key.clone(),
+            &metrics,
+        ),
         tickets: tickets.clone(),
         sessions: sessions.clone(),
         record_key,

@@ -52,6 +52,7 @@ mod target;
 #[cfg(test)]
 mod testkube;
 mod ttl;
+mod untrusted;
 mod wait;
 mod watch;
 
@@ -71,10 +72,12 @@ pub use kube_backend::KubeBackend;
 pub use policy::glob_match;
 pub use selector::LabelSelector;
 pub use sessions::{
-    LiveSession, SESSION_LABEL, SessionEvent, SessionRecord, SessionSelector, SessionStore,
-    Termination, TooOld as SessionHistoryTooOld, label_value, new_session_id,
-    object_of as session_object,
+    ContainerKey, LiveSession, MAC_ANNOTATION as SESSION_MAC_ANNOTATION,
+    RECORD_ANNOTATION as SESSION_RECORD_ANNOTATION, SESSION_LABEL, SessionEvent, SessionRecord,
+    SessionSelector, SessionStore, Termination, TooOld as SessionHistoryTooOld, label_value,
+    new_session_id, object_of as session_object,
 };
 pub use stop_record::STOP_REQUESTS_ANNOTATION;
 pub use stop_script::{STOP_SCRIPT, StopInvocation};
 pub use ttl::TtlPolicy;
+pub use untrusted::{RecordKind, RecordKindLabels, UntrustedRecords};

@@ -316,6 +316,7 @@ pub(crate) async fn attach_to(
     let kind = protocol::classify(req.method(), req.version(), req.headers())?;
     let (ns, pod) = (target.namespace.clone(), target.pod.clone());
     let mode = session_mode(&st, &auth, &scope, &target, &opts, &query).await?;
+    let _admission = crate::sessions::admit(&st, &auth.user.user).await?;
     let outcome = st
         .upstream
         .attach(
