@@ -169,8 +169,9 @@ pub(crate) enum Read {
     /// verify (it was ignored).
     Trusted(Box<LiveSession>, Option<&'static str>),
     /// A record as poddebug creates it, before its first renewal binds it to the Lease's uid:
-    /// relied on by nobody yet.
-    Unconfirmed,
+    /// relied on by nobody (only its expiry is: a replica that died before confirming it
+    /// leaves it for the others to delete).
+    Unconfirmed(Box<LiveSession>),
     /// Not written by poddebug, or changed since (why).
     Untrusted(&'static str),
 }
@@ -294,13 +295,12 @@ pub(crate) fn read(lease: &Lease, key: &RecordKey) -> Read {
         renewed,
         record: record_json,
     };
-    if uid.is_empty() || !key.verify(Purpose::Session, &signed.content(), mac) {
+    let confirmed = !uid.is_empty() && key.verify(Purpose::Session, &signed.content(), mac);
+    if !confirmed {
         signed.uid = "";
-        return if key.verify(Purpose::Session, &signed.content(), mac) {
-            Read::Unconfirmed
-        } else {
-            Read::Untrusted("the MAC does not verify")
-        };
+        if !key.verify(Purpose::Session, &signed.content(), mac) {
+            return Read::Untrusted("the MAC does not verify");
+        }
     }
     // Verified: what follows is poddebug's own writing.
     let Ok(record) = serde_json::from_str::<SessionRecord>(record_json) else {
@@ -329,17 +329,19 @@ pub(crate) fn read(lease: &Lease, key: &RecordKey) -> Read {
             }
         }
     };
-    Read::Trusted(
-        Box::new(LiveSession {
-            record,
-            renewed,
-            lease_duration,
-            terminate,
-            resource_version: rv_of(lease),
-            uid: uid.to_owned(),
-        }),
-        bad_termination,
-    )
+    let session = Box::new(LiveSession {
+        record,
+        renewed,
+        lease_duration,
+        terminate,
+        resource_version: rv_of(lease),
+        uid: uid.to_owned(),
+    });
+    if confirmed {
+        Read::Trusted(session, bad_termination)
+    } else {
+        Read::Unconfirmed(session)
+    }
 }
 
 /// The labels of a session's Lease (for people and selectors; the record holds the values).
@@ -517,7 +519,7 @@ mod tests {
             now,
         );
         created.metadata.uid = Some("uid-1".into());
-        assert!(matches!(read(&created, &key), Read::Unconfirmed));
+        assert!(matches!(read(&created, &key), Read::Unconfirmed(_)));
     }
 
     #[test]

@@ -88,6 +88,9 @@ struct State {
     containers: BTreeMap<ContainerKey, BTreeSet<String>>,
     /// The ids of each user's sessions.
     users: HashMap<String, BTreeSet<String>>,
+    /// Records created by a replica and not confirmed yet: relied on by nobody, deleted once
+    /// expired (their replica died before confirming them).
+    unconfirmed: HashMap<String, Arc<LiveSession>>,
     rv: u64,
     oldest: u64,
     history: VecDeque<SessionEvent>,
@@ -142,6 +145,13 @@ impl State {
             .cloned()
             .collect()
     }
+}
+
+/// What a Lease turned out to be, for the copy.
+enum Verified {
+    Session(LiveSession),
+    Unconfirmed(LiveSession),
+    Nothing,
 }
 
 /// What this replica writes again at each renewal of a session it relays.
@@ -323,10 +333,13 @@ impl SessionStore {
         let _ = self.inner.tx.send(event);
     }
 
-    /// What a Lease is: a trusted session (and whether a termination on it did not verify),
-    /// or nothing to rely on. Untrusted versions are counted and logged once each.
-    fn verify(&self, lease: &Lease) -> Option<LiveSession> {
-        let key = self.inner.key.get()?;
+    /// What a Lease is: a trusted session, an unconfirmed one of poddebug's, or nothing to
+    /// rely on. Untrusted versions (and untrusted termination requests) are counted and logged
+    /// once each.
+    fn verify(&self, lease: &Lease) -> Verified {
+        let Some(key) = self.inner.key.get() else {
+            return Verified::Nothing;
+        };
         let name = lease.metadata.name.as_deref().unwrap_or_default();
         let version = lease
             .metadata
@@ -340,14 +353,14 @@ impl SessionStore {
                         .untrusted
                         .note(RecordKind::Termination, name, version, why);
                 }
-                Some(*s)
+                Verified::Session(*s)
             }
-            Read::Unconfirmed => None,
+            Read::Unconfirmed(s) => Verified::Unconfirmed(*s),
             Read::Untrusted(why) => {
                 self.inner
                     .untrusted
                     .note(RecordKind::Session, name, version, why);
-                None
+                Verified::Nothing
             }
         }
     }
@@ -363,11 +376,24 @@ impl SessionStore {
         let rv = rv_of(lease);
         let name = lease.metadata.name.clone().unwrap_or_default();
         // A deleted record is gone whatever it said; any other is believed only if it verifies.
-        let session = if deleted { None } else { self.verify(lease) };
+        let verified = if deleted {
+            Verified::Nothing
+        } else {
+            self.verify(lease)
+        };
         let mut state = self.write_state();
         if only_known && !state.sessions.contains_key(&name) {
             return;
         }
+        state.unconfirmed.remove(&name);
+        let session = match verified {
+            Verified::Session(s) => Some(s),
+            Verified::Unconfirmed(s) => {
+                state.unconfirmed.insert(name.clone(), Arc::new(s));
+                None
+            }
+            Verified::Nothing => None,
+        };
         match session {
             Some(s) => {
                 if state
@@ -408,11 +434,19 @@ impl SessionStore {
     /// After a (re-)list: running watches get the difference, the history restarts there.
     fn resynced(&self, listed: Vec<Lease>) {
         let rv = listed.iter().map(rv_of).max().unwrap_or(0);
-        let now: HashMap<String, Arc<LiveSession>> = listed
-            .iter()
-            .filter_map(|l| self.verify(l))
-            .map(|s| (s.record.id.clone(), Arc::new(s)))
-            .collect();
+        let mut now: HashMap<String, Arc<LiveSession>> = HashMap::new();
+        let mut unconfirmed: HashMap<String, Arc<LiveSession>> = HashMap::new();
+        for l in &listed {
+            match self.verify(l) {
+                Verified::Session(s) => {
+                    now.insert(s.record.id.clone(), Arc::new(s));
+                }
+                Verified::Unconfirmed(s) => {
+                    unconfirmed.insert(s.record.id.clone(), Arc::new(s));
+                }
+                Verified::Nothing => {}
+            }
+        }
         let mut state = self.write_state();
         let gone: Vec<Arc<LiveSession>> = state
             .sessions
@@ -427,6 +461,7 @@ impl SessionStore {
             .collect();
         let mut fresh = State {
             rv: state.rv.max(rv),
+            unconfirmed,
             ..State::default()
         };
         fresh.oldest = fresh.rv;
@@ -671,15 +706,18 @@ impl SessionStore {
 
     /// Delete the records no replica renewed within their lease duration (their replica died);
     /// each only if unchanged since it was seen expired. The number deleted. Leases that are
-    /// not trusted records are never deleted: they are not poddebug's.
+    /// not poddebug's records are never deleted.
     pub async fn collect_garbage(&self, now: jiff::Timestamp) -> usize {
-        let expired: Vec<Arc<LiveSession>> = self
-            .read_state()
-            .sessions
-            .values()
-            .filter(|s| !s.is_live(now))
-            .cloned()
-            .collect();
+        let expired: Vec<Arc<LiveSession>> = {
+            let state = self.read_state();
+            state
+                .sessions
+                .values()
+                .chain(state.unconfirmed.values())
+                .filter(|s| !s.is_live(now))
+                .cloned()
+                .collect()
+        };
         let mut n = 0;
         for s in expired {
             let params = DeleteParams {
@@ -826,6 +864,25 @@ mod tests {
         assert!(ev.deleted && ev.session.record.id == "s2");
         assert_eq!(ids(store.on_container(&web, now)), ["s1"]);
         assert_eq!(untrusted.get(RecordKind::Session), 2);
+        // A record as created, before its replica confirms it: relied on by nobody, not
+        // counted as untrusted either (it is poddebug's), kept only to be swept once expired.
+        let r8 = record("s8", "alice", "web", Moderator);
+        let json = serde_json::to_string(&r8).unwrap();
+        let mut created = lease::new_lease(
+            &key,
+            "poddebug-system",
+            &r8,
+            &json,
+            Duration::from_secs(15),
+            now,
+        );
+        created.metadata.uid = Some("u8".into());
+        created.metadata.resource_version = Some("8".into());
+        store.record(&created, false);
+        assert_eq!(ids(store.on_container(&web, now)), ["s1"]);
+        assert_eq!(store.count_of_user("alice", now), 2);
+        assert_eq!(untrusted.get(RecordKind::Session), 2);
+        assert!(store.read_state().unconfirmed.contains_key("s8"));
         // A deletion.
         store.record(&lease(&s1, 7), true);
         assert!(store.on_container(&web, now).is_empty());
