@@ -124,6 +124,8 @@ pub struct Config {
     pub session_lease_duration: Duration,
     /// The namespace the session records live in (the server's own).
     pub session_namespace: String,
+    /// The most sessions one user may hold at once (`--max-sessions-per-user`; 0: no limit).
+    pub max_sessions_per_user: usize,
 }
 
 /// The expiry loop's settings (`--debug-ttl-check-interval`, `--leader-elect*`,
@@ -225,6 +227,7 @@ impl Config {
             moderated_profiles: o.moderated_profiles.clone(),
             moderated_shells: o.moderated_shells.clone(),
             session_lease_duration: o.session_lease_duration,
+            max_sessions_per_user: o.max_sessions_per_user,
             session_namespace: crate::leader::own_namespace(&o.service_namespace),
             expiry: Expiry {
                 check_interval: o.debug_ttl_check_interval,

@@ -134,6 +134,10 @@ pub struct Metrics {
     pub open_connections: Gauge,
     /// Connections closed at once because `--max-connections` was reached.
     pub refused_connections: Counter,
+    /// Records read back from the cluster or the store whose MAC did not verify, by kind.
+    pub untrusted_records: poddebug_storage::UntrustedRecords,
+    /// Bytes the recordings of this replica hold (`--max-recording-memory`).
+    pub recording_memory: Gauge,
 }
 
 impl Metrics {
@@ -255,8 +259,22 @@ impl Metrics {
             "1 while this replica holds the leader Lease and runs the expiry loop",
             leader.clone(),
         );
+        let untrusted_records = poddebug_storage::UntrustedRecords::default();
+        product.register(
+            "untrusted_records",
+            "Session records, termination requests and recording metadata read back whose MAC did not verify (ignored, or listed as unverified), by kind; each object version once",
+            untrusted_records.family(),
+        );
+        let recording_memory = Gauge::default();
+        product.register(
+            "recording_memory_bytes",
+            "Bytes the session recordings of this replica hold in memory (queued or not yet written to the store), bounded by --max-recording-memory",
+            recording_memory.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
+            untrusted_records,
+            recording_memory,
             product,
             debug_containers_expired,
             debug_pods_expired,

@@ -282,6 +282,12 @@ pub struct Options {
     /// that stop being listed after this long.
     #[arg(long, default_value = "15s", value_parser = parse_duration, help_heading = "Sessions")]
     pub session_lease_duration: Duration,
+    /// The most attach sessions one user may hold at once, counted across every replica from
+    /// the session records in the cluster; an attach beyond it is refused with 429 before the
+    /// container is reached. Replicas admitting one user's attaches at the same instant may
+    /// each admit up to it before seeing the others' (docs/security.md). Zero for no limit.
+    #[arg(long, default_value_t = 20, help_heading = "Sessions")]
+    pub max_sessions_per_user: usize,
 
     // ----- Leader election (the expiry loop runs on one replica) -----
     /// Elect a leader among the replicas to run the expiry loop, with a coordination.k8s.io/v1

@@ -274,6 +274,8 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         clients.pods.clone(),
         &config.session_namespace,
         config.session_lease_duration,
+        record_key.clone(),
+        metrics.untrusted_records.clone(),
     );
     // The expiry loop stops debug containers whose time limit passed, and reports those a stop
     // did not end (one replica, by Lease).
@@ -297,6 +299,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         crate::leader::identity(&reporting_instance()),
         config.moderated_profiles.clone(),
         config.session_lease_duration,
+        config.max_sessions_per_user,
     );
     sessions.spawn();
     let readiness = Arc::new(Readiness::default());
@@ -317,7 +320,11 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         drain: drain_rx,
         watch_drain: watch_drain_rx,
         upstream,
-        recorder: crate::recording::Recorder::from_options(&config.recording),
+        recorder: crate::recording::Recorder::from_options(
+            &config.recording,
+            record_key.clone(),
+            &metrics,
+        ),
         api_server_origins,
         tickets: tickets.clone(),
         sessions: sessions.clone(),

@@ -58,6 +58,7 @@ mod target;
 mod testkube;
 mod ttl;
 mod unstoppable;
+mod untrusted;
 mod wait;
 mod watch;
 
@@ -80,9 +81,10 @@ pub use kube_backend::KubeBackend;
 pub use policy::glob_match;
 pub use selector::LabelSelector;
 pub use sessions::{
-    LiveSession, SESSION_LABEL, SessionEvent, SessionRecord, SessionSelector, SessionStore,
-    Termination, TooOld as SessionHistoryTooOld, label_value, new_session_id,
-    object_of as session_object,
+    ContainerKey, LiveSession, MAC_ANNOTATION as SESSION_MAC_ANNOTATION,
+    RECORD_ANNOTATION as SESSION_RECORD_ANNOTATION, SESSION_LABEL, SessionEvent, SessionRecord,
+    SessionSelector, SessionStore, Termination, TooOld as SessionHistoryTooOld, label_value,
+    new_session_id, object_of as session_object,
 };
 pub use stop_lease::{
     MAC_ANNOTATION as STOP_RECORD_MAC_ANNOTATION, RECORD_ANNOTATION as STOP_RECORD_ANNOTATION,
@@ -92,3 +94,4 @@ pub use stop_record::STOP_REQUESTS_ANNOTATION;
 pub use stop_script::{STOP_SCRIPT, StopInvocation};
 pub use ttl::TtlPolicy;
 pub use unstoppable::Unstoppable;
+pub use untrusted::{RecordKind, RecordKindLabels, UntrustedRecords};

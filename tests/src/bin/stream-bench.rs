@@ -53,7 +53,8 @@ fn args() -> Args {
         rtt_iterations: 2000,
         idle_streams: 1000,
         runs: 3,
-        server_args: vec!["--v=1".to_owned()],
+        // One user holds every idle stream at once.
+        server_args: vec!["--v=1".to_owned(), "--max-sessions-per-user=0".to_owned()],
         compare_args: Vec::new(),
         compare_bin: None,
     };
