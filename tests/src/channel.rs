@@ -292,43 +292,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ChannelClient<S> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn framing_round_trips() {
-        for base64 in [false, true] {
-            let m = encode(ch::STDOUT, b"hi\x00\xff", base64);
-            let bytes = match &m {
-                Message::Binary(b) => b.to_vec(),
-                Message::Text(t) => t.as_bytes().to_vec(),
-                _ => unreachable!(),
-            };
-            assert_eq!(
-                decode(&bytes, base64),
-                Decoded::Data(1, b"hi\x00\xff".to_vec())
-            );
-        }
-        assert_eq!(decode(&[255, 0], false), Decoded::Close(0));
-        assert_eq!(decode(&[255, 0], true), Decoded::Close(0));
-        assert_eq!(decode(b"1", true), Decoded::Data(1, Vec::new()));
-        assert_eq!(decode(&[], false), Decoded::Empty);
-        assert_eq!(decode(b"x!!", true), Decoded::Invalid);
-    }
-
-    #[test]
-    fn exit_codes_from_status() {
-        let mut t = Transcript {
-            error: br#"{"metadata":{},"status":"Success"}"#.to_vec(),
-            ..Default::default()
-        };
-        assert_eq!(t.exit_code(), Some(0));
-        t.error = br#"{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}"#.to_vec();
-        assert_eq!(t.exit_code(), Some(3));
-    }
-}
-
 /// A stdin message in three frames: an empty binary frame, then two continuation frames with
 /// the channel byte and half the text, and the rest (how a client may fragment any message).
 pub fn stdin_fragments(text: &str) -> Vec<Message> {
@@ -372,4 +335,41 @@ pub fn stdin_channel_alone(text: &str) -> Vec<Message> {
             true,
         )),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_round_trips() {
+        for base64 in [false, true] {
+            let m = encode(ch::STDOUT, b"hi\x00\xff", base64);
+            let bytes = match &m {
+                Message::Binary(b) => b.to_vec(),
+                Message::Text(t) => t.as_bytes().to_vec(),
+                _ => unreachable!(),
+            };
+            assert_eq!(
+                decode(&bytes, base64),
+                Decoded::Data(1, b"hi\x00\xff".to_vec())
+            );
+        }
+        assert_eq!(decode(&[255, 0], false), Decoded::Close(0));
+        assert_eq!(decode(&[255, 0], true), Decoded::Close(0));
+        assert_eq!(decode(b"1", true), Decoded::Data(1, Vec::new()));
+        assert_eq!(decode(&[], false), Decoded::Empty);
+        assert_eq!(decode(b"x!!", true), Decoded::Invalid);
+    }
+
+    #[test]
+    fn exit_codes_from_status() {
+        let mut t = Transcript {
+            error: br#"{"metadata":{},"status":"Success"}"#.to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(t.exit_code(), Some(0));
+        t.error = br#"{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}"#.to_vec();
+        assert_eq!(t.exit_code(), Some(3));
+    }
 }

@@ -219,10 +219,10 @@ impl ClientSide {
                     }
                 }
                 Piece::End => {
-                    if let Some(c) = self.current.take() {
-                        if let Some(f) = self.frame(c)? {
-                            out.push(f);
-                        }
+                    if let Some(c) = self.current.take()
+                        && let Some(f) = self.frame(c)?
+                    {
+                        out.push(f);
                     }
                 }
             }
@@ -329,7 +329,7 @@ impl ClientSide {
         let associated = stream_id([payload[4], payload[5], payload[6], payload[7]]);
         // Inflate first, whatever follows: the context must see every block.
         let block = self.inflater.read(&payload[10..])?;
-        if id == 0 || id % 2 == 0 || id <= self.streams.last() {
+        if id == 0 || id.is_multiple_of(2) || id <= self.streams.last() {
             return Err(ProtocolError::new(format!(
                 "a SYN_STREAM with the id {id} (a client's are odd and increasing)"
             )));
