@@ -40,6 +40,11 @@ pub enum Action {
     /// A debug request was made, reviewed (approved, denied, revoked), withdrawn or expired
     /// (`outcome` says which; `namespace` is the request's, `pod` the pod or node it names).
     Request,
+    /// The leader found a debug container still running past the bound of its stop or time
+    /// limit (it is now unusable through poddebug).
+    Unstoppable,
+    /// The leader evicted the pod of such a container (`--unstoppable-action=evict`).
+    Evict,
 }
 
 impl Action {
@@ -52,6 +57,8 @@ impl Action {
             Action::Session => "session",
             Action::Terminate => "terminate",
             Action::Request => "request",
+            Action::Unstoppable => "unstoppable",
+            Action::Evict => "evict",
         }
     }
 }

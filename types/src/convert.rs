@@ -428,6 +428,7 @@ pub fn from_pod(
             expires_at: expires_at_of(ec).map(Time),
             created_by: owner_of(ec),
             approvers: why.approvers,
+            conditions: None,
         }),
     }
 }

@@ -287,7 +287,7 @@ pub async fn attach(
             &ns,
             &pod,
             &request.options.container,
-            Some(st.config.attach_wait_timeout),
+            poddebug_storage::StreamUse::Attach(st.config.attach_wait_timeout),
             &auth.user,
         )
         .await?;
@@ -346,6 +346,9 @@ pub(crate) async fn serve(
     grant: Option<crate::requests::Grant>,
 ) -> Result<Response, Error> {
     let mode = session_mode(&st, &auth, &scope, &target, &request).await?;
+    // The per-user limit on sessions, before anything is dialled; held until the session's
+    // record exists.
+    let admission = crate::sessions::admit(&st, &auth.user.user).await?;
     let (upstream, headers) = match st
         .upstream
         .attach(&target, &request, &auth.user, &st.metrics)
@@ -356,6 +359,7 @@ pub(crate) async fn serve(
     };
     let negotiated = Negotiated::from_switching(request.upgrade, &headers);
     let mut session = Live::open(&st, &auth.user, target, &request, negotiated, mode).await?;
+    drop(admission);
     session.grant = grant.map(|g| {
         st.requests.watch_session(
             &g,
