@@ -340,10 +340,19 @@ impl RequestStore {
                 if !deleted {
                     self.count_ignored(lease, why);
                 }
-                // Whatever the Lease held before is no longer a request anyone can rely on.
-                if let Some(key) = state.by_lease.remove(&lease_name)
+                // Whatever the Lease held before is no longer a request anyone can rely on —
+                // unless this is an older version coming back after a newer one was taken in
+                // (the watch bringing the unsigned first write of a create after the second).
+                let held = state.by_lease.get(&lease_name).cloned();
+                let newer = held
+                    .as_ref()
+                    .and_then(|key| state.requests.get(key))
+                    .is_none_or(|held| held.resource_version < rv);
+                if newer
+                    && let Some(key) = held
                     && let Some(old) = state.requests.remove(&key)
                 {
+                    state.by_lease.remove(&lease_name);
                     self.push(
                         &mut state,
                         RequestEvent {
@@ -941,6 +950,34 @@ mod tests {
             .remove(MAC_ANNOTATION);
         s.record(&unsigned, false);
         assert_eq!(s.ignored_count(Ignored::Unsigned), 1);
+    }
+
+    #[tokio::test]
+    async fn the_unsigned_first_write_of_a_create_coming_back_late_changes_nothing() {
+        let s = store();
+        let mut events = s.inner.tx.subscribe();
+        let pending = request("shop", "web-sysadmin", RequestPhase::Pending);
+        // The create's second write (signed, bound to the uid) is taken in first, as the
+        // replica that wrote it does; the watch brings the first (unsigned) write after it.
+        s.record(&lease(&s, &pending, "u1", 1, 11), false);
+        let mut first = lease(&s, &pending, "u1", 1, 10);
+        first
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .remove(MAC_ANNOTATION);
+        s.record(&first, false);
+        assert!(s.get("shop", "web-sysadmin").is_some(), "still held");
+        let ev = events.try_recv().expect("the create");
+        assert!(!ev.deleted && ev.rv == 11);
+        assert!(events.try_recv().is_err(), "and nothing else");
+        // A newer unsigned write is someone else's: the request is no longer held.
+        let mut later = first.clone();
+        later.metadata.resource_version = Some("12".into());
+        s.record(&later, false);
+        assert!(s.get("shop", "web-sysadmin").is_none());
+        assert!(events.try_recv().expect("gone").deleted);
     }
 
     #[test]

@@ -401,7 +401,16 @@ async fn an_approved_request_grants_exactly_what_it_names_with_its_reason() {
 #[tokio::test]
 async fn a_request_ends_at_the_end_of_its_window_and_a_denial_grants_nothing() {
     let fake = fake().await;
-    let s = server(&fake, &["--max-request-durations=sysadmin:1h"]).await;
+    // No expiry round during the test: the container made under the short window stays past
+    // its time limit, as it is until the next round stops it.
+    let s = server(
+        &fake,
+        &[
+            "--max-request-durations=sysadmin:1h",
+            "--debug-ttl-check-interval=1h",
+        ],
+    )
+    .await;
     let (alice, bob, carol) = (user(&s, "alice"), user(&s, "bob"), user(&s, "carol"));
 
     // Longer than the profile allows: 422 naming the field.
@@ -448,10 +457,11 @@ async fn a_request_ends_at_the_end_of_its_window_and_a_denial_grants_nothing() {
         .await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
     assert!(message(&st).contains("it expired at"), "{st}");
-    assert_eq!(
-        attach(&alice, "dbg").await.err().map(|e| e.0),
-        Some(StatusCode::FORBIDDEN)
-    );
+    // Its container's time limit is the window's end: attaching is refused as for any
+    // container past its time limit.
+    let refused = attach(&alice, "dbg").await.err().expect("refused");
+    assert_eq!(refused.0, StatusCode::CONFLICT, "{}", refused.1);
+    assert!(refused.1.contains("time limit"), "{}", refused.1);
     let (code, _) = review(&bob, "short", "Revoke").await;
     assert_eq!(code, StatusCode::CONFLICT);
 
