@@ -459,7 +459,9 @@ async fn a_request_ends_at_the_end_of_its_window_and_a_denial_grants_nothing() {
     assert!(message(&st).contains("it expired at"), "{st}");
     // Its container's time limit is the window's end: attaching is refused as for any
     // container past its time limit.
-    let refused = attach(&alice, "dbg").await.err().expect("refused");
+    let Err(refused) = attach(&alice, "dbg").await else {
+        panic!("attached after the window")
+    };
     assert_eq!(refused.0, StatusCode::CONFLICT, "{}", refused.1);
     assert!(refused.1.contains("time limit"), "{}", refused.1);
     let (code, _) = review(&bob, "short", "Revoke").await;

@@ -275,7 +275,9 @@ async fn a_request_grants_what_it_names_for_its_window_through_the_aggregator() 
     // Attaching is refused: 409 while her container, whose time limit is the window's end,
     // waits for the expiry's next round to stop it (as any container past its time limit),
     // 403 once it did (the request no longer grants the profile).
-    let (code, st) = attach(&p.alice, &path).await.err().expect("refused");
+    let Err((code, st)) = attach(&p.alice, &path).await else {
+        panic!("attached after the window")
+    };
     assert!(
         (code == StatusCode::CONFLICT && message(&st).contains("time limit"))
             || (code == StatusCode::FORBIDDEN && message(&st).contains("expired")),
