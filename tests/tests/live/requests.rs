@@ -187,11 +187,14 @@ async fn a_request_grants_what_it_names_for_its_window_through_the_aggregator() 
         message(&st).contains("image \"docker.io/library/busybox:1.36\", not \"busybox:1.36\""),
         "{st}"
     );
+    // (`kubectl run` names the pod's container after it.)
+    let mut in_db = shell_under("web-sysadmin");
+    in_db["targetContainerName"] = json!("db");
     let (code, st) = p
         .alice
         .post_json(
             &format!("{GV}/namespaces/{}/pods/db/debug/dbg", sb.ns),
-            &shell_under("web-sysadmin"),
+            &in_db,
         )
         .await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
