@@ -27,6 +27,7 @@ pub mod options;
 pub mod origin;
 pub mod query;
 pub mod recording;
+pub mod requests;
 pub mod routes;
 pub mod server;
 pub mod serving;

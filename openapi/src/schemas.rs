@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use poddebug_types::copy::{PodDebugCopy, PodDebugCopyList};
 use poddebug_types::node::{NodeDebugContainer, NodeDebugContainerList};
+use poddebug_types::request::{Approval, DebugRequest, DebugRequestList};
 use poddebug_types::{
     DebugProfile, DebugProfileList, DebugSession, DebugSessionList, PodDebugContainer,
     PodDebugContainerList, Recording, RecordingList,
@@ -30,7 +31,7 @@ pub(crate) struct KindSchema {
 }
 
 /// Every kind with a definition and `x-kubernetes-group-version-kind`.
-pub(crate) fn kinds() -> [KindSchema; 13] {
+pub(crate) fn kinds() -> [KindSchema; 16] {
     [
         KindSchema {
             gvk: Gvk::poddebug("PodDebugContainer"),
@@ -81,6 +82,18 @@ pub(crate) fn kinds() -> [KindSchema; 13] {
             name: NodeDebugContainerList::schema_name(),
         },
         KindSchema {
+            gvk: Gvk::poddebug("DebugRequest"),
+            name: DebugRequest::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("DebugRequestList"),
+            name: DebugRequestList::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("DebugRequestApproval"),
+            name: Approval::schema_name(),
+        },
+        KindSchema {
             gvk: Gvk::core("Status"),
             name: Status::schema_name(),
         },
@@ -116,6 +129,8 @@ pub(crate) fn definitions(dialect: Dialect) -> Map<String, Value> {
     let _ = generator.subschema_for::<PodDebugCopy>();
     let _ = generator.subschema_for::<PodDebugCopyList>();
     let _ = generator.subschema_for::<NodeDebugContainerList>();
+    let _ = generator.subschema_for::<DebugRequestList>();
+    let _ = generator.subschema_for::<Approval>();
     let _ = generator.subschema_for::<Status>();
     let mut raw = generator.take_definitions(false);
     let ours = PodDebugContainer::schema_name();

@@ -46,6 +46,8 @@ pub enum Purpose {
     Stop,
     /// A recording's metadata in the object store.
     Recording,
+    /// A debug request (just-in-time access) and its reviews.
+    Request,
 }
 
 impl Purpose {
@@ -54,6 +56,7 @@ impl Purpose {
             Purpose::Session => "poddebug.dev/session",
             Purpose::Stop => "poddebug.dev/stop",
             Purpose::Recording => "poddebug.dev/recording",
+            Purpose::Request => "poddebug.dev/debug-request",
         }
     }
 }
