@@ -64,6 +64,8 @@ const KNOWN_VERBS: &[&str] = &[
 /// Resources that get their own label value.
 const KNOWN_RESOURCES: &[&str] = &[
     "pods/debug",
+    "pods/copy",
+    "nodes/debug",
     "pods/attach",
     "pods/log",
     "poddebugcontainers",
@@ -89,7 +91,7 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     /// The metrics named after the product rather than the binary (`poddebug_…`), as the
     /// governance features document them.
-    product: Registry,
+    product: Mutex<Registry>,
     /// Debug containers the expiry loop stopped because their time limit passed.
     pub debug_containers_expired: Counter,
     /// Copies and node debug pods deleted at their time limit.
@@ -120,6 +122,8 @@ pub struct Metrics {
     pub open_connections: Gauge,
     /// Connections closed at once because `--max-connections` was reached.
     pub refused_connections: Counter,
+    /// The time of each phase of a create (debug container, copy, node debug container).
+    pub create_phases: poddebug_storage::PhaseMetrics,
 }
 
 impl Metrics {
@@ -223,9 +227,16 @@ impl Metrics {
             "1 while this replica holds the leader Lease and runs the expiry loop",
             leader.clone(),
         );
+        let create_phases = poddebug_storage::PhaseMetrics::default();
+        product.register(
+            "create_phase_duration_seconds",
+            "Time of each phase of creating a debug container, a copy or a node debug container (phases may overlap)",
+            create_phases.family(),
+        );
         Metrics {
+            create_phases,
             registry: Mutex::new(registry),
-            product,
+            product: Mutex::new(product),
             debug_containers_expired,
             debug_pods_expired,
             debug_containers_not_stoppable,
@@ -290,13 +301,24 @@ impl Metrics {
         }
     }
 
+    /// Serve the storage's count of Events it could not write as `poddebug_events_failed_total`.
+    pub fn register_events_failed(&self, c: &Counter) {
+        if let Ok(mut reg) = self.product.lock() {
+            reg.register(
+                "events_failed",
+                "Events about debug containers that could not be written (refused, failed or timed out; each is logged)",
+                c.clone(),
+            );
+        }
+    }
+
     /// The text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         use prometheus_client::encoding::text::{encode_eof, encode_registry};
-        if let Ok(reg) = self.registry.lock()
+        if let (Ok(reg), Ok(product)) = (self.registry.lock(), self.product.lock())
             && (encode_registry(&mut out, &reg).is_err()
-                || encode_registry(&mut out, &self.product).is_err()
+                || encode_registry(&mut out, &product).is_err()
                 || encode_eof(&mut out).is_err())
         {
             out.clear();

@@ -172,6 +172,7 @@ fn storage(config: &Config, clients: &Clients, metrics: &Metrics) -> poddebug_st
     let backend = poddebug_storage::KubeBackend::new(clients.pods.clone(), backend_cfg)
         .with_pod_cache(pod_cache);
     metrics.register_validation_disagreements(backend.validation_disagreements());
+    metrics.register_events_failed(backend.events_failed());
     tokio::spawn(backend.track_cluster_version());
     backend
 }

@@ -13,6 +13,8 @@ use poddebug_types::node::{NodeDebugContainer, NodeDebugContainerList};
 use poddebug_types::{ApiError, PodDebugContainer, PodDebugContainerList, Profile};
 
 use crate::StorageError;
+use crate::phases::Phases;
+use crate::prefetch::{Prefetch, PrefetchTarget};
 
 /// The authenticated user a request is made for. Used for impersonation (`--impersonate`), for
 /// the Events recorded on the pod, and for the stop record.
@@ -120,8 +122,13 @@ pub struct CreateOptions {
     pub dry_run: bool,
     /// Unknown container fields of the request, sent on to kube-apiserver as they came.
     pub pass_through: PassThroughFields,
-    /// The caller's check, run after validation and the server policy.
+    /// The caller's check: started with the create, beside its reads, and its answer taken
+    /// after validation and the server policy.
     pub admission: Option<AdmissionCheck>,
+    /// The pod read begun beside authorization ([`DebugBackend::prefetch`]), if any.
+    pub prefetch: Option<Prefetch>,
+    /// Where the time of each phase is observed.
+    pub phases: Phases,
 }
 
 /// A stop request (`DELETE`).
@@ -262,6 +269,10 @@ pub struct CopyRequest {
     pub dry_run: bool,
     /// The caller's check of the copy as built (the profiles it amounts to, moderation).
     pub admission: Option<PodAdmission>,
+    /// The read of the original begun beside authorization, if any.
+    pub prefetch: Option<Prefetch>,
+    /// Where the time of each phase is observed.
+    pub phases: Phases,
 }
 
 /// A node debug container to start (`POST nodes/NODE/debug[/NAME]`), after authorization.
@@ -279,6 +290,10 @@ pub struct NodeDebugRequest {
     pub caller: Caller,
     /// `?dryRun=All`.
     pub dry_run: bool,
+    /// The read of the node begun beside authorization, if any.
+    pub prefetch: Option<Prefetch>,
+    /// Where the time of each phase is observed.
+    pub phases: Phases,
 }
 
 /// One event of a watch of node debug containers.
@@ -432,6 +447,17 @@ pub trait DebugBackend: WorkloadBackend + Send + Sync + 'static {
     ) -> Result<StreamTarget, StorageError>;
     /// True once the upstream kube-apiserver answered at least once (readiness).
     async fn ping(&self) -> Result<(), StorageError>;
+    /// Begin the first read of a create (`target`, as `caller`) beside its authorization; the
+    /// create takes its answer through its request's `prefetch` (see [`Prefetch`]). `None`
+    /// when this storage reads nothing ahead. The read's time is observed in `phases`.
+    fn prefetch(
+        &self,
+        _target: PrefetchTarget,
+        _caller: &Caller,
+        _phases: &Phases,
+    ) -> Option<Prefetch> {
+        None
+    }
     /// Record an Event about ephemeral container `ec_name` of pod `namespace/pod`, with the
     /// server's identity (best effort: a failure is logged).
     async fn record_event(

@@ -39,7 +39,9 @@ mod impersonation;
 mod kube_backend;
 mod naming;
 mod nodes;
+mod phases;
 mod policy;
+mod prefetch;
 mod read;
 pub mod record_key;
 mod selector;
@@ -68,7 +70,9 @@ pub use events::{
 pub use expiry::{EXPIRY_USER, Expired, ExpiryResult};
 pub use impersonation::{ImpersonationLayer, impersonation_headers};
 pub use kube_backend::KubeBackend;
+pub use phases::{CreateKind, Phase, PhaseLabels, PhaseMetrics, Phases};
 pub use policy::glob_match;
+pub use prefetch::{Prefetch, PrefetchTarget};
 pub use selector::LabelSelector;
 pub use sessions::{
     LiveSession, SESSION_LABEL, SessionEvent, SessionRecord, SessionSelector, SessionStore,

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
-use poddebug_storage::{NodeDebugRequest, NodeWatchEvent};
+use poddebug_storage::{CreateKind, NodeDebugRequest, NodeWatchEvent, Phase, Phases, Prefetch};
 use poddebug_types::node::{
     DEFAULT_NODE_PROFILE, KIND_NODE_DEBUG_CONTAINER, NodeDebugContainer, effective_node_profile,
 };
@@ -43,6 +43,17 @@ async fn authorize_profile(
     profile: &Elevation,
     what: &str,
 ) -> Result<(), Error> {
+    authorize_profile_timed(st, auth, profile, what, None).await
+}
+
+/// [`authorize_profile`], its review observed as a phase of a create.
+async fn authorize_profile_timed(
+    st: &AppState,
+    auth: &Authenticated,
+    profile: &Elevation,
+    what: &str,
+    phases: Option<&Phases>,
+) -> Result<(), Error> {
     let p = profile.profile;
     let why = if profile.setting.is_empty() {
         format!("{what} a node debug container with the {p} profile needs use on it")
@@ -52,8 +63,12 @@ async fn authorize_profile(
             profile.setting
         )
     };
-    crate::filters::check_explained(st, &auth.user, &crate::authz::profile_use(p), Some(&why))
-        .await?;
+    let attrs = crate::authz::profile_use(p);
+    let check = crate::filters::check_explained(st, &auth.user, &attrs, Some(&why));
+    match phases {
+        Some(phases) => phases.time(Phase::ReviewProfileUse, check).await?,
+        None => check.await?,
+    }
     Ok(())
 }
 
@@ -62,11 +77,22 @@ pub async fn create_named(
     st: State<AppState>,
     Path((node, name)): Path<(String, String)>,
     auth: Extension<Authenticated>,
+    prefetch: Option<Extension<Prefetch>>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
-    create(st.0, node, Some(name), auth.0, uri, headers, body).await
+    let prefetch = prefetch.map(|p| p.0);
+    create(
+        st.0,
+        node,
+        Some(name),
+        (auth.0, prefetch),
+        uri,
+        headers,
+        body,
+    )
+    .await
 }
 
 /// `POST .../nodes/NODE/debug` (generated name).
@@ -74,22 +100,28 @@ pub async fn create_generated(
     st: State<AppState>,
     Path(node): Path<String>,
     auth: Extension<Authenticated>,
+    prefetch: Option<Extension<Prefetch>>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
-    create(st.0, node, None, auth.0, uri, headers, body).await
+    let prefetch = prefetch.map(|p| p.0);
+    create(st.0, node, None, (auth.0, prefetch), uri, headers, body).await
 }
 
 async fn create(
     st: AppState,
     node: String,
     url_name: Option<String>,
-    auth: Authenticated,
+    (auth, prefetch): (Authenticated, Option<Prefetch>),
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
+    let phases = st
+        .metrics
+        .create_phases
+        .phases(CreateKind::NodeDebugContainer);
     let dry_run = super::debug::create_dry_run(uri.query())?;
     super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
@@ -123,7 +155,7 @@ async fn create(
     // privileged is a sysadmin one.
     let effective = effective_profile(&req, profile, &node, &name);
     if effective.profile == profile || effective.setting.is_empty() {
-        authorize_profile(
+        authorize_profile_timed(
             &st,
             &auth,
             &Elevation {
@@ -131,6 +163,7 @@ async fn create(
                 setting: String::new(),
             },
             "creating",
+            Some(&phases),
         )
         .await?;
     } else {
@@ -138,13 +171,9 @@ async fn create(
             "the node debug container gets {}, which the {} profile grants (the least node profile that does)",
             effective.setting, effective.profile
         );
-        crate::filters::check_explained(
-            &st,
-            &auth.user,
-            &crate::authz::profile_use(effective.profile),
-            Some(&why),
-        )
-        .await?;
+        let attrs = crate::authz::profile_use(effective.profile);
+        let check = crate::filters::check_explained(&st, &auth.user, &attrs, Some(&why));
+        phases.time(Phase::ReviewProfileUse, check).await?;
     }
     super::moderated::require_interactive_shell(
         &st,
@@ -167,6 +196,8 @@ async fn create(
             profile,
             caller: auth.user.clone(),
             dry_run,
+            prefetch,
+            phases,
         })
         .await?;
     if !dry_run {
