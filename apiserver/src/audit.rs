@@ -37,6 +37,11 @@ pub enum Action {
     Session,
     /// Someone terminated a live session.
     Terminate,
+    /// The leader found a debug container still running past the bound of its stop or time
+    /// limit (it is now unusable through poddebug).
+    Unstoppable,
+    /// The leader evicted the pod of such a container (`--unstoppable-action=evict`).
+    Evict,
 }
 
 impl Action {
@@ -48,6 +53,8 @@ impl Action {
             Action::Expire => "expire",
             Action::Session => "session",
             Action::Terminate => "terminate",
+            Action::Unstoppable => "unstoppable",
+            Action::Evict => "evict",
         }
     }
 }

@@ -124,13 +124,21 @@ pub struct Config {
     pub session_lease_duration: Duration,
     /// The namespace the session records live in (the server's own).
     pub session_namespace: String,
+    /// The most sessions one user may hold at once (`--max-sessions-per-user`; 0: no limit).
+    pub max_sessions_per_user: usize,
 }
 
-/// The expiry loop's settings (`--debug-ttl-check-interval`, `--leader-elect*`).
+/// The expiry loop's settings (`--debug-ttl-check-interval`, `--leader-elect*`,
+/// `--unstoppable-*`).
 #[derive(Debug, Clone)]
 pub struct Expiry {
     /// How often the loop looks for debug containers whose time limit passed.
     pub check_interval: Duration,
+    /// How long past its stop's grace period a debug container may run before it is reported
+    /// unstoppable (`--unstoppable-after`).
+    pub unstoppable_after: Duration,
+    /// What is done to the pods of unstoppable debug containers (`--unstoppable-action`).
+    pub unstoppable_action: poddebug_storage::UnstoppableAction,
     /// Leader election on a Lease; `None` (`--leader-elect=false`) = every replica runs it.
     pub leader_election: Option<LeaderElection>,
 }
@@ -219,9 +227,12 @@ impl Config {
             moderated_profiles: o.moderated_profiles.clone(),
             moderated_shells: o.moderated_shells.clone(),
             session_lease_duration: o.session_lease_duration,
+            max_sessions_per_user: o.max_sessions_per_user,
             session_namespace: crate::leader::own_namespace(&o.service_namespace),
             expiry: Expiry {
                 check_interval: o.debug_ttl_check_interval,
+                unstoppable_after: o.unstoppable_after,
+                unstoppable_action: o.unstoppable_action,
                 leader_election: o.leader_elect.then(|| LeaderElection {
                     name: o.leader_elect_resource_name.clone(),
                     namespace: Some(o.leader_elect_resource_namespace.trim().to_owned())

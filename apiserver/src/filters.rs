@@ -473,7 +473,7 @@ mod tests {
         let (_tx, never) = oneshot::channel::<Result<(), ApiError>>();
         let pending = async move { never.await.unwrap_or(Ok(())) };
         let first = async { Err::<(), _>(refusal("first")) };
-        let checks: Vec<std::pin::Pin<Box<dyn Future<Output = Result<(), ApiError>> + Send>>> =
+        let checks: Vec<futures::future::BoxFuture<'_, Result<(), ApiError>>> =
             vec![Box::pin(first), Box::pin(pending)];
         let answer = tokio::time::timeout(std::time::Duration::from_secs(10), all_allowed(checks))
             .await

@@ -46,6 +46,13 @@ pub struct UpstreamLabels {
     pub code: String,
 }
 
+/// Labels of the evictions of pods whose debug containers did not end.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionLabels {
+    /// `evicted`, `blocked` (a PodDisruptionBudget) or `failed`.
+    pub result: String,
+}
+
 /// Verbs that get their own label value.
 const KNOWN_VERBS: &[&str] = &[
     "get",
@@ -98,6 +105,13 @@ pub struct Metrics {
     pub debug_pods_expired: Counter,
     /// Debug containers whose time limit passed and that the expiry loop cannot stop.
     pub debug_containers_not_stoppable: Counter,
+    /// Debug containers still running past the bound of their stop or time limit, counted once
+    /// each when the leader reports them.
+    pub debug_containers_unstoppable: Counter,
+    /// Stop records in the server's namespace whose MAC did not verify (ignored).
+    pub stop_records_rejected: Counter,
+    /// Evictions of pods of unstoppable debug containers, by result.
+    pub unstoppable_evictions: Family<EvictionLabels, Counter>,
     /// Rounds of the expiry loop made by this replica (while it leads).
     pub expiry_rounds: Counter,
     /// 1 while this replica holds the leader Lease (runs the expiry loop), else 0.
@@ -122,6 +136,10 @@ pub struct Metrics {
     pub open_connections: Gauge,
     /// Connections closed at once because `--max-connections` was reached.
     pub refused_connections: Counter,
+    /// Records read back from the cluster or the store whose MAC did not verify, by kind.
+    pub untrusted_records: poddebug_storage::UntrustedRecords,
+    /// Bytes the recordings of this replica hold (`--max-recording-memory`).
+    pub recording_memory: Gauge,
     /// The time of each phase of a create (debug container, copy, node debug container).
     pub create_phases: poddebug_storage::PhaseMetrics,
 }
@@ -199,6 +217,24 @@ impl Metrics {
             debug_pods_expired.clone(),
         );
         let debug_containers_not_stoppable = Counter::default();
+        let debug_containers_unstoppable = Counter::default();
+        let stop_records_rejected = Counter::default();
+        let unstoppable_evictions = Family::<EvictionLabels, Counter>::default();
+        product.register(
+            "debug_containers_unstoppable",
+            "Debug containers still running past the bound of their stop (DELETE) or time limit, reported once each",
+            debug_containers_unstoppable.clone(),
+        );
+        product.register(
+            "stop_records_rejected",
+            "Stop records in the server's namespace ignored because their MAC did not verify",
+            stop_records_rejected.clone(),
+        );
+        product.register(
+            "unstoppable_evictions",
+            "Evictions of pods whose debug containers did not end when stopped (--unstoppable-action=evict), by result",
+            unstoppable_evictions.clone(),
+        );
         let expiry_rounds = Counter::default();
         let leader = Gauge::default();
         let recordings_deleted = Counter::default();
@@ -227,6 +263,18 @@ impl Metrics {
             "1 while this replica holds the leader Lease and runs the expiry loop",
             leader.clone(),
         );
+        let untrusted_records = poddebug_storage::UntrustedRecords::default();
+        product.register(
+            "untrusted_records",
+            "Session records, termination requests and recording metadata read back whose MAC did not verify (ignored, or listed as unverified), by kind; each object version once",
+            untrusted_records.family(),
+        );
+        let recording_memory = Gauge::default();
+        product.register(
+            "recording_memory_bytes",
+            "Bytes the session recordings of this replica hold in memory (queued or not yet written to the store), bounded by --max-recording-memory",
+            recording_memory.clone(),
+        );
         let create_phases = poddebug_storage::PhaseMetrics::default();
         product.register(
             "create_phase_duration_seconds",
@@ -236,10 +284,15 @@ impl Metrics {
         Metrics {
             create_phases,
             registry: Mutex::new(registry),
+            untrusted_records,
+            recording_memory,
             product: Mutex::new(product),
             debug_containers_expired,
             debug_pods_expired,
             debug_containers_not_stoppable,
+            debug_containers_unstoppable,
+            stop_records_rejected,
+            unstoppable_evictions,
             expiry_rounds,
             leader,
             recordings_deleted,
@@ -287,6 +340,15 @@ impl Metrics {
                 code,
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Count one eviction of the pod of an unstoppable debug container.
+    pub fn count_eviction(&self, result: &str) {
+        self.unstoppable_evictions
+            .get_or_create(&EvictionLabels {
+                result: result.to_owned(),
+            })
+            .inc();
     }
 
     /// Serve the storage's count of local/cluster validation disagreements as

@@ -251,6 +251,19 @@ pub struct Options {
     /// How often the server looks for debug containers whose time limit passed.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Policy")]
     pub debug_ttl_check_interval: Duration,
+    /// How long a debug container may still run past its stop's grace period before it is
+    /// reported unstoppable (Warning Event DebugContainerStopFailed, condition Unstoppable, its
+    /// sessions ended). A DELETE's bound is its time plus its grace period plus this; a time
+    /// limit's is the deadline plus --debug-ttl-check-interval, the expiry's 10s grace period
+    /// and this. Attach and log follow are refused from the stop (or the deadline) on.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Policy")]
+    pub unstoppable_after: Duration,
+    /// What the leader does to the pod of a debug container that its stop did not end: 'none'
+    /// (it is reported and unusable through poddebug; it ends with its own exit or its pod) or
+    /// 'evict' (the pod is evicted through the Eviction API, which PodDisruptionBudgets may
+    /// refuse for a while, so that its controller replaces it; needs create on pods/eviction).
+    #[arg(long, default_value = "none", value_parser = parse_unstoppable_action, help_heading = "Policy")]
+    pub unstoppable_action: poddebug_storage::UnstoppableAction,
 
     // ----- Sessions -----
     /// Profiles whose debug containers get moderated sessions: their owner's (and peers')
@@ -272,6 +285,12 @@ pub struct Options {
     /// that stop being listed after this long.
     #[arg(long, default_value = "15s", value_parser = parse_duration, help_heading = "Sessions")]
     pub session_lease_duration: Duration,
+    /// The most attach sessions one user may hold at once, counted across every replica from
+    /// the session records in the cluster; an attach beyond it is refused with 429 before the
+    /// container is reached. Replicas admitting one user's attaches at the same instant may
+    /// each admit up to it before seeing the others' (docs/security.md). Zero for no limit.
+    #[arg(long, default_value_t = 20, help_heading = "Sessions")]
+    pub max_sessions_per_user: usize,
 
     // ----- Leader election (the expiry loop runs on one replica) -----
     /// Elect a leader among the replicas to run the expiry loop, with a coordination.k8s.io/v1
@@ -345,6 +364,11 @@ fn gated_by_default() -> Vec<Profile> {
 fn parse_default_target(s: &str) -> Result<poddebug_storage::DefaultTarget, String> {
     poddebug_storage::DefaultTarget::parse(s)
         .ok_or_else(|| format!("unknown value {s:?}; supported: first-container, none"))
+}
+
+fn parse_unstoppable_action(s: &str) -> Result<poddebug_storage::UnstoppableAction, String> {
+    poddebug_storage::UnstoppableAction::parse(s)
+        .ok_or_else(|| format!("unknown value {s:?}; supported: none, evict"))
 }
 
 fn parse_profile(s: &str) -> Result<Profile, String> {
@@ -487,6 +511,11 @@ impl Options {
         }
         if self.debug_ttl_check_interval < Duration::from_secs(1) {
             errs.push("--debug-ttl-check-interval must be at least 1s".to_owned());
+        }
+        if self.unstoppable_after < Duration::from_secs(1) || !whole(self.unstoppable_after) {
+            errs.push(
+                "--unstoppable-after must be a whole number of seconds, at least 1s".to_owned(),
+            );
         }
         if self.leader_elect {
             let (lease, renew, retry) = (

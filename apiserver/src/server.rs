@@ -162,15 +162,41 @@ fn authentication(
 
 /// The storage: one shared pod reflector serves every list and watch (server identity); the
 /// cluster's version is tracked for the validator, and its disagreements counted in `metrics`.
-fn storage(config: &Config, clients: &Clients, metrics: &Metrics) -> poddebug_storage::KubeBackend {
+fn storage(
+    config: &Config,
+    clients: &Clients,
+    metrics: &Metrics,
+    record_key: &poddebug_storage::record_key::SharedRecordKey,
+) -> poddebug_storage::KubeBackend {
     let mut backend_cfg = poddebug_storage::BackendConfig::new(config.policy.clone());
     backend_cfg.impersonate = config.impersonate;
     backend_cfg.ttl = config.ttl;
     backend_cfg.node_debug_namespace = config.node_debug_namespace.clone();
     backend_cfg.reporting_instance = reporting_instance();
+    backend_cfg.unstoppable_after = config.expiry.unstoppable_after;
+    backend_cfg.expiry_check_interval = config.expiry.check_interval;
+    backend_cfg.unstoppable_action = config.expiry.unstoppable_action;
     let pod_cache = poddebug_storage::PodCache::start(clients.pods.clone());
-    let backend = poddebug_storage::KubeBackend::new(clients.pods.clone(), backend_cfg)
-        .with_pod_cache(pod_cache);
+    // Stop records live beside the session records, in the server's own namespace.
+    let stop_leases = poddebug_storage::StopLeases::start(
+        clients.pods.clone(),
+        &config.session_namespace,
+        record_key.clone(),
+        metrics.stop_records_rejected.clone(),
+    );
+    let mut backend = poddebug_storage::KubeBackend::new(clients.pods.clone(), backend_cfg)
+        .with_pod_cache(pod_cache)
+        .with_stop_leases(stop_leases);
+    // Evictions are refused with 429 while a PodDisruptionBudget holds: not retried by the
+    // client, the leader's backoff decides.
+    let mut eviction_cfg = clients.pods_config.clone();
+    eviction_cfg.default_retry = false;
+    match kube::Client::try_from(eviction_cfg) {
+        Ok(c) => backend = backend.with_eviction_client(c),
+        Err(e) => {
+            tracing::warn!(error = %e, "no client without retries for evictions; the main one is used")
+        }
+    }
     metrics.register_validation_disagreements(backend.validation_disagreements());
     metrics.register_events_failed(backend.events_failed());
     tokio::spawn(backend.track_cluster_version());
@@ -229,34 +255,6 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         config.delegation.authz_allowed_ttl,
         config.delegation.authz_denied_ttl,
     ));
-    let kube_backend = storage(&config, &clients, &metrics);
-    // The expiry loop stops debug containers whose time limit passed (one replica, by Lease).
-    let expiry = crate::expiry::spawn(
-        &config.expiry,
-        kube_backend.clone(),
-        clients.pods.clone(),
-        &reporting_instance(),
-        metrics.clone(),
-    );
-    let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
-    let backend_for_flush = backend.clone();
-    let upstream = Arc::new(
-        crate::upstream::Upstream::new(clients.pods_config.clone(), config.impersonate)
-            .map_err(StartupError::Tls)?,
-    );
-
-    // Sessions: every replica follows the session records of the cluster (its own identity).
-    let sessions = crate::sessions::Sessions::new(
-        poddebug_storage::SessionStore::start(
-            clients.pods.clone(),
-            &config.session_namespace,
-            config.session_lease_duration,
-        ),
-        crate::leader::identity(&reporting_instance()),
-        config.moderated_profiles.clone(),
-        config.session_lease_duration,
-    );
-    sessions.spawn();
     let record_key = poddebug_storage::record_key::SharedRecordKey::default();
     {
         let (key, client, ns) = (
@@ -271,6 +269,40 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         &clients.pods_config.cluster_url.to_string(),
     ));
     api_server_origins.spawn_watches(clients.pods.clone());
+    let kube_backend = storage(&config, &clients, &metrics, &record_key);
+    // Sessions: every replica follows the session records of the cluster (its own identity).
+    let session_store = poddebug_storage::SessionStore::start(
+        clients.pods.clone(),
+        &config.session_namespace,
+        config.session_lease_duration,
+        record_key.clone(),
+        metrics.untrusted_records.clone(),
+    );
+    // The expiry loop stops debug containers whose time limit passed, and reports those a stop
+    // did not end (one replica, by Lease).
+    let expiry = crate::expiry::spawn(
+        &config.expiry,
+        kube_backend.clone(),
+        clients.pods.clone(),
+        &reporting_instance(),
+        metrics.clone(),
+        session_store.clone(),
+    );
+    let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
+    let backend_for_flush = backend.clone();
+    let upstream = Arc::new(
+        crate::upstream::Upstream::new(clients.pods_config.clone(), config.impersonate)
+            .map_err(StartupError::Tls)?,
+    );
+
+    let sessions = crate::sessions::Sessions::new(
+        session_store,
+        crate::leader::identity(&reporting_instance()),
+        config.moderated_profiles.clone(),
+        config.session_lease_duration,
+        config.max_sessions_per_user,
+    );
+    sessions.spawn();
     let readiness = Arc::new(Readiness::default());
     let (drain_tx, drain_rx) = watch::channel(false);
     let (watch_drain_tx, watch_drain_rx) = watch::channel(false);
@@ -289,7 +321,11 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         drain: drain_rx,
         watch_drain: watch_drain_rx,
         upstream,
-        recorder: crate::recording::Recorder::from_options(&config.recording),
+        recorder: crate::recording::Recorder::from_options(
+            &config.recording,
+            record_key.clone(),
+            &metrics,
+        ),
         api_server_origins,
         tickets: tickets.clone(),
         sessions: sessions.clone(),

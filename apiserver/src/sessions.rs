@@ -13,18 +13,36 @@
 //!
 //! A record that nobody renews (its replica died) stops being listed after its lease duration,
 //! and the next sweep of any replica deletes it.
+//!
+//! A change to one record is work for the sessions on the same debug container only: the
+//! sessions relayed here are indexed by debug container, and each is brought up to date from
+//! the records of its container ([`poddebug_storage::SessionStore::on_container`]).
+//!
+//! Limits ([`admit`], before the upstream attach): a user holds at most
+//! `--max-sessions-per-user` sessions at once, counted across every replica from the session
+//! records in the cluster, plus the attaches this replica is admitting that have no record yet
+//! (so one replica alone never admits more). Two replicas admitting one user's attaches at the
+//! same moment each see the other's only once its record reaches them (the time of an upstream
+//! attach and one watch event): a user who sends many attaches at once to several replicas
+//! can pass the limit by what the other replicas admitted in that window, at most the limit per
+//! other replica, and can open no more until back under it. Over the limit: 429
+//! TooManyRequests with `Retry-After`. With recording in strict mode, a user whose recordings
+//! fill their quota in the store is refused too (403, [`crate::recording::Recorder::admit`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use poddebug_storage::{LiveSession, SessionRecord, SessionStore, StorageError};
+use futures::StreamExt;
+use poddebug_storage::{ContainerKey, LiveSession, SessionRecord, SessionStore, StorageError};
 use poddebug_types::{ApiError, Profile, SessionMode};
 
 use poddebug_stream::websocket::frame::CLOSE_POLICY_VIOLATION;
 use poddebug_stream::{EndSignal, Ending, Gate};
 
+use crate::error::Error;
 use crate::recording::Marker;
+use crate::state::AppState;
 
 /// A session relayed here.
 struct Local {
@@ -37,13 +55,54 @@ struct Local {
     announced: BTreeMap<String, String>,
 }
 
+/// The sessions relayed here, by id and by debug container.
+#[derive(Default)]
+struct Locals {
+    by_id: HashMap<String, Local>,
+    by_container: HashMap<ContainerKey, BTreeSet<String>>,
+}
+
+impl Locals {
+    fn insert(&mut self, local: Local) {
+        let id = local.record.id.clone();
+        self.by_container
+            .entry(ContainerKey::of(&local.record))
+            .or_default()
+            .insert(id.clone());
+        self.by_id.insert(id, local);
+    }
+
+    fn remove(&mut self, id: &str) {
+        let Some(l) = self.by_id.remove(id) else {
+            return;
+        };
+        let key = ContainerKey::of(&l.record);
+        if let Some(ids) = self.by_container.get_mut(&key) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.by_container.remove(&key);
+            }
+        }
+    }
+}
+
+/// How long an admission waits for a replica that just started to know the sessions.
+pub const SYNC_WAIT: Duration = Duration::from_secs(5);
+/// What `Retry-After` says to a user over `--max-sessions-per-user`.
+const LIMIT_RETRY_AFTER: i32 = 5;
+/// Local sessions renewed at once.
+const RENEWALS_AT_ONCE: usize = 8;
+
 /// The sessions of this replica (module docs).
 pub struct Sessions {
     store: SessionStore,
     replica: String,
     moderated_profiles: Vec<Profile>,
     renew_every: Duration,
-    local: Mutex<HashMap<String, Local>>,
+    max_per_user: usize,
+    local: Mutex<Locals>,
+    /// Per user, the attaches admitted here whose session has no record yet.
+    pending: Mutex<HashMap<String, usize>>,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -75,19 +134,23 @@ fn mode_words(mode: SessionMode) -> &'static str {
 
 impl Sessions {
     /// The sessions of replica `replica`, kept in `store`; sessions on debug containers made
-    /// with one of `moderated_profiles` are moderated.
+    /// with one of `moderated_profiles` are moderated; a user holds at most `max_per_user`
+    /// sessions (0: no limit).
     pub fn new(
         store: SessionStore,
         replica: String,
         moderated_profiles: Vec<Profile>,
         lease_duration: Duration,
+        max_per_user: usize,
     ) -> Arc<Sessions> {
         Arc::new(Sessions {
             store,
             replica,
             moderated_profiles,
             renew_every: (lease_duration / 3).max(Duration::from_millis(500)),
-            local: Mutex::new(HashMap::new()),
+            max_per_user,
+            local: Mutex::new(Locals::default()),
+            pending: Mutex::new(HashMap::new()),
         })
     }
 
@@ -108,20 +171,50 @@ impl Sessions {
             .any(|e| self.moderated_profiles.contains(&e.profile))
     }
 
-    fn local(&self) -> std::sync::MutexGuard<'_, HashMap<String, Local>> {
+    fn local(&self) -> std::sync::MutexGuard<'_, Locals> {
         self.local
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether a moderator is attached to the debug container of `record` now.
     pub fn moderator_attached(&self, record: &SessionRecord) -> bool {
-        let (live, _) = self.store.snapshot(jiff::Timestamp::now());
-        live.iter().any(|s| {
-            s.record.mode == SessionMode::Moderator
-                && s.record.namespace == record.namespace
-                && s.record.pod == record.pod
-                && s.record.ec_name == record.ec_name
+        self.store
+            .on_container(&ContainerKey::of(record), jiff::Timestamp::now())
+            .iter()
+            .any(|s| s.record.mode == SessionMode::Moderator)
+    }
+
+    /// Count one more attach of `user` toward `--max-sessions-per-user` (module docs), or the
+    /// 429 that refuses it. The count holds until the [`Admission`] is dropped: by then the
+    /// session has its record (counted from there) or the attach failed.
+    pub fn admit_user(self: &Arc<Self>, user: &str) -> Result<Admission, ApiError> {
+        let mut pending = self.pending();
+        if self.max_per_user > 0 {
+            let held = self.store.count_of_user(user, jiff::Timestamp::now());
+            let admitting = pending.get(user).copied().unwrap_or(0);
+            if held + admitting >= self.max_per_user {
+                return Err(ApiError::TooManyRequests {
+                    message: format!(
+                        "too many sessions: user {user:?} has {held} open (and {admitting} \
+                         being opened), and a user may hold at most {} at once \
+                         (--max-sessions-per-user); end one and retry",
+                        self.max_per_user
+                    ),
+                    retry_after_seconds: LIMIT_RETRY_AFTER,
+                });
+            }
+        }
+        *pending.entry(user.to_owned()).or_default() += 1;
+        Ok(Admission {
+            sessions: self.clone(),
+            user: user.to_owned(),
         })
     }
 
@@ -135,16 +228,13 @@ impl Sessions {
     ) -> Result<SessionHandle, StorageError> {
         self.store.open(&record).await?;
         let id = record.id.clone();
-        self.local().insert(
-            id.clone(),
-            Local {
-                record,
-                end,
-                gate,
-                marker,
-                announced: BTreeMap::new(),
-            },
-        );
+        self.local().insert(Local {
+            record,
+            end,
+            gate,
+            marker,
+            announced: BTreeMap::new(),
+        });
         // What the record already shows (a termination cannot be there yet; participants are).
         self.refresh(&id);
         Ok(SessionHandle {
@@ -153,14 +243,15 @@ impl Sessions {
         })
     }
 
-    /// Bring one local session up to date with the records: termination, gate, markers.
+    /// Bring one local session up to date with the records of its debug container:
+    /// termination, gate, markers.
     fn refresh(&self, id: &str) {
         let now = jiff::Timestamp::now();
-        let (live, _) = self.store.snapshot(now);
         let mut local = self.local();
-        let Some(l) = local.get_mut(id) else {
+        let Some(l) = local.by_id.get_mut(id) else {
             return;
         };
+        let live = self.store.on_container(&ContainerKey::of(&l.record), now);
         let me = live.iter().find(|s| s.record.id == id);
         if let Some(t) = me.and_then(|s| s.terminate.as_ref())
             && l.end.current().is_none()
@@ -173,12 +264,8 @@ impl Sessions {
         }
         let same: Vec<&LiveSession> = live
             .iter()
-            .filter(|s| {
-                s.record.id != id
-                    && s.record.namespace == l.record.namespace
-                    && s.record.pod == l.record.pod
-                    && s.record.ec_name == l.record.ec_name
-            })
+            .map(|s| &**s)
+            .filter(|s| s.record.id != id)
             .collect();
         if let Some(gate) = &l.gate {
             gate.set(same.iter().any(|s| s.record.mode == SessionMode::Moderator));
@@ -207,7 +294,20 @@ impl Sessions {
     }
 
     fn refresh_all(&self) {
-        let ids: Vec<String> = self.local().keys().cloned().collect();
+        let ids: Vec<String> = self.local().by_id.keys().cloned().collect();
+        for id in ids {
+            self.refresh(&id);
+        }
+    }
+
+    /// The sessions relayed here on debug container `key` (a record there changed).
+    fn refresh_container(&self, key: &ContainerKey) {
+        let ids: Vec<String> = self
+            .local()
+            .by_container
+            .get(key)
+            .map(|ids| ids.iter().cloned().collect())
+            .unwrap_or_default();
         for id in ids {
             self.refresh(&id);
         }
@@ -221,7 +321,7 @@ impl Sessions {
             let mut rx = me.store.subscribe();
             loop {
                 match rx.recv().await {
-                    Ok(_) => me.refresh_all(),
+                    Ok(ev) => me.refresh_container(&ev.session.container()),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => me.refresh_all(),
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 }
@@ -233,12 +333,17 @@ impl Sessions {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                let ids: Vec<String> = me.local().keys().cloned().collect();
-                for id in ids {
-                    if let Err(e) = me.store.renew(&id).await {
-                        tracing::warn!(session = %id, error = %e, "could not renew a session's record");
-                    }
-                }
+                let ids: Vec<String> = me.local().by_id.keys().cloned().collect();
+                futures::stream::iter(ids)
+                    .for_each_concurrent(RENEWALS_AT_ONCE, |id| {
+                        let store = me.store.clone();
+                        async move {
+                            if let Err(e) = store.renew(&id).await {
+                                tracing::warn!(session = %id, error = %e, "could not renew a session's record");
+                            }
+                        }
+                    })
+                    .await;
                 me.store.collect_garbage(jiff::Timestamp::now()).await;
                 // Records that expired without an event (a replica that died) change the
                 // participants and moderators of the sessions here too.
@@ -246,6 +351,52 @@ impl Sessions {
             }
         });
     }
+}
+
+/// An attach counted toward its user's `--max-sessions-per-user` while it is being opened
+/// ([`Sessions::admit_user`]).
+pub struct Admission {
+    sessions: Arc<Sessions>,
+    user: String,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        let mut pending = self.sessions.pending();
+        if let Some(n) = pending.get_mut(&self.user) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                pending.remove(&self.user);
+            }
+        }
+    }
+}
+
+/// Wait (at most [`SYNC_WAIT`]) until this replica knows the session records; 503 otherwise.
+pub async fn synced(store: &SessionStore) -> Result<(), Error> {
+    let deadline = tokio::time::Instant::now() + SYNC_WAIT;
+    while !store.is_synced() {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ApiError::ServiceUnavailable(
+                "this replica does not know the live sessions yet; retry".to_owned(),
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// The limits an attach of `user` must pass before its upstream attach is made (module docs):
+/// `--max-sessions-per-user` (429), and in strict recording mode the user's recording quota
+/// (403). The attach holds the admission until it has its session record, or fails.
+pub async fn admit(st: &AppState, user: &str) -> Result<Admission, Error> {
+    synced(st.sessions.store()).await?;
+    let admission = st.sessions.admit_user(user)?;
+    if let Some(recorder) = &st.recorder {
+        recorder.admit(user).await?;
+    }
+    Ok(admission)
 }
 
 /// A session relayed here; [`SessionHandle::close`] removes its record (dropping the handle

@@ -211,6 +211,34 @@ pub enum DebugWatchEvent {
 /// A stream of watch events.
 pub type DebugWatchStream = Pin<Box<dyn Stream<Item = DebugWatchEvent> + Send>>;
 
+/// What a stream target is resolved for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamUse {
+    /// An attach (a session, or joining one): wait up to this long for the container to run.
+    Attach(Duration),
+    /// A log read; with `follow`, it stays open on the running container.
+    Log {
+        /// `follow` as kube-apiserver reads it (only absent, `false` and `0` are false).
+        follow: bool,
+    },
+}
+
+impl StreamUse {
+    /// How long an attach waits for the container to run; a log never waits.
+    pub fn wait_running(self) -> Option<Duration> {
+        match self {
+            StreamUse::Attach(d) => Some(d),
+            StreamUse::Log { .. } => None,
+        }
+    }
+
+    /// Whether it reaches the running container (attach, log follow), which a stopped debug
+    /// container refuses (see `unstoppable`); a plain log read does not.
+    pub fn reaches_the_container(self) -> bool {
+        !matches!(self, StreamUse::Log { follow: false })
+    }
+}
+
 /// Where an attach or log stream must go upstream, once the storage has checked that `container`
 /// is a debug container of the pod.
 #[derive(Clone, Debug)]
@@ -435,14 +463,15 @@ pub trait DebugBackend: WorkloadBackend + Send + Sync + 'static {
     /// Stop a debug container's processes.
     async fn stop(&self, req: StopRequest) -> Result<StopOutcome, StorageError>;
     /// Resolve an attach/log target: the container must be a debug container of the pod. For
-    /// attach (`wait_running` set), wait up to that long for it to run; a terminated container
-    /// or one that cannot start is an error.
+    /// attach, wait up to its duration for it to run; a terminated container or one that cannot
+    /// start is an error. A debug container whose stop was asked for (`DELETE`, its time
+    /// limit) refuses an attach and a log follow with 409.
     async fn stream_target(
         &self,
         namespace: &str,
         pod: &str,
         container: &str,
-        wait_running: Option<Duration>,
+        purpose: StreamUse,
         caller: &Caller,
     ) -> Result<StreamTarget, StorageError>;
     /// True once the upstream kube-apiserver answered at least once (readiness).

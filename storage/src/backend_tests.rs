@@ -11,7 +11,7 @@ use crate::state::testutil::{pod, state};
 use crate::testkube::FakeKube;
 use crate::{
     BackendConfig, Caller, CreateRequest, DebugBackend, DebugWatchEvent, KubeBackend, ListOptions,
-    Policy, StopOutcome, StopRequest, WatchOptions,
+    Policy, StopOutcome, StopRequest, StreamUse, WatchOptions,
 };
 
 fn config() -> BackendConfig {
@@ -649,7 +649,7 @@ async fn stream_targets() {
         ],
     );
     let (fake, b) = setup(&[p], config());
-    let wait = Some(Duration::from_secs(2));
+    let wait = StreamUse::Attach(Duration::from_secs(2));
     let t = b
         .stream_target("ns", "web", "dbg", wait, &alice())
         .await
@@ -672,9 +672,15 @@ async fn stream_targets() {
     assert_eq!(err.code(), 400);
     // Logs do not wait.
     assert!(
-        b.stream_target("ns", "web", "bad", None, &alice())
-            .await
-            .is_ok()
+        b.stream_target(
+            "ns",
+            "web",
+            "bad",
+            StreamUse::Log { follow: false },
+            &alice()
+        )
+        .await
+        .is_ok()
     );
     // A container that starts while we wait.
     fake.set_ec_state("ns", "web", "run", state("waiting:ContainerCreating"));
@@ -694,7 +700,7 @@ async fn stream_targets() {
             "ns",
             "web",
             "run",
-            Some(Duration::from_millis(1200)),
+            StreamUse::Attach(Duration::from_millis(1200)),
             &alice(),
         )
         .await,
@@ -705,6 +711,50 @@ async fn stream_targets() {
         "{}",
         err.message()
     );
+}
+
+#[tokio::test]
+async fn an_expired_container_refuses_attach_and_log_follow_but_not_a_log_read() {
+    let mut p = pod(
+        "web",
+        &[("old", None, "running"), ("fresh", None, "running")],
+    );
+    if let Some(ecs) = p
+        .spec
+        .as_mut()
+        .and_then(|s| s.ephemeral_containers.as_mut())
+    {
+        let past = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(5);
+        let future = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3600);
+        poddebug_types::convert::set_expires_at(&mut ecs[0], past);
+        poddebug_types::convert::set_expires_at(&mut ecs[1], future);
+    }
+    let (_fake, b) = setup(&[p], config());
+    let attach = StreamUse::Attach(Duration::from_secs(1));
+    let follow = StreamUse::Log { follow: true };
+    for purpose in [attach, follow] {
+        let err = api_err(b.stream_target("ns", "web", "old", purpose, &alice()).await);
+        assert_eq!(err.code(), 409, "{purpose:?}: {}", err.message());
+        assert!(
+            err.message()
+                .contains("the time limit of debug container \"old\" passed at ")
+                && err.message().contains("it is being stopped"),
+            "{}",
+            err.message()
+        );
+        b.stream_target("ns", "web", "fresh", purpose, &alice())
+            .await
+            .expect("before its deadline");
+    }
+    b.stream_target(
+        "ns",
+        "web",
+        "old",
+        StreamUse::Log { follow: false },
+        &alice(),
+    )
+    .await
+    .expect("a plain log read");
 }
 
 #[tokio::test]

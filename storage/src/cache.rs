@@ -373,9 +373,9 @@ mod tests {
             ]
             .into(),
         );
-        let before = crate::read::objects_of(&p);
+        let before = crate::read::objects_of(&p, None);
         strip(&mut p);
-        assert_eq!(crate::read::objects_of(&p), before);
+        assert_eq!(crate::read::objects_of(&p, None), before);
         let annotations = p.metadata.annotations.clone().unwrap_or_default();
         assert_eq!(annotations.len(), 1);
         assert!(has_debug_containers(&p));

@@ -16,6 +16,7 @@ use crate::disagreements::Disagreements;
 use crate::events::{Reporter, build_event, record};
 use crate::impersonation::impersonating_client;
 use crate::phases::{Phase, Phases};
+use crate::stop_lease::StopLeases;
 use crate::{BackendConfig, Caller, StorageError};
 
 /// The cluster the verbs act on, and how.
@@ -30,6 +31,10 @@ pub(crate) struct Cluster {
     events_in_flight: Arc<Semaphore>,
     /// Events that could not be written (refused, failed, timed out).
     events_failed: Counter,
+    /// The stop records in the server's namespace, when kept (see `stop_lease`).
+    stop_leases: Option<StopLeases>,
+    /// The server's identity without client-side retries, for evictions (see `eviction`).
+    eviction_client: Option<Client>,
 }
 
 /// At most this many Events are written in the background at once; beyond it a create waits
@@ -52,12 +57,37 @@ impl Cluster {
             disagreements: Disagreements::default(),
             events_in_flight: Arc::new(Semaphore::new(EVENTS_IN_FLIGHT as usize)),
             events_failed: Counter::default(),
+            stop_leases: None,
+            eviction_client: None,
         }
     }
 
     /// The count of Events that could not be written.
     pub(crate) fn events_failed(&self) -> &Counter {
         &self.events_failed
+    }
+
+    /// Make evictions with `client` (the server's identity, without retries).
+    pub(crate) fn set_eviction_client(&mut self, client: Client) {
+        self.eviction_client = Some(client);
+    }
+
+    /// The client evictions are made with: the one set, else the server's.
+    pub(crate) fn eviction_client(&self) -> Client {
+        self.eviction_client
+            .clone()
+            .unwrap_or_else(|| self.client.clone())
+    }
+
+    /// Keep stop records in `leases` (a `DELETE` records its stop there, the attach and
+    /// log-follow gate and the status read them).
+    pub(crate) fn set_stop_leases(&mut self, leases: StopLeases) {
+        self.stop_leases = Some(leases);
+    }
+
+    /// The stop records, when kept.
+    pub(crate) fn stop_leases(&self) -> Option<&StopLeases> {
+        self.stop_leases.as_ref()
     }
 
     /// The cluster's version, as last discovered.

@@ -37,11 +37,52 @@ pub struct BackendConfig {
     pub ttl: TtlPolicy,
     /// Namespace of node debug pods (`--node-debug-namespace`).
     pub node_debug_namespace: String,
+    /// How long past its grace period a stopped or expired debug container may still run
+    /// before it is reported unstoppable (`--unstoppable-after`; see `unstoppable`).
+    pub unstoppable_after: Duration,
+    /// How often the expiry loop looks (`--debug-ttl-check-interval`): an expired container is
+    /// stopped up to this long after its deadline, which its bound allows for.
+    pub expiry_check_interval: Duration,
+    /// What the leader does to the pod of an unstoppable debug container
+    /// (`--unstoppable-action`).
+    pub unstoppable_action: UnstoppableAction,
+}
+
+/// What is done to the pod of a debug container that a stop did not end
+/// (`--unstoppable-action`). Either way the container is unusable through poddebug.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnstoppableAction {
+    /// Nothing: it is reported, and ends with its own exit or its pod (`none`, the default).
+    #[default]
+    None,
+    /// Evict the pod through the Eviction API, which PodDisruptionBudgets can refuse (then it is
+    /// tried again later), so that its controller replaces it (`evict`).
+    Evict,
+}
+
+impl UnstoppableAction {
+    /// Parse the flag value (`none`, `evict`).
+    pub fn parse(s: &str) -> Option<UnstoppableAction> {
+        match s {
+            "none" => Some(UnstoppableAction::None),
+            "evict" => Some(UnstoppableAction::Evict),
+            _ => None,
+        }
+    }
+
+    /// The flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnstoppableAction::None => "none",
+            UnstoppableAction::Evict => "evict",
+        }
+    }
 }
 
 impl BackendConfig {
     /// The defaults: no impersonation, component `poddebug`, 10s exec slack, 5s status wait,
-    /// grace periods capped at 25s, 30 conflict retries, 3s Event timeout.
+    /// grace periods capped at 25s, 30 conflict retries, 3s Event timeout, unstoppable 30s past
+    /// a stop's grace period, nothing done to their pods.
     pub fn new(policy: Policy) -> Self {
         BackendConfig {
             policy,
@@ -55,6 +96,9 @@ impl BackendConfig {
             event_timeout: Duration::from_secs(3),
             ttl: TtlPolicy::default(),
             node_debug_namespace: "poddebug-nodes".to_owned(),
+            unstoppable_after: Duration::from_secs(30),
+            expiry_check_interval: Duration::from_secs(10),
+            unstoppable_action: UnstoppableAction::None,
         }
     }
 }

@@ -527,7 +527,7 @@ pub(crate) async fn create(
         match answer {
             Answer::Done(p) if dry_run => {
                 tracing::debug!(pod = %req.pod, debug = %plan.names.debug_name, "dry run: the debug container would be created");
-                return Ok(read::object_by_ec_name(&p, &plan.names.ec_name)?);
+                return Ok(read::object_by_ec_name(&p, &plan.names.ec_name, None)?);
             }
             Answer::Done(p) => break (*p, plan),
             Answer::Conflict(_) if !quorum_read => again_with_quorum_read!(),
@@ -566,7 +566,7 @@ pub(crate) async fn create(
         .await;
 
     let Some(timeout) = req.wait else {
-        return Ok(read::object_by_ec_name(&updated, ec_name)?);
+        return Ok(read::object_by_ec_name(&updated, ec_name, None)?);
     };
     let started = |p: &Pod| {
         matches!(
@@ -576,7 +576,7 @@ pub(crate) async fn create(
     };
     let waited = wait_for(&api, updated, timeout, started);
     match phases.time(Phase::Wait, waited).await? {
-        Waited::Done(pod) => Ok(read::object_by_ec_name(&pod, ec_name)?),
+        Waited::Done(pod) => Ok(read::object_by_ec_name(&pod, ec_name, None)?),
         Waited::TimedOut(pod) => Err(ApiError::Timeout(format!(
             "debug container {debug_name:?} in pod {:?} was not running after {}s ({})",
             req.pod,

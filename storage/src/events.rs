@@ -29,6 +29,23 @@ pub const REASON_EXPIRED: &str = "DebugContainerExpired";
 pub const REASON_NOT_STOPPABLE: &str = "DebugContainerNotStoppable";
 /// Reason of the Event recorded when someone terminates a live session on a debug container.
 pub const REASON_SESSION_TERMINATED: &str = "DebugSessionTerminated";
+/// Reason of the `Warning` Event recorded once when a debug container that was stopped (or
+/// whose time limit passed) still runs past the bound its stop allowed it.
+pub const REASON_STOP_FAILED: &str = "DebugContainerStopFailed";
+/// Reason of the `Warning` Event recorded when the server evicted a pod because one of its
+/// debug containers did not end when stopped (`--unstoppable-action=evict`).
+pub const REASON_POD_EVICTED: &str = "DebugContainerPodEvicted";
+/// Reason of the `Warning` Event recorded when such an eviction is refused (a
+/// PodDisruptionBudget); it is tried again.
+pub const REASON_EVICTION_BLOCKED: &str = "DebugContainerEvictionBlocked";
+
+/// The reasons recorded as `Warning` Events; every other one is `Normal`.
+const WARNINGS: [&str; 4] = [
+    REASON_NOT_STOPPABLE,
+    REASON_STOP_FAILED,
+    REASON_POD_EVICTED,
+    REASON_EVICTION_BLOCKED,
+];
 
 /// Who records the Events.
 #[derive(Clone, Debug)]
@@ -69,7 +86,7 @@ pub(crate) fn build_event(
         reason: Some(reason.to_owned()),
         message: Some(message),
         type_: Some(
-            if reason == REASON_NOT_STOPPABLE {
+            if WARNINGS.contains(&reason) {
                 "Warning"
             } else {
                 "Normal"
@@ -81,13 +98,12 @@ pub(crate) fn build_event(
         last_timestamp: Some(Time(now)),
         event_time: Some(MicroTime(now)),
         action: Some(
-            if reason == REASON_STOPPED
-                || reason == REASON_EXPIRED
-                || reason == REASON_NOT_STOPPABLE
-            {
-                "Stop"
-            } else {
-                "Create"
+            match reason {
+                REASON_STOPPED | REASON_EXPIRED | REASON_NOT_STOPPABLE | REASON_STOP_FAILED => {
+                    "Stop"
+                }
+                REASON_POD_EVICTED | REASON_EVICTION_BLOCKED => "Evict",
+                _ => "Create",
             }
             .to_owned(),
         ),

@@ -16,6 +16,10 @@
 //! past its deadline ([`StorageError::NotDue`] otherwise): a container that ended meanwhile, and
 //! a later container that reuses its debug name, are left alone.
 //!
+//! A container the stop signalled but that still runs when the stop ends is not stopped again
+//! by the same leader: one that does not end within its bound is reported unstoppable (see
+//! `unstoppable`), and is then skipped by every leader.
+//!
 //! Containers that never started have no process to stop and are left alone until they run (or
 //! stay waiting for good). A due container that cannot be stopped — its main process is PID 1 of
 //! its own PID namespace (`status.stoppable: false`), or the stop is refused once tried (no `sh`
@@ -47,7 +51,7 @@ pub const EXPIRY_USER: &str = "system:poddebug:expiry";
 /// How many expired containers are stopped at once.
 const CONCURRENT_STOPS: usize = 4;
 /// Grace period between SIGTERM and SIGKILL of an expiry stop.
-const EXPIRY_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const EXPIRY_GRACE: Duration = Duration::from_secs(10);
 /// Time one expiry stop may take.
 const EXPIRY_STOP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Page size of the LIST a round makes without a pod cache.
@@ -63,7 +67,9 @@ pub enum ExpiryResult {
         /// `terminated.exitCode`.
         exit_code: Option<i32>,
     },
-    /// Signalled, not terminated yet when the stop ended (the next round looks again).
+    /// Signalled, not terminated yet when the stop ended. The caller does not stop it again (a
+    /// stop that did not end it would only repeat its Event): if it still runs past its bound,
+    /// `unstoppable` reports it.
     InProgress,
     /// The stop failed (it is tried again on the next round); the error's message.
     Failed(String),
@@ -168,7 +174,10 @@ const CACHE_SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The pods a round looks at: the cache's (pods with ephemeral containers only), else every
 /// running pod, listed a page at a time. A cache still on its first list is waited for (up
 /// to [`CACHE_SYNC_WAIT`]) rather than doubled by a LIST of every running pod.
-async fn candidates(b: &Cluster, cache: Option<&PodCache>) -> Result<Vec<Arc<Pod>>, StorageError> {
+pub(crate) async fn candidates(
+    b: &Cluster,
+    cache: Option<&PodCache>,
+) -> Result<Vec<Arc<Pod>>, StorageError> {
     if let Some(cache) = cache {
         let deadline = tokio::time::Instant::now() + CACHE_SYNC_WAIT;
         while !cache.is_synced() && tokio::time::Instant::now() < deadline {
@@ -258,19 +267,37 @@ async fn expire_one(b: &Cluster, d: Due, now: jiff::Timestamp) -> Option<Expired
 }
 
 /// One expiry round at `now` (see the module docs): every due container is stopped, except
-/// those in `skip` (pod UID, ephemeral container name: earlier [`ExpiryResult::Refused`]), and
-/// the list of what was done is returned. Only the listing of pods can fail the round.
+/// those in `skip` (pod UID, ephemeral container name: earlier [`ExpiryResult::Refused`] and
+/// [`ExpiryResult::InProgress`]) and those reported unstoppable (their stop record says so, see
+/// `unstoppable`), and the list of what was done is returned. Entries of `skip` that are no
+/// longer running past their deadline are dropped from it. Only the listing of pods can fail
+/// the round.
 pub(crate) async fn expire_due(
     b: &Cluster,
     cache: Option<&PodCache>,
     now: jiff::Timestamp,
-    skip: &BTreeSet<(String, String)>,
+    skip: &mut BTreeSet<(String, String)>,
 ) -> Result<Vec<Expired>, StorageError> {
     let pods = candidates(b, cache).await?;
+    // What is no longer running past its deadline (ended, pod gone) leaves the set.
+    let running: BTreeSet<(String, String)> = pods
+        .iter()
+        .flat_map(|p| due_in(p, now))
+        .map(|d| (d.pod_uid, d.container))
+        .collect();
+    skip.retain(|k| running.contains(k));
+    // Containers already reported unstoppable (by any leader) are not stopped again.
+    let reported = |d: &Due| {
+        b.stop_leases().is_some_and(|l| {
+            l.cached(&d.pod_uid, &d.container)
+                .is_some_and(|r| r.unstoppable_since.is_some())
+        })
+    };
     let due: Vec<Due> = pods
         .iter()
         .flat_map(|p| due_in(p, now))
         .filter(|d| !skip.contains(&(d.pod_uid.clone(), d.container.clone())))
+        .filter(|d| !reported(d))
         .collect();
     let done: Vec<Option<Expired>> =
         futures::stream::iter(due.into_iter().map(|d| expire_one(b, d, now)))

@@ -11,9 +11,11 @@ use crate::cache::PodCache;
 use crate::cluster::Cluster;
 use crate::cluster_version::ClusterVersion;
 use crate::disagreements::Disagreements;
+use crate::stop_lease::StopLeases;
 use crate::{
     BackendConfig, Caller, CreateRequest, DebugBackend, DebugWatchStream, ListOptions, StopOutcome,
-    StopRequest, StorageError, StreamTarget, WatchOptions, create, read, stop, target, watch,
+    StopRequest, StorageError, StreamTarget, StreamUse, WatchOptions, create, read, stop, target,
+    watch,
 };
 
 /// The storage backed by a Kubernetes cluster.
@@ -96,15 +98,60 @@ impl KubeBackend {
 
     /// One expiry round at `now`: stop every running debug container whose time limit passed,
     /// with the server's own identity (see `expiry`), except those in `skip` (pod UID and
-    /// ephemeral container name of earlier refusals). The candidates come from the pod cache
+    /// ephemeral container name of earlier refusals and stops in progress; what no longer runs
+    /// past its deadline is dropped from it). The candidates come from the pod cache
     /// when there is one. The pod listing's failure is the only error; each container's own
     /// outcome is in the list.
     pub async fn expire_due(
         &self,
         now: jiff::Timestamp,
-        skip: &std::collections::BTreeSet<(String, String)>,
+        skip: &mut std::collections::BTreeSet<(String, String)>,
     ) -> Result<Vec<crate::Expired>, StorageError> {
         crate::expiry::expire_due(&self.cluster, self.cache.as_ref(), now, skip).await
+    }
+
+    /// Keep stop records in `leases` (see `stop_lease`): a `DELETE` records its stop there
+    /// before it signals anything, attach and log follow of a stopped container are refused on
+    /// every replica, the status shows them, and the leader reports the containers a stop did
+    /// not end ([`KubeBackend::unstoppable`]). Without them only time limits are enforced so.
+    pub fn with_stop_leases(mut self, leases: StopLeases) -> Self {
+        self.cluster.set_stop_leases(leases);
+        self
+    }
+
+    /// Make evictions (`--unstoppable-action=evict`) with `client`: the server's identity,
+    /// built without client-side retries (kube-rs retries a 429 by default, and a
+    /// PodDisruptionBudget's refusal is one; see `eviction`). Without it the backend's client is
+    /// used.
+    pub fn with_eviction_client(mut self, client: Client) -> Self {
+        self.cluster.set_eviction_client(client);
+        self
+    }
+
+    /// The leader's round at `now` (see `unstoppable`): every debug container still running past
+    /// the bound of its stop or time limit, each reported once (stop record marked, `Warning`
+    /// Event `DebugContainerStopFailed`). Only the listing of pods can fail.
+    pub async fn unstoppable(
+        &self,
+        now: jiff::Timestamp,
+    ) -> Result<Vec<crate::Unstoppable>, StorageError> {
+        crate::unstoppable::find(&self.cluster, self.cache.as_ref(), now).await
+    }
+
+    /// Evict the pod of unstoppable debug container `u` through the Eviction API, with the
+    /// server's own identity (see `eviction`); Events on the pod say so (`warn_if_blocked`: also
+    /// when a PodDisruptionBudget refuses it).
+    pub async fn evict_unstoppable(
+        &self,
+        u: &crate::Unstoppable,
+        warn_if_blocked: bool,
+    ) -> crate::EvictionOutcome {
+        crate::eviction::evict(&self.cluster, u, warn_if_blocked).await
+    }
+
+    /// Remove the stop records no longer needed (pods gone, containers terminated); how many.
+    pub async fn collect_stop_records(&self) -> usize {
+        crate::unstoppable::collect_records(&self.cluster, self.cache.as_ref()).await
     }
 
     /// Delete every copy and node debug pod whose deadline passed at `now`, with the server's
@@ -147,7 +194,13 @@ impl DebugBackend for KubeBackend {
         name: &str,
         caller: &Caller,
     ) -> Result<PodDebugContainer, StorageError> {
-        read::get(&self.cluster.pods(namespace, caller)?, pod, name).await
+        read::get(
+            &self.cluster.pods(namespace, caller)?,
+            pod,
+            name,
+            self.cluster.stop_leases(),
+        )
+        .await
     }
 
     async fn list(
@@ -159,9 +212,9 @@ impl DebugBackend for KubeBackend {
         match &self.cache {
             Some(cache) => {
                 self.caller_may_read(&api, false).await?;
-                read::list_cached(cache, &api, opts).await
+                read::list_cached(cache, &api, opts, self.cluster.stop_leases()).await
             }
-            None => read::list(&api, opts).await,
+            None => read::list(&api, opts, self.cluster.stop_leases()).await,
         }
     }
 
@@ -176,9 +229,9 @@ impl DebugBackend for KubeBackend {
         match &self.cache {
             Some(cache) => {
                 self.caller_may_read(&api, true).await?;
-                watch::watch_cached(cache, opts)
+                watch::watch_cached(cache, opts, self.cluster.stop_leases().cloned())
             }
-            None => watch::watch(api, opts).await,
+            None => watch::watch(api, opts, self.cluster.stop_leases().cloned()).await,
         }
     }
 
@@ -191,15 +244,16 @@ impl DebugBackend for KubeBackend {
         namespace: &str,
         pod: &str,
         container: &str,
-        wait_running: Option<Duration>,
+        purpose: StreamUse,
         caller: &Caller,
     ) -> Result<StreamTarget, StorageError> {
         target::stream_target(
+            &self.cluster,
             &self.cluster.pods(namespace, caller)?,
             namespace,
             pod,
             container,
-            wait_running,
+            purpose,
         )
         .await
     }

@@ -4,29 +4,62 @@
 
 use k8s_openapi::api::core::v1::{EphemeralContainer, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
 use kube::api::ListParams;
 use poddebug_types::convert::{debug_containers_of, from_pod, newest_for};
-use poddebug_types::{ApiError, GROUP, PodDebugContainer, PodDebugContainerList};
+use poddebug_types::{ApiError, GROUP, PodDebugContainer, PodDebugContainerList, StopRequest};
 
 use crate::cache::PodCache;
 use crate::policy::RESOURCE;
 use crate::selector::PodSelection;
+use crate::state::ec_state;
+use crate::stop_lease::{StopLeases, StopOrigin};
 use crate::stop_record::stop_record;
 use crate::{ListOptions, StorageError};
 
-/// The API object of ephemeral container `ec`, with the pod's resourceVersion and its stop record.
-pub(crate) fn object_of(pod: &Pod, ec: &EphemeralContainer) -> PodDebugContainer {
-    let stop = stop_record(pod, &ec.name);
+/// The API object of ephemeral container `ec`, with the pod's resourceVersion and its stop
+/// record: from its termination message once terminated, else from its stop record in the
+/// cluster (`stops`, see `stop_lease`), which also gives a container reported unstoppable its
+/// `Unstoppable` condition while it runs.
+pub(crate) fn object_of(
+    pod: &Pod,
+    ec: &EphemeralContainer,
+    stops: Option<&StopLeases>,
+) -> PodDebugContainer {
+    let lease = match (stops, pod.metadata.uid.as_deref()) {
+        (Some(s), Some(uid)) => s.cached(uid, &ec.name),
+        _ => None,
+    };
+    let stop = stop_record(pod, &ec.name).or_else(|| {
+        lease
+            .as_ref()
+            .filter(|l| l.origin == StopOrigin::Delete)
+            .map(|l| StopRequest {
+                requested_at: Time(l.requested_at),
+                requested_by: l.requested_by.clone(),
+                grace_period_seconds: Some(l.grace_period_seconds),
+            })
+    });
     let mut obj = from_pod(pod, ec, stop);
     obj.metadata.resource_version = pod.metadata.resource_version.clone();
+    if !ec_state(pod, &ec.name).is_terminated()
+        && let Some(c) = lease.as_ref().and_then(crate::unstoppable::condition)
+        && let Some(status) = obj.status.as_mut()
+    {
+        status.conditions = Some(vec![c]);
+    }
     obj
 }
 
 /// The API object of the ephemeral container named `ec_name`, which must be in the pod.
-pub(crate) fn object_by_ec_name(pod: &Pod, ec_name: &str) -> Result<PodDebugContainer, ApiError> {
+pub(crate) fn object_by_ec_name(
+    pod: &Pod,
+    ec_name: &str,
+    stops: Option<&StopLeases>,
+) -> Result<PodDebugContainer, ApiError> {
     crate::state::ephemeral_container(pod, ec_name)
-        .map(|ec| object_of(pod, ec))
+        .map(|ec| object_of(pod, ec, stops))
         .ok_or_else(|| {
             ApiError::Internal(format!(
                 "ephemeral container {ec_name:?} is missing from the pod"
@@ -40,7 +73,10 @@ pub(crate) fn newest<'a>(pod: &'a Pod, name: &str) -> Result<&'a EphemeralContai
 }
 
 /// Every debug container of the pod, in spec order, one per debug name (the newest).
-pub(crate) fn objects_of(pod: &Pod) -> Vec<(String, PodDebugContainer)> {
+pub(crate) fn objects_of(
+    pod: &Pod,
+    stops: Option<&StopLeases>,
+) -> Vec<(String, PodDebugContainer)> {
     let entries = debug_containers_of(pod);
     // Keep the last (newest) ephemeral container of each debug name, at its first position.
     let mut out: Vec<(String, &EphemeralContainer)> = Vec::with_capacity(entries.len());
@@ -51,7 +87,7 @@ pub(crate) fn objects_of(pod: &Pod) -> Vec<(String, PodDebugContainer)> {
         }
     }
     out.into_iter()
-        .map(|(name, ec)| (name, object_of(pod, ec)))
+        .map(|(name, ec)| (name, object_of(pod, ec, stops)))
         .collect()
 }
 
@@ -60,9 +96,10 @@ pub(crate) async fn get(
     api: &Api<Pod>,
     pod: &str,
     name: &str,
+    stops: Option<&StopLeases>,
 ) -> Result<PodDebugContainer, StorageError> {
     let pod = api.get(pod).await?;
-    Ok(object_of(&pod, newest(&pod, name)?))
+    Ok(object_of(&pod, newest(&pod, name)?, stops))
 }
 
 /// The pod list parameters for `opts`: its selectors, plus `metadata.name=POD` for one pod.
@@ -85,6 +122,7 @@ pub(crate) fn selectors(opts: &ListOptions) -> (Option<String>, Option<String>) 
 pub(crate) async fn list(
     api: &Api<Pod>,
     opts: &ListOptions,
+    stops: Option<&StopLeases>,
 ) -> Result<PodDebugContainerList, StorageError> {
     let (labels, fields) = selectors(opts);
     let mut lp = ListParams::default();
@@ -106,7 +144,7 @@ pub(crate) async fn list(
     let items = pods
         .items
         .iter()
-        .flat_map(objects_of)
+        .flat_map(|p| objects_of(p, stops))
         .map(|(_, obj)| obj)
         .collect();
     let metadata = ListMeta {
@@ -124,6 +162,7 @@ pub(crate) async fn list_cached(
     cache: &PodCache,
     api: &Api<Pod>,
     opts: &ListOptions,
+    stops: Option<&StopLeases>,
 ) -> Result<PodDebugContainerList, StorageError> {
     let selection = PodSelection::new(opts)?;
     let (pods, rv) = cache.snapshot();
@@ -139,7 +178,7 @@ pub(crate) async fn list_cached(
     });
     let items = pods
         .iter()
-        .flat_map(|p| objects_of(p))
+        .flat_map(|p| objects_of(p, stops))
         .map(|(_, obj)| obj)
         .collect();
     let metadata = ListMeta {
@@ -164,7 +203,7 @@ mod tests {
                 ("dbg-bcdfg", Some("dbg"), "running"),
             ],
         );
-        let objs = objects_of(&p);
+        let objs = objects_of(&p, None);
         let names: Vec<_> = objs.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, vec!["dbg", "kubectl-made"]);
         let dbg = &objs[0].1;

@@ -6,12 +6,21 @@
 //!    (waiting, no status): 409 Conflict, there is no process to stop. Its main process is PID 1
 //!    of its own PID namespace (`status.stoppable: false`, see `poddebug_types::stoppable`):
 //!    409 Conflict explaining that it ends only by its own exit, before anything is done.
-//! 3. Exec [`STOP_SCRIPT`](crate::STOP_SCRIPT) in the debug container itself. Before its first
+//! 3. Record the stop in the cluster (`DELETE` only; see `stop_lease`): a signed Lease in the
+//!    server's namespace, which from then on refuses attach and log follow of the container on
+//!    every replica, and bounds how long it may take to end (see `unstoppable`). Not recorded:
+//!    503, nothing done. A stop that then changes nothing (no `sh`, no `/proc`, nothing to
+//!    signal, its own PID 1 survives) removes the record it wrote. A container that an earlier
+//!    stop or its time limit did not end within its bound: 409, nothing tried again.
+//! 4. Exec [`STOP_SCRIPT`](crate::STOP_SCRIPT) in the debug container itself. Before its first
 //!    signal the script appends the stop record (who, when, grace period) to the container's
 //!    termination message file (see `stop_record`), so nothing is written on the pod object. An
 //!    image without `sh` (or `/proc`) gives 409 naming that, and nothing was changed.
-//! 4. Wait for the kubelet to report it terminated: `Terminated`, else `InProgress` (202).
-//! 5. Record the Event `DebugContainerStopped` (server identity) whenever signals were or may
+//!    The script's exit code is the container's to fake (a `/bin/sh` of its own): a stop that
+//!    did not end the container within its bound is found by the leader, whatever the script
+//!    said.
+//! 5. Wait for the kubelet to report it terminated: `Terminated`, else `InProgress` (202).
+//! 6. Record the Event `DebugContainerStopped` (server identity) whenever signals were or may
 //!    have been sent, a stop cut short by the deadline included.
 //!
 //! Time: the request's `timeout` is split by [`budget`]: a share kept for the Event, the grace
@@ -33,8 +42,10 @@ use crate::cluster::Cluster;
 use crate::events::{REASON_EXPIRED, REASON_STOPPED, expired_message, stopped_message};
 use crate::policy::RESOURCE;
 use crate::state::{EcState, ec_state, ephemeral_container};
+use crate::stop_lease::{StopLease, StopLeases, StopOrigin};
 use crate::stop_record::{DEFAULT_TERMINATION_MESSAGE_PATH, record_line};
 use crate::stop_script::{ScriptOutcome, StopInvocation, interpret, is_missing_shell};
+use crate::unstoppable::stopping;
 use crate::wait::{Waited, wait_for};
 use crate::{BackendConfig, StopOutcome, StopRequest, StorageError, read};
 
@@ -160,11 +171,12 @@ fn own_init_reason() -> String {
 /// The object to answer, showing the stop record (when the script ran) even if the pod does not
 /// carry it yet (it shows there once the container has terminated).
 fn answer(
+    b: &Cluster,
     pod: &Pod,
     ec_name: &str,
     record: Option<&StopRecord>,
 ) -> Result<PodDebugContainer, ApiError> {
-    let mut obj = read::object_by_ec_name(pod, ec_name)?;
+    let mut obj = read::object_by_ec_name(pod, ec_name, b.stop_leases())?;
     if let (Some(status), Some(record)) = (obj.status.as_mut(), record) {
         status.stop_requested.get_or_insert_with(|| record.clone());
     }
@@ -261,7 +273,9 @@ pub(crate) async fn stop_as(
     match ec_state(&pod, &ec_name) {
         EcState::Terminated { .. } => {
             return Ok(StopOutcome::Terminated(read::object_by_ec_name(
-                &pod, &ec_name,
+                &pod,
+                &ec_name,
+                b.stop_leases(),
             )?));
         }
         s @ EcState::Waiting { .. } => {
@@ -288,13 +302,34 @@ pub(crate) async fn stop_as(
         requested_by: req.caller.user.clone(),
         grace_period_seconds: Some(budget.grace.as_secs()),
     };
+    // A DELETE is recorded in the cluster before anything is signalled (see `stop_lease`).
+    let lease = match kind {
+        StopKind::Requested => record_in_cluster(b, &req, &pod, ec, &record, work_end).await?,
+        StopKind::Expired { .. } => None,
+    };
     let invocation = StopInvocation {
         grace_secs: budget.grace.as_secs(),
         record: record_line(&record),
         message_path: message_path(ec),
     };
     let exec_end = (Instant::now() + budget.grace + b.config().stop_exec_timeout).min(work_end);
-    let (outcome, output) = run_script(&api, &req.pod, &ec_name, &invocation, exec_end).await?;
+    let ran = run_script(&api, &req.pod, &ec_name, &invocation, exec_end).await;
+    let nothing_done = match &ran {
+        Err(_) => true,
+        Ok((o, _)) => matches!(
+            o,
+            ScriptOutcome::NoShell(_)
+                | ScriptOutcome::NoProc
+                | ScriptOutcome::NothingToSignal
+                | ScriptOutcome::OwnInitSurvives
+        ),
+    };
+    // A stop that changed nothing (or, its main process surviving, asks the user to end it from
+    // a session) does not keep the container from its sessions.
+    if nothing_done && let Some((leases, name)) = &lease {
+        leases.remove(name, None).await;
+    }
+    let (outcome, output) = ran?;
     tracing::info!(
         namespace = %req.namespace, pod = %req.pod, container = %ec_name, user = %req.caller.user,
         ?outcome, output = %output.trim(), "stop script ran"
@@ -366,12 +401,81 @@ pub(crate) async fn stop_as(
             _ => {}
         }
     }
-    let obj = answer(&pod, &ec_name, signalled.then_some(&record))?;
+    let obj = answer(b, &pod, &ec_name, signalled.then_some(&record))?;
     Ok(if terminated {
         StopOutcome::Terminated(obj)
     } else {
         StopOutcome::InProgress(obj)
     })
+}
+
+/// Record the stop `record` of `ec` in the cluster, by `end` (see `stop_lease`); the records and
+/// the record's name when this stop wrote it (an earlier stop's record is kept as it is). Not
+/// recorded: 503, and nothing was done.
+async fn record_in_cluster(
+    b: &Cluster,
+    req: &StopRequest,
+    pod: &Pod,
+    ec: &EphemeralContainer,
+    record: &StopRecord,
+    end: Instant,
+) -> Result<Option<(StopLeases, String)>, StorageError> {
+    let (Some(leases), Some(uid)) = (b.stop_leases(), pod.metadata.uid.as_deref()) else {
+        return Ok(None);
+    };
+    let unreadable = |e: StorageError| -> StorageError {
+        tracing::warn!(namespace = %req.namespace, pod = %req.pod, container = %ec.name,
+            error = %e, "a stop could not be recorded; nothing was done");
+        ApiError::ServiceUnavailable(format!(
+            "the stop of debug container {:?} could not be recorded in the cluster, so nothing \
+             was done; try again",
+            req.name
+        ))
+        .into()
+    };
+    // A container that an earlier stop (or its time limit) did not end: running the same
+    // program inside it again would change nothing.
+    let existing = tokio::time::timeout_at(end, leases.fetch(uid, &ec.name))
+        .await
+        .map_err(|_| too_late("read its stop record"))?
+        .map_err(unreadable)?;
+    let now = jiff::Timestamp::now();
+    if let Some(earlier) = stopping(ec, existing.as_ref(), now, b.config())
+        && earlier.outlived(now)
+    {
+        return Err(conflict(
+            &req.name,
+            format!(
+                "{} and it did not end when stopped: its image may have replaced what a stop runs \
+                 inside it, so poddebug does not try again. It is unusable through poddebug; \
+                 delete or evict the pod to end it",
+                earlier.what(&req.name)
+            ),
+        ));
+    }
+    if existing.is_some_and(|r| r.origin == StopOrigin::Delete) {
+        // An earlier stop's record stands: the earliest request bounds the stop.
+        return Ok(None);
+    }
+    let lease = StopLease {
+        namespace: req.namespace.clone(),
+        pod: req.pod.clone(),
+        pod_uid: uid.to_owned(),
+        name: req.name.clone(),
+        container: ec.name.clone(),
+        origin: StopOrigin::Delete,
+        requested_by: record.requested_by.clone(),
+        requested_at: record.requested_at.0,
+        grace_period_seconds: record.grace_period_seconds.unwrap_or_default(),
+        unstoppable_since: None,
+        message: None,
+    };
+    match tokio::time::timeout_at(end, leases.record_stop(&lease)).await {
+        Err(_) => Err(too_late("record the stop")),
+        Ok(Err(e)) => Err(unreadable(e)),
+        Ok(Ok((_, true))) => Ok(Some((leases.clone(), lease.lease_name()))),
+        Ok(Ok((_, false))) => Ok(None),
+    }
 }
 
 /// Time left until `deadline`.

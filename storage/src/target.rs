@@ -1,7 +1,8 @@
 //! Where an attach or log stream goes: the container must be an ephemeral container of the pod,
 //! named by its debug name (mapped to the newest ephemeral container of that name) or by its own
 //! name. For attach, wait until it runs; a terminated container, or one that cannot start, is an
-//! error at once.
+//! error at once. An attach or log follow of a debug container whose stop was asked for is
+//! refused (`unstoppable::gate`), whichever entry point resolves it.
 
 use std::time::Duration;
 
@@ -11,9 +12,11 @@ use poddebug_types::ApiError;
 use poddebug_types::convert::{newest_for, profile_of};
 use poddebug_types::privilege::{Elevation, elevations};
 
+use crate::cluster::Cluster;
 use crate::state::{EcState, ec_state, ephemeral_container};
+use crate::unstoppable::gate;
 use crate::wait::{Waited, wait_for};
-use crate::{StorageError, StreamTarget};
+use crate::{StorageError, StreamTarget, StreamUse};
 
 /// `container X` as messages name it, with the ephemeral container's name when it differs.
 fn named(container: &str, ec_name: &str) -> String {
@@ -67,33 +70,39 @@ fn profiles_of(ec: &k8s_openapi::api::core::v1::EphemeralContainer) -> Vec<Eleva
     out
 }
 
-/// Resolve (and for attach, wait for) a stream target.
+/// Resolve (and for attach, wait for) a stream target, read with `api`.
 pub(crate) async fn stream_target(
+    b: &Cluster,
     api: &Api<Pod>,
     namespace: &str,
     pod_name: &str,
     container: &str,
-    wait_running: Option<Duration>,
+    purpose: StreamUse,
 ) -> Result<StreamTarget, StorageError> {
     let pod = api.get(pod_name).await?;
     let target = match newest_for(&pod, container).or_else(|| ephemeral_container(&pod, container))
     {
-        Some(ec) => StreamTarget {
-            namespace: namespace.to_owned(),
-            pod: pod_name.to_owned(),
-            container: ec.name.clone(),
-            profiles: profiles_of(ec),
-            owner: poddebug_types::convert::owner_of(ec),
-            server_identity: false,
-            regular_container: false,
-        },
+        Some(ec) => {
+            if purpose.reaches_the_container() {
+                gate(b, &pod, ec, container).await?;
+            }
+            StreamTarget {
+                namespace: namespace.to_owned(),
+                pod: pod_name.to_owned(),
+                container: ec.name.clone(),
+                profiles: profiles_of(ec),
+                owner: poddebug_types::convert::owner_of(ec),
+                server_identity: false,
+                regular_container: false,
+            }
+        }
         None => made_pod_target(&pod, namespace, pod_name, container, false).ok_or_else(|| {
             ApiError::BadRequest(format!(
                 "container {container} is not a debug container of pod {pod_name}"
             ))
         })?,
     };
-    finish(api, pod, target, container, wait_running).await
+    finish(api, pod, target, container, purpose.wait_running()).await
 }
 
 /// The target of a container of a pod poddebug made (a copy of a pod, a node debug pod): every

@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use crate::cache::{Change, PodCache};
 use crate::read::{objects_of, selectors};
 use crate::selector::PodSelection;
+use crate::stop_lease::StopLeases;
 use crate::{DebugWatchEvent, DebugWatchStream, StorageError, WatchOptions};
 
 /// Longest single upstream watch call.
@@ -66,13 +67,15 @@ fn fingerprint(obj: &PodDebugContainer) -> u64 {
 #[derive(Default, Debug)]
 pub(crate) struct Differ {
     last: HashMap<(String, String), Vec<(String, u64)>>,
+    /// The stop records the objects show (see `read::object_of`).
+    stops: Option<StopLeases>,
 }
 
 impl Differ {
     /// Events for a pod that was added or modified.
     pub(crate) fn observe(&mut self, pod: &Pod) -> Vec<DebugWatchEvent> {
         let k = key(pod);
-        let now = objects_of(pod);
+        let now = objects_of(pod, self.stops.as_ref());
         let before = self.last.remove(&k).unwrap_or_default();
         let mut events = Vec::new();
         let mut seen = Vec::with_capacity(now.len());
@@ -109,7 +112,10 @@ impl Differ {
     /// container it had, in its final state.
     pub(crate) fn remove(&mut self, pod: &Pod) -> Vec<DebugWatchEvent> {
         let before = self.last.remove(&key(pod)).unwrap_or_default();
-        let mut now: Vec<PodDebugContainer> = objects_of(pod).into_iter().map(|(_, o)| o).collect();
+        let mut now: Vec<PodDebugContainer> = objects_of(pod, self.stops.as_ref())
+            .into_iter()
+            .map(|(_, o)| o)
+            .collect();
         // Debug containers known from earlier events but absent from the final object (cannot
         // happen with an append-only list, but a client must never keep a ghost): their
         // deletion names them.
@@ -276,6 +282,7 @@ impl Watch {
 pub(crate) async fn watch(
     api: Api<Pod>,
     opts: &WatchOptions,
+    stops: Option<StopLeases>,
 ) -> Result<DebugWatchStream, StorageError> {
     let (labels, fields) = selectors(&opts.list);
     let deadline = Instant::now() + opts.timeout.unwrap_or(DEFAULT_TIMEOUT);
@@ -286,7 +293,10 @@ pub(crate) async fn watch(
         bookmarks: opts.allow_bookmarks,
         deadline,
         rv: String::new(),
-        differ: Differ::default(),
+        differ: Differ {
+            stops,
+            ..Differ::default()
+        },
         pending: VecDeque::new(),
         upstream: None,
         done: false,
@@ -425,6 +435,7 @@ impl CachedWatch {
 pub(crate) fn watch_cached(
     cache: &PodCache,
     opts: &WatchOptions,
+    stops: Option<StopLeases>,
 ) -> Result<DebugWatchStream, StorageError> {
     let selection = PodSelection::new(&opts.list)?;
     let rx = cache.subscribe();
@@ -437,7 +448,10 @@ pub(crate) fn watch_cached(
         deadline,
         next_bookmark: Instant::now() + BOOKMARK_EVERY,
         cache: cache.clone(),
-        differ: Differ::default(),
+        differ: Differ {
+            stops,
+            ..Differ::default()
+        },
         initial: VecDeque::new(),
         initial_end: None,
         pending: VecDeque::new(),

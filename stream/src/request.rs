@@ -215,6 +215,13 @@ impl Negotiated {
     }
 }
 
+/// A boolean query parameter as kube-apiserver converts it into its options
+/// (`runtime.Convert_Slice_string_To_bool`): only an absent parameter, `false` (any case) and
+/// `0` are false; any other value, the empty one included, is true. `follow=` follows.
+pub fn kube_bool(value: Option<&str>) -> bool {
+    value.is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
 /// Go's `strconv.ParseBool`.
 fn parse_bool(key: &str, value: &str) -> Result<bool, ApiError> {
     match value {
@@ -358,10 +365,7 @@ impl LogRequest {
     /// Parse the query of a log request.
     pub fn parse(query: &BTreeMap<String, String>) -> Result<LogRequest, ApiError> {
         let container = container_param(query, "log")?;
-        let follow = parse_bool(
-            "follow",
-            query.get("follow").map(String::as_str).unwrap_or(""),
-        )?;
+        let follow = kube_bool(query.get("follow").map(String::as_str));
         let params = LOG_PARAMS
             .iter()
             .filter_map(|k| query.get(*k).map(|v| (*k, v.clone())))
@@ -539,7 +543,11 @@ mod tests {
             lr.upstream_query("d"),
             "container=d&follow=true&tailLines=10"
         );
-        assert!(LogRequest::parse(&q(&[("follow", "yes"), ("container", "d")])).is_err());
+        // Passed on as is, and read as kube-apiserver reads it: anything but false and 0.
+        for (v, follows) in [("yes", true), ("", true), ("FALSE", false), ("0", false)] {
+            let lr = LogRequest::parse(&q(&[("follow", v), ("container", "d")])).expect("valid");
+            assert_eq!(lr.follow, follows, "{v:?}");
+        }
         let mode = |m: &str| {
             let mut h = HeaderMap::new();
             h.insert("connection", HeaderValue::from_static("Upgrade"));

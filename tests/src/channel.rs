@@ -292,6 +292,51 @@ impl<S: AsyncRead + AsyncWrite + Unpin> ChannelClient<S> {
     }
 }
 
+/// A stdin message in three frames: an empty binary frame, then two continuation frames with
+/// the channel byte and half the text, and the rest (how a client may fragment any message).
+pub fn stdin_fragments(text: &str) -> Vec<Message> {
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let mut payload = vec![ch::STDIN];
+    payload.extend_from_slice(text.as_bytes());
+    let (a, b) = payload.split_at(payload.len() / 2);
+    vec![
+        Message::Frame(Frame::message(
+            Vec::new(),
+            OpCode::Data(Data::Binary),
+            false,
+        )),
+        Message::Frame(Frame::message(
+            a.to_vec(),
+            OpCode::Data(Data::Continue),
+            false,
+        )),
+        Message::Frame(Frame::message(
+            b.to_vec(),
+            OpCode::Data(Data::Continue),
+            true,
+        )),
+    ]
+}
+
+/// A stdin message whose channel byte comes alone in its first frame.
+pub fn stdin_channel_alone(text: &str) -> Vec<Message> {
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    vec![
+        Message::Frame(Frame::message(
+            vec![ch::STDIN],
+            OpCode::Data(Data::Binary),
+            false,
+        )),
+        Message::Frame(Frame::message(
+            text.as_bytes().to_vec(),
+            OpCode::Data(Data::Continue),
+            true,
+        )),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 //! it started.
 #![warn(missing_docs)]
 
+pub mod bodies;
 pub mod browser;
 pub mod capability;
 pub mod channel;

@@ -556,3 +556,71 @@ async fn pod_lists_page_with_limit_and_continue() {
         .await;
     assert_eq!(code, StatusCode::BAD_REQUEST);
 }
+
+// ---------- the Eviction API ----------
+
+/// The answers observed on kube-apiserver v1.36.2 for `POST pods/NAME/eviction` (a bare pod,
+/// then a PodDisruptionBudget `web` with minAvailable 1 selecting it).
+#[tokio::test]
+async fn evictions_answer_as_kube_apiserver_does() {
+    let fake = fake_with_pod().await;
+    let admin = fake.client(ADMIN_TOKEN);
+    let uid = fake.pod_json(NS, POD).expect("pod")["metadata"]["uid"]
+        .as_str()
+        .expect("uid")
+        .to_owned();
+    let path = format!("/api/v1/namespaces/{NS}/pods/{POD}/eviction");
+    let eviction = |name: &str, uid: &str| {
+        json!({"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": name, "namespace": NS},
+            "deleteOptions": {"preconditions": {"uid": uid}}})
+    };
+    fake.set_pdb(poddebug_tests::fake::Pdb {
+        namespace: NS.into(),
+        name: "web".into(),
+        match_labels: vec![("app".into(), POD.into())],
+        disruptions_allowed: 0,
+        desired_healthy: 1,
+        current_healthy: 1,
+    });
+    let (code, status) = admin.post_json(&path, &eviction(POD, &uid)).await;
+    assert_eq!(code, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        status,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "reason": "TooManyRequests",
+            "details": {"causes": [{"reason": "DisruptionBudget",
+                "message": "The disruption budget web needs 1 healthy pods and has 1 currently"}]},
+            "code": 429})
+    );
+    assert!(fake.delete_pdb(NS, "web"));
+    let (code, status) = admin.post_json(&path, &eviction("other", &uid)).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{status}");
+    assert_eq!(
+        status["message"],
+        "name in URL does not match name in Eviction object"
+    );
+    let zero = "00000000-0000-0000-0000-000000000000";
+    let (code, status) = admin.post_json(&path, &eviction(POD, zero)).await;
+    assert_eq!(code, StatusCode::CONFLICT, "{status}");
+    assert_eq!(
+        status,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("Operation cannot be fulfilled on Pod \"{POD}\": the UID in the precondition ({zero}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"),
+            "reason": "Conflict", "details": {"name": POD, "kind": "Pod"}, "code": 409})
+    );
+    assert!(fake.pod_json(NS, POD).is_some());
+    let (code, status) = admin.post_json(&path, &eviction(POD, &uid)).await;
+    assert_eq!(code, StatusCode::CREATED, "{status}");
+    assert_eq!(
+        status,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+    );
+    assert!(fake.pod_json(NS, POD).is_none(), "evicted");
+    let (code, status) = admin.post_json(&path, &eviction(POD, &uid)).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{status}");
+    assert_eq!(status["message"], format!("pods \"{POD}\" not found"));
+    let (code, status) = admin.get_json(&path).await;
+    assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED, "{status}");
+}

@@ -111,7 +111,12 @@ async fn spdy(client: &TestClient, query: &str, tty: bool) -> AttachSession<Io> 
 
 /// The pod's recordings once `n` of them have ended (bounded wait).
 async fn ended_recordings(client: &TestClient, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + T;
+    ended_recordings_within(client, n, T).await
+}
+
+/// [`ended_recordings`], waiting at most `within`.
+async fn ended_recordings_within(client: &TestClient, n: usize, within: Duration) -> Vec<Value> {
+    let deadline = Instant::now() + within;
     loop {
         let (code, list) = client.get_json(&format!("{BASE}/recordings")).await;
         assert_eq!(code, StatusCode::OK, "{list}");
@@ -194,6 +199,10 @@ async fn a_websocket_session_is_recorded_and_replays_its_output() {
     assert_eq!(item["spec"]["user"], "alice");
     assert_eq!(item["status"]["exitCode"], 0);
     assert_eq!(item["status"]["truncated"], false);
+    assert_eq!(
+        item["status"]["verified"], true,
+        "the server's own metadata"
+    );
     let id = item["metadata"]["name"].as_str().expect("id");
     let (lines, size) = cast_sized(&e.client, id).await;
     assert_eq!(
@@ -721,6 +730,9 @@ async fn recordings_are_api_objects_listed_per_pod_namespace_and_cluster() {
     );
     assert_eq!(first["spec"]["protocol"], "websocket/v5.channel.k8s.io");
     assert_eq!(first["status"]["exitCode"], 0);
+    // Metadata the server did not sign (written here, as anyone with access to the store
+    // could) is listed as not vouched for.
+    assert_eq!(first["status"]["verified"], false);
     let (code, _, body) = e
         .client
         .request(
@@ -841,6 +853,7 @@ async fn recordings_are_api_objects_listed_per_pod_namespace_and_cluster() {
             "Truncated",
             "Protocol",
             "Ended",
+            "Verified",
             "Age"
         ]
     );
@@ -994,5 +1007,273 @@ async fn recording_store_urls_are_checked_at_start() {
             "{flag}: {}",
             server.logs_text()
         );
+    }
+}
+
+/// The gauge `poddebug_recording_memory_bytes` of the server `client` talks to.
+async fn recording_memory(client: &TestClient) -> u64 {
+    let (code, _, body) = client
+        .request(Method::GET, "/metrics", &[], bytes::Bytes::new())
+        .await
+        .expect("metrics");
+    assert_eq!(code, StatusCode::OK);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix("poddebug_recording_memory_bytes "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the gauge")
+}
+
+/// Send `n` bytes of `fill` (16 KiB at a time) and read their echo whole.
+async fn echo(c: &mut ChannelClient<Io>, fill: u8, n: usize) {
+    echo_by(c, fill, n, 16 << 10).await;
+}
+
+/// [`echo`], `chunk` bytes at a time.
+async fn echo_by(c: &mut ChannelClient<Io>, fill: u8, n: usize, chunk: usize) {
+    let chunk = vec![fill; chunk];
+    let mut sent = 0;
+    while sent < n {
+        let len = chunk.len().min(n - sent);
+        c.stdin(&chunk[..len]).await.expect("send");
+        sent += len;
+    }
+    let before = c.transcript().stdout.len();
+    c.read_until(T, |t| t.stdout.len() >= before + n).await;
+    assert_eq!(
+        c.transcript().stdout.len(),
+        before + n,
+        "the session is whole"
+    );
+}
+
+/// Sessions of `e` end with exit code 3 on their error channel: their recordings finish at
+/// once, without waiting for the container's status to report an exit code.
+fn ending_with_a_code(e: &Env) {
+    e._fake.update_pod(NS, POD, |p| {
+        p["metadata"]["annotations"] =
+            json!({poddebug_tests::fake::ATTACH_EXIT_CODE_ANNOTATION: "3"});
+    });
+}
+
+/// Flags that keep what a session records in the replica's memory until it ends: parts are
+/// written at 1 MiB or each minute.
+const HOLD: [&str; 3] = [
+    "--max-recording-memory=1048576",
+    "--recording-part-interval=60s",
+    "--max-recording-rate=0",
+];
+
+#[tokio::test]
+async fn a_best_effort_recording_stops_when_the_replicas_recording_memory_is_full() {
+    let e = env(&HOLD).await;
+    ending_with_a_code(&e);
+    // The first session holds 700 KiB of the replica's 1 MiB; the second finds room for less
+    // than its 500 KiB: its recording stops there, its session goes on.
+    let mut a = ws(&e.client, TTY).await;
+    echo(&mut a, b'a', 700 << 10).await;
+    let mut b = ws(&e.client, TTY).await;
+    echo(&mut b, b'b', 500 << 10).await;
+    let held = recording_memory(&e.client).await;
+    assert!(held <= (1 << 20) + (64 << 10), "{held}");
+    for c in [&mut a, &mut b] {
+        c.close_channel(ch::STDIN).await.expect("close");
+        c.finish(T).await;
+    }
+    // A recording that stopped early does not see the exit code on the stream: its end waits
+    // (5 s) for the container's status to tell one.
+    let items = ended_recordings_within(&e.client, 2, 3 * T).await;
+    let (first, second) = (&items[0], &items[1]);
+    assert_eq!(first["status"]["truncated"], false, "{first}");
+    assert_eq!(second["status"]["truncated"], true, "{second}");
+    let lines = cast(&e.client, second["metadata"]["name"].as_str().expect("id")).await;
+    let played = replay(&lines);
+    assert!(
+        !played.is_empty() && played.len() < 500 << 10 && played.bytes().all(|c| c == b'b'),
+        "{} bytes",
+        played.len()
+    );
+    assert_eq!(
+        lines.last().map(|l| l[2].clone()),
+        Some(json!(
+            "recording truncated: the replica's recording memory (--max-recording-memory) was full"
+        ))
+    );
+    let lines = cast(&e.client, first["metadata"]["name"].as_str().expect("id")).await;
+    assert_eq!(replay(&lines).len(), 700 << 10);
+    // Once both are written, the memory is free again.
+    let deadline = Instant::now() + T;
+    while recording_memory(&e.client).await != 0 {
+        assert!(Instant::now() < deadline, "memory given back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_strict_stream_waits_for_the_replicas_recording_memory_and_loses_nothing() {
+    let mut flags = vec!["--recording-mode=strict"];
+    flags.extend(HOLD);
+    let e = env(&flags).await;
+    ending_with_a_code(&e);
+    let mut a = ws(&e.client, TTY).await;
+    echo(&mut a, b'a', 700 << 10).await;
+    // The second session's output waits for room: it cannot all be recorded while the first
+    // holds its 700 KiB.
+    let mut b = ws(&e.client, TTY).await;
+    let second = tokio::spawn(async move {
+        echo(&mut b, b'b', 500 << 10).await;
+        b.close_channel(ch::STDIN).await.expect("close");
+        b.finish(T).await.clone()
+    });
+    let deadline = Instant::now() + T;
+    while recording_memory(&e.client).await < (1 << 20) - (64 << 10) {
+        assert!(Instant::now() < deadline, "the memory fills");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!second.is_finished(), "the second stream waits for room");
+    // The first ends and is written: the second goes on, and nothing of either is lost.
+    a.close_channel(ch::STDIN).await.expect("close");
+    a.finish(T).await;
+    let t = tokio::time::timeout(T * 2, second)
+        .await
+        .expect("the second stream went on")
+        .expect("its task");
+    assert_eq!(t.stdout.len(), 500 << 10);
+    let items = ended_recordings(&e.client, 2).await;
+    for (item, n) in items.iter().zip([700 << 10, 500 << 10]) {
+        assert_eq!(item["status"]["truncated"], false, "{item}");
+        let lines = cast(&e.client, item["metadata"]["name"].as_str().expect("id")).await;
+        assert_eq!(replay(&lines).len(), n);
+    }
+}
+
+/// `client`'s attach, or the refusal's code and Status.
+async fn try_ws(
+    client: &TestClient,
+    query: &str,
+) -> Result<ChannelClient<Io>, (StatusCode, Value)> {
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = client
+        .upgrade(Method::GET, &format!("{BASE}/attach?{query}"), &headers)
+        .await
+        .expect("upgrade request");
+    if resp.status != StatusCode::SWITCHING_PROTOCOLS {
+        return Err((
+            resp.status,
+            serde_json::from_slice(&resp.body).unwrap_or(Value::Null),
+        ));
+    }
+    Ok(ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await)
+}
+
+#[tokio::test]
+async fn strict_mode_refuses_a_user_whose_recordings_fill_their_quota() {
+    let e = env(&[
+        "--recording-mode=strict",
+        "--recording-quota-per-user=16384",
+        "--max-recording-rate=0",
+    ])
+    .await;
+    ending_with_a_code(&e);
+    // alice's session is ended once her recordings reach 16 KiB.
+    let mut c = ws(&e.client, TTY).await;
+    let line = "q".repeat(1000) + "\n";
+    for _ in 0..40 {
+        let t = c.transcript();
+        if t.ended || t.error_done || c.stdin(line.as_bytes()).await.is_err() {
+            break;
+        }
+        let want = c.transcript().stdout.len() + line.len();
+        c.read_until(T, |t| t.stdout.len() >= want || t.error_done)
+            .await;
+    }
+    let t = c.finish(T).await.clone();
+    let status = t
+        .status()
+        .unwrap_or_else(|| panic!("a Status on the error channel: {t:?}"));
+    assert_eq!(status["code"], 503);
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("its user's recording quota (--recording-quota-per-user) was reached"),
+        "{status}"
+    );
+    assert!(t.stdout.len() < 40 * line.len(), "cut short");
+    // Once the store's usage is scanned again, she is refused before the container is
+    // reached; bob is not.
+    let deadline = Instant::now() + T;
+    let (code, status) = loop {
+        match try_ws(&e.client, TTY).await {
+            Err(refused) => break refused,
+            Ok(mut c) => {
+                assert!(Instant::now() < deadline, "alice is refused");
+                c.close_channel(ch::STDIN).await.expect("close");
+                c.finish(T).await;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    };
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    assert_eq!(status["reason"], "Forbidden");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("exceeded quota: the recordings of user \"alice\" hold ")
+            && message.contains("at or over --recording-quota-per-user (16 KiB)"),
+        "{message}"
+    );
+    let bob = e
+        .server
+        .front_proxy_client("bob", &["system:authenticated"]);
+    let mut c = try_ws(&bob, TTY).await.expect("bob attaches");
+    c.close_channel(ch::STDIN).await.expect("close");
+}
+
+#[tokio::test]
+async fn a_best_effort_recording_stops_at_its_users_quota_and_the_session_goes_on() {
+    let e = env(&["--recording-quota-per-user=16384", "--max-recording-rate=0"]).await;
+    ending_with_a_code(&e);
+    let mut c = ws(&e.client, TTY).await;
+    echo_by(&mut c, b'q', 24 << 10, 1 << 10).await;
+    c.close_channel(ch::STDIN).await.expect("close");
+    c.finish(T).await;
+    let items = ended_recordings_within(&e.client, 1, 3 * T).await;
+    assert_eq!(items[0]["status"]["truncated"], true);
+    let bytes = items[0]["status"]["bytes"].as_u64().unwrap_or(u64::MAX);
+    assert!((12 << 10..=16 << 10).contains(&bytes), "{bytes}");
+    let lines = cast(
+        &e.client,
+        items[0]["metadata"]["name"].as_str().expect("id"),
+    )
+    .await;
+    assert_eq!(
+        lines.last().map(|l| l[2].clone()),
+        Some(json!(
+            "recording truncated: its user's recordings reached --recording-quota-per-user"
+        ))
+    );
+    // Once the store's usage is scanned again, alice's next recording is its header and the
+    // marker; her session is whole all the same.
+    let deadline = Instant::now() + T;
+    loop {
+        let mut c = ws(&e.client, TTY).await;
+        echo(&mut c, b'r', 100).await;
+        c.close_channel(ch::STDIN).await.expect("close");
+        c.finish(T).await;
+        let items = ended_recordings_within(&e.client, 1, 3 * T).await;
+        let last = items.last().expect("the session's recording");
+        let lines = cast(&e.client, last["metadata"]["name"].as_str().expect("id")).await;
+        if events(&lines, "o").is_empty() {
+            assert_eq!(lines.len(), 2, "{lines:?}");
+            assert_eq!(last["status"]["truncated"], true);
+            assert_eq!(
+                lines[1][2],
+                "recording truncated: its user's recordings reached --recording-quota-per-user"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the quota holds: {lines:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

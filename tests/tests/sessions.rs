@@ -425,28 +425,22 @@ async fn a_moderated_session_takes_input_only_while_a_moderator_is_attached() {
 async fn records_of_a_replica_that_died_stop_being_listed_and_are_swept() {
     let fake = fake_with_pod("general").await;
     let s = server(&fake, &[]).await;
+    let mut dying = server(&fake, &[]).await;
     let alice = user(&s, "alice");
-    // A record as a replica that died left it: renewed long ago, 3 s lease.
-    let record = json!({"id": "sdead000000000001", "namespace": NS, "pod": POD, "container": "dbg",
-        "ecName": "dbg", "user": "zed", "groups": [], "mode": "owner",
-        "protocol": "websocket/v5.channel.k8s.io", "tty": true, "stdin": true,
-        "moderated": false, "replica": "gone", "started": "2026-01-01T00:00:00Z"});
-    let now = jiff::Timestamp::now();
-    let lease = |renewed: jiff::Timestamp| {
-        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": "sdead000000000001", "namespace": SERVER_NS,
-                "labels": {"poddebug.dev/session": "v1"},
-                "annotations": {"poddebug.dev/session": record.to_string()}},
-            "spec": {"holderIdentity": "gone", "leaseDurationSeconds": 3,
-                "acquireTime": renewed.to_string(), "renewTime": renewed.to_string()}})
-    };
-    // Fresh: listed; then no longer renewed: gone from lists at once, and swept.
-    fake.put_lease(lease(now));
-    wait_sessions(&alice, "the record is listed", |i| i.len() == 1).await;
-    fake.put_lease(lease(
-        now.checked_sub(jiff::SignedDuration::from_secs(60))
-            .unwrap(),
-    ));
+    // A session relayed by the second replica, listed by the first.
+    let _c = open(&user(&dying, "zed"), TTY).await;
+    let items = wait_sessions(&alice, "the record is listed", |i| i.len() == 1).await;
+    let id = items[0]["metadata"]["name"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    // The replica is killed: no chance to remove its record, which is no longer renewed: it
+    // stops being listed after its lease (3 s), and the first replica sweeps it.
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &dying.pid().to_string()])
+        .status();
+    assert!(dying.wait_exit(T).await.is_some(), "killed");
+    assert!(fake.lease(SERVER_NS, &id).is_some(), "left behind");
     wait_sessions(
         &alice,
         "the stale record is not listed",
@@ -454,10 +448,206 @@ async fn records_of_a_replica_that_died_stop_being_listed_and_are_swept() {
     )
     .await;
     let deadline = tokio::time::Instant::now() + T;
-    while fake.lease(SERVER_NS, "sdead000000000001").is_some() {
+    while fake.lease(SERVER_NS, &id).is_some() {
         assert!(tokio::time::Instant::now() < deadline, "swept");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The value of `poddebug_untrusted_records_total{kind}` on `s`.
+async fn untrusted(s: &TestClient, kind: &str) -> f64 {
+    let (code, _, body) = s
+        .request(Method::GET, "/metrics", &[], Bytes::new())
+        .await
+        .expect("metrics");
+    assert_eq!(code, StatusCode::OK);
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let name = format!("poddebug_untrusted_records_total{{kind=\"{kind}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&name))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The session Lease of `user`'s session, as the fake holds it.
+fn lease_of(fake: &FakeKube, user: &str) -> Option<Value> {
+    fake.leases(SERVER_NS).into_iter().find(|l| {
+        l["metadata"]["annotations"]["poddebug.dev/session"]
+            .as_str()
+            .and_then(|r| serde_json::from_str::<Value>(r).ok())
+            .is_some_and(|r| r["user"] == user)
+    })
+}
+
+#[tokio::test]
+async fn forged_copied_and_replayed_session_records_open_no_gate_and_are_not_listed() {
+    let fake = fake_with_pod("general").await;
+    let s = server(&fake, &["--moderated-profiles=general"]).await;
+    let (alice, mona) = (user(&s, "alice"), user(&s, "mona"));
+    let mut owner = open(&alice, TTY).await;
+    owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("withheld")
+        })
+        .await;
+    // A real moderator's record, kept while it lives, then she leaves.
+    let mut moderator = open(&mona, &format!("{WATCHING}&mode=moderator")).await;
+    owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("passed on")
+        })
+        .await;
+    let real = lease_of(&fake, "mona").expect("mona's Lease");
+    assert!(
+        real["metadata"]["annotations"]["poddebug.dev/session-mac"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("v1.")),
+        "{real}"
+    );
+    moderator.close().await.expect("close");
+    moderator.finish(T).await;
+    let withheld_twice = |t: &poddebug_tests::channel::Transcript| {
+        String::from_utf8_lossy(&t.stdout)
+            .matches("withheld")
+            .count()
+            >= 2
+    };
+    owner.read_until(T, withheld_twice).await;
+    wait_sessions(&alice, "mona left", |i| i.len() == 1).await;
+
+    // Records made to look like a moderator on alice's container, live for an hour: without a
+    // MAC, with a made-up one, mona's record replayed with a new renewal time (in the future,
+    // and now), and copied under another name.
+    let far = "2099-01-01T00:00:00.000000Z";
+    let now = jiff::Timestamp::now().to_string();
+    let variant = |name: &str, renew: &str, mac: Option<&str>| {
+        let mut l = real.clone();
+        l["metadata"]["name"] = json!(name);
+        l["spec"]["renewTime"] = json!(renew);
+        match mac {
+            Some(m) => l["metadata"]["annotations"]["poddebug.dev/session-mac"] = json!(m),
+            None => {
+                if let Some(a) = l["metadata"]["annotations"].as_object_mut() {
+                    a.remove("poddebug.dev/session-mac");
+                }
+            }
+        }
+        l
+    };
+    let real_name = real["metadata"]["name"].as_str().expect("name").to_owned();
+    let real_mac = real["metadata"]["annotations"]["poddebug.dev/session-mac"]
+        .as_str()
+        .expect("mac")
+        .to_owned();
+    let real_renew = real["spec"]["renewTime"]
+        .as_str()
+        .expect("renew")
+        .to_owned();
+    let forged = [
+        variant("sf00000000000001", far, None),
+        variant("sf00000000000002", far, Some("v1.00000000.bm90LWEtbWFj")),
+        variant(&real_name, far, Some(&real_mac)),
+        variant(&real_name, &now, Some(&real_mac)),
+        variant("sf00000000000003", &real_renew, Some(&real_mac)),
+    ];
+    for l in &forged {
+        fake.put_lease(l.clone());
+    }
+    let deadline = tokio::time::Instant::now() + T;
+    while untrusted(&alice, "session").await < forged.len() as f64 {
+        assert!(tokio::time::Instant::now() < deadline, "counted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // None is listed, and alice still waits: what she types goes nowhere.
+    let items = sessions(&alice).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items[0]["spec"]["user"], "alice");
+    assert_eq!(items[0]["status"]["waitingForModerator"], true);
+    assert_eq!(
+        items[0]["status"]["participants"].as_array().map(Vec::len),
+        Some(1)
+    );
+    owner.stdin(b"while-forged\n").await.expect("type");
+    // Counted once per version, however often the replica reads them.
+    assert_eq!(untrusted(&alice, "session").await, forged.len() as f64);
+    assert!(
+        s.wait_for_log("a record that poddebug did not write", T)
+            .await,
+        "logged"
+    );
+
+    // A termination request nobody signed is ignored too.
+    let mut mine = lease_of(&fake, "alice").expect("alice's Lease");
+    mine["metadata"]["annotations"]["poddebug.dev/terminate"] =
+        json!(r#"{"by":"mallory","at":"2026-01-01T00:00:00Z"}"#);
+    fake.put_lease(mine);
+    while untrusted(&alice, "termination").await < 1.0 {
+        assert!(tokio::time::Instant::now() < deadline, "counted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A real moderator opens the gate: only what alice types from then on runs.
+    let _moderator = open(&mona, &format!("{WATCHING}&mode=moderator")).await;
+    let passing_twice = |t: &poddebug_tests::channel::Transcript| {
+        String::from_utf8_lossy(&t.stdout)
+            .matches("passed on")
+            .count()
+            >= 2
+    };
+    owner.read_until(T, passing_twice).await;
+    owner.stdin(b"after\n").await.expect("type");
+    let t = owner
+        .read_until(T, |t| String::from_utf8_lossy(&t.stdout).contains("after"))
+        .await
+        .clone();
+    let out = String::from_utf8_lossy(&t.stdout).into_owned();
+    assert!(out.contains("after"), "the session lives on: {out}");
+    assert!(!out.contains("while-forged"), "{out}");
+}
+
+#[tokio::test]
+async fn a_user_over_the_session_limit_is_refused_by_every_replica_and_others_are_not() {
+    let fake = fake_with_pod("general").await;
+    let one = server(&fake, &["--max-sessions-per-user=2"]).await;
+    let two = server(&fake, &["--max-sessions-per-user=2"]).await;
+    let (alice1, alice2) = (user(&one, "alice"), user(&two, "alice"));
+    let mut first = open(&alice1, TTY).await;
+    let _second = open(&alice2, TTY).await;
+    // Both replicas know both sessions (each relays one).
+    for c in [&alice1, &alice2] {
+        wait_sessions(c, "alice's two sessions", |i| i.len() == 2).await;
+    }
+    for c in [&alice1, &alice2] {
+        let resp = ws(c, WATCHING).await;
+        assert_eq!(resp.status, StatusCode::TOO_MANY_REQUESTS, "{resp:?}");
+        assert_eq!(
+            resp.headers
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok()),
+            Some("5")
+        );
+        let status: Value = serde_json::from_slice(&resp.body).expect("a Status");
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["reason"], "TooManyRequests");
+        assert_eq!(status["code"], 429);
+        assert_eq!(status["details"]["retryAfterSeconds"], 5);
+        let message = status["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("too many sessions: user \"alice\" has 2 open")
+                && message.contains("at most 2 at once (--max-sessions-per-user)"),
+            "{message}"
+        );
+    }
+    // Another user is not affected.
+    let _bob = open(&user(&one, "bob"), WATCHING).await;
+    // One of alice's sessions ends: she may open one again, through either replica.
+    first.close_channel(ch::STDIN).await.expect("close");
+    first.finish(T).await;
+    wait_sessions(&alice2, "alice's first session ended", |i| {
+        i.iter().filter(|s| s["spec"]["user"] == "alice").count() == 1
+    })
+    .await;
+    let _third = open(&alice2, WATCHING).await;
 }
 
 #[tokio::test]
@@ -660,46 +850,9 @@ async fn lists_and_watches_take_label_and_field_selectors() {
 #[tokio::test]
 async fn moderation_holds_however_stdin_is_framed_or_declared() {
     use poddebug_tests::spdy::AttachSession;
-    use tokio_tungstenite::tungstenite::protocol::Message;
-    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
-    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 
-    let fragments = |text: &str| {
-        let mut payload = vec![ch::STDIN];
-        payload.extend_from_slice(text.as_bytes());
-        let (a, b) = payload.split_at(payload.len() / 2);
-        vec![
-            Message::Frame(Frame::message(
-                Vec::new(),
-                OpCode::Data(Data::Binary),
-                false,
-            )),
-            Message::Frame(Frame::message(
-                a.to_vec(),
-                OpCode::Data(Data::Continue),
-                false,
-            )),
-            Message::Frame(Frame::message(
-                b.to_vec(),
-                OpCode::Data(Data::Continue),
-                true,
-            )),
-        ]
-    };
-    let channel_alone = |text: &str| {
-        vec![
-            Message::Frame(Frame::message(
-                vec![ch::STDIN],
-                OpCode::Data(Data::Binary),
-                false,
-            )),
-            Message::Frame(Frame::message(
-                text.as_bytes().to_vec(),
-                OpCode::Data(Data::Continue),
-                true,
-            )),
-        ]
-    };
+    let fragments = poddebug_tests::channel::stdin_fragments;
+    let channel_alone = poddebug_tests::channel::stdin_channel_alone;
     let fake = fake_with_pod("general").await;
     let dir = std::env::temp_dir().join(format!(
         "poddebug-modframe-{}-{}",
@@ -879,4 +1032,46 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
         "withheld input was recorded: {inputs}"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The log of someone else's debug container is what observing its session shows: reading it
+/// takes `observe` (or `join`) on `pods/debug`, as attaching to it does. A user who may read
+/// logs (`get pods/log` in poddebug.dev) but holds neither is refused; the owner is not asked.
+#[tokio::test]
+async fn reading_another_users_debug_container_log_needs_observe_as_attaching_does() {
+    let fake = fake_with_pod("general").await;
+    let s = server(&fake, &[]).await;
+    let path = pod_path("log?container=dbg");
+    fake.set_policy(|a| {
+        !(a.user == "bob" && (a.is("join", "pods/debug") || a.is("observe", "pods/debug")))
+            && !(a.user == "carol" && a.is("join", "pods/debug"))
+    });
+    let (code, status) = user(&s, "bob").get_json(&path).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    let msg = status["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("cannot observe resource \"pods/debug\"")
+            && msg.contains("created by \"alice\""),
+        "{msg}"
+    );
+    // carol may observe (not join): she reads it; alice, the owner, is not asked either verb.
+    for who in ["carol", "alice"] {
+        let (code, _, body) = user(&s, who)
+            .request(Method::GET, &path, &[], Bytes::new())
+            .await
+            .expect("log answered");
+        assert_eq!(
+            code,
+            StatusCode::OK,
+            "{who}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    let asked = |who: &str, verb: &str| {
+        fake.sars()
+            .iter()
+            .any(|r| r.attributes.user == who && r.attributes.is(verb, "pods/debug"))
+    };
+    assert!(asked("carol", "observe"));
+    assert!(!asked("alice", "observe") && !asked("alice", "join"));
 }

@@ -5,7 +5,7 @@
 //! `profile`. Its `status` is never stored: it is read from the pod every time.
 
 use k8s_openapi::api::core::v1::{Container, ContainerState};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ListMeta, ObjectMeta, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -166,7 +166,21 @@ pub struct PodDebugContainerStatus {
     /// recorded it, or by other means). Anyone else attaching joins that user's session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// Conditions of the debug container, as the server observed them. One type so far:
+    /// [`CONDITION_UNSTOPPABLE`] (`status: "True"`), set once the server found the container
+    /// still running past the bound its stop (`DELETE`) or its time limit allowed it; it is
+    /// then unusable through poddebug (no new attach or log follow, its sessions ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
 }
+
+/// Condition type of a debug container that was stopped (or whose time limit passed) and that
+/// still ran past the bound the stop allowed it (see docs/api-reference.md).
+pub const CONDITION_UNSTOPPABLE: &str = "Unstoppable";
+/// Reason of [`CONDITION_UNSTOPPABLE`] when a `DELETE` did not end the container.
+pub const REASON_STOP_DID_NOT_END: &str = "StopDidNotEnd";
+/// Reason of [`CONDITION_UNSTOPPABLE`] when the stop at its time limit did not end it.
+pub const REASON_EXPIRY_DID_NOT_END: &str = "ExpiryDidNotEnd";
 
 /// A status without the field (written by an older server) makes no claim: stoppable.
 fn stoppable_default() -> bool {

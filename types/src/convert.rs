@@ -350,6 +350,7 @@ pub fn from_pod(
             stoppable_message: blocker.map(str::to_owned),
             expires_at: expires_at_of(ec).map(Time),
             created_by: owner_of(ec),
+            conditions: None,
         }),
     }
 }

@@ -3,30 +3,82 @@
 //!
 //! serde and k8s-openapi accept unknown fields silently and let a repeated key win over the
 //! first one. Both hide typos (`"imagePulPolicy"`) and smuggled values, so every problem is
-//! collected and answered with one 400 listing them all, in the order they occur in the body,
+//! collected and answered with one 400 listing them, in the order they occur in the body,
 //! worded as kube-apiserver words it: `PodDebugContainer in version "v1alpha1" cannot be handled
 //! as a PodDebugContainer: strict decoding error: unknown field "container.foo", duplicate field
 //! "metadata.name"`.
 //!
-//! Duplicate keys are found while parsing (serde_json keeps the last value of a repeated key
-//! and says nothing); unknown fields are reported by `serde_ignored` while the parsed value is
-//! turned into the typed object.
+//! A body is read twice, and neither pass costs more than a small multiple of what the object
+//! itself holds, whatever the body is made of:
+//!
+//! 1. a first pass ([`scan`]) checks the syntax and nesting of the whole body and reads its
+//!    type, keeping nothing: a syntax error, nesting deeper than [`MAX_DEPTH`] or a wrong
+//!    `apiVersion`/`kind` is the answer before anything is decoded, as in kube-apiserver;
+//! 2. the second ([`tracked`]) decodes the typed object straight from the body through a
+//!    wrapper that sees each key first: a repeated key, a field the types do not know (unless
+//!    it passes through to the cluster), a dropped `status` are handled there, their values
+//!    skipped by serde_json without building anything, and the path of a problem is rendered
+//!    only when it is reported.
+//!
+//! The bounds, and why:
+//!
+//! * at most [`MAX_STRICT_ERRORS`] (100) problems, each once, in document order: what
+//!   kube-apiserver's decoder (sigs.k8s.io/json) keeps. Once that many are found nothing more
+//!   is tracked; only the typed decoding goes on, since a type error anywhere is the answer
+//!   instead (as in kube-apiserver);
+//! * nesting up to [`MAX_DEPTH`] (127) levels, serde_json's recursion limit, where Go's
+//!   decoder allows 10000: the deepest real body is about 10 levels (a `managedFields` entry
+//!   twice that), and each level costs stack;
+//! * at most [`MAX_VALUES`] (10,000) JSON values read into the object, passed through or
+//!   checked (the values of skipped fields do not count). kube-apiserver has no such limit
+//!   (only the 3 MiB body), but a value costs up to ~40 times more here: a 3-byte `{}` in
+//!   `container.env` is a 360-byte `EnvVar` (Go's is 40), so 3 MiB of them would be ~400 MB.
+//!   At 10,000 values the object takes a few MiB at most. No real body comes near it: a debug
+//!   container with 500 environment variables taken from secrets is 3,000 values. The number
+//!   is kube-apiserver's own cap on the operations of one JSON patch;
+//! * a problem's path is cut after [`MAX_REPORTED_PATH_BYTES`] bytes, so 100 problems under
+//!   a 1 MiB key are not a 100 MiB message.
+//!
+//! Where kube-apiserver would skip a field it does not know without looking into it, so does
+//! this decoder: repeated keys inside an unknown field are not reported (the unknown field
+//! is). Repeated unknown keys of poddebug's own objects are reported, and `status`, which is
+//! dropped, is still read for repeated keys.
 
-use std::collections::{HashMap, HashSet};
-use std::fmt;
-
-use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::api::{KIND_POD_DEBUG_CONTAINER, PodDebugContainer};
 pub use crate::pass_through::PassThroughFields;
-use crate::pass_through::value_at;
 use crate::status::ApiError;
 use crate::{API_VERSION, VERSION};
+
+#[cfg(test)]
+mod bounds_tests;
+mod delete_options;
+mod problems;
+mod scan;
+mod tracked;
+
+pub use delete_options::{DeleteOptionsBody, decode_delete_options};
+use problems::Step;
+pub use problems::{MAX_REPORTED_PATH_BYTES, MAX_STRICT_ERRORS};
+use scan::{Root, Shape};
+use tracked::{Ctx, Rules, Tracked, Unknown};
 
 /// Largest body accepted: kube-apiserver's default `--max-request-body-bytes` (3 MiB), so a
 /// body we accept is never refused later for its size.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Deepest nesting of arrays and objects in a body: serde_json's recursion limit (a 128th
+/// level is refused as `recursion limit exceeded`).
+pub const MAX_DEPTH: usize = 127;
+
+/// Most JSON values (objects, arrays, strings, numbers, booleans, nulls) read from one body
+/// into the object, passed through or checked; see the module's documentation.
+pub const MAX_VALUES: usize = 10_000;
+
+/// Fields passed through to the cluster: each its path and its value.
+type Passed = Vec<(Vec<Segment>, Value)>;
 
 /// One key of a JSON document: an object member or an array index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -56,130 +108,9 @@ pub(crate) fn render_path(segments: &[Segment]) -> String {
     out
 }
 
-/// A problem found by strict decoding, with the position of its key in the document so that
-/// problems found by different passes can be reported in document order.
-#[derive(Debug)]
-struct Problem {
-    order: usize,
-    text: String,
-}
-
-/// What the parsing pass learned: duplicate keys, and the document position of the first
-/// occurrence of every key path.
-#[derive(Default)]
-struct ParseState {
-    counter: usize,
-    first_seen: HashMap<String, usize>,
-    problems: Vec<Problem>,
-}
-
-/// A `DeserializeSeed` that builds a `serde_json::Value` while remembering where it is.
-struct Tracking<'a> {
-    state: &'a mut ParseState,
-    path: &'a mut Vec<Segment>,
-}
-
-impl<'de> DeserializeSeed<'de> for Tracking<'_> {
-    type Value = Value;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Tracking<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut out = Vec::new();
-        loop {
-            self.path.push(Segment::Index(out.len()));
-            let next = seq.next_element_seed(Tracking {
-                state: &mut *self.state,
-                path: &mut *self.path,
-            });
-            self.path.pop();
-            match next? {
-                Some(v) => out.push(v),
-                None => break,
-            }
-        }
-        Ok(Value::Array(out))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        let mut keys = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            self.path.push(Segment::Key(key.clone()));
-            let rendered = render_path(self.path);
-            let order = self.state.counter;
-            self.state.counter += 1;
-            if keys.insert(key.clone()) {
-                self.state.first_seen.entry(rendered).or_insert(order);
-            } else {
-                self.state.problems.push(Problem {
-                    order,
-                    text: format!("duplicate field {rendered:?}"),
-                });
-            }
-            let value = map.next_value_seed(Tracking {
-                state: &mut *self.state,
-                path: &mut *self.path,
-            });
-            self.path.pop();
-            // The last value of a repeated key wins, as in Go; the duplicate is reported anyway.
-            out.insert(key, value?);
-        }
-        Ok(Value::Object(out))
-    }
-}
-
-/// A body parsed into JSON, with the strict-decoding problems found so far.
-struct StrictValue {
-    value: Value,
-    state: ParseState,
-}
-
-/// Parse `body` into a JSON value, recording duplicate keys. An empty (or all-whitespace) body
-/// gives `None`.
-fn parse_tracking(body: &[u8]) -> Result<Option<StrictValue>, ApiError> {
+/// The first pass over a body: its size, syntax, nesting and shape. An empty (or
+/// all-whitespace) body gives `None`.
+fn first_pass(body: &[u8]) -> Result<Option<Shape<'_>>, ApiError> {
     if body.len() > MAX_BODY_BYTES {
         return Err(ApiError::RequestEntityTooLarge(format!(
             "Request entity too large: limit is {MAX_BODY_BYTES}"
@@ -188,105 +119,86 @@ fn parse_tracking(body: &[u8]) -> Result<Option<StrictValue>, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let mut state = ParseState::default();
-    let mut path = Vec::new();
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let value = Tracking {
-        state: &mut state,
-        path: &mut path,
-    }
-    .deserialize(&mut de)
-    .and_then(|v| de.end().map(|()| v))
-    .map_err(|e| {
+    scan::scan(body).map(Some).map_err(|e| {
         ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
-    })?;
-    Ok(Some(StrictValue { value, state }))
+    })
 }
 
-/// Turn a serde_ignored path into our segments (options and newtypes add no segment).
-fn ignored_segments(path: &serde_ignored::Path<'_>, out: &mut Vec<Segment>) {
-    match path {
-        serde_ignored::Path::Root => {}
-        serde_ignored::Path::Seq { parent, index } => {
-            ignored_segments(parent, out);
-            out.push(Segment::Index(*index));
-        }
-        serde_ignored::Path::Map { parent, key } => {
-            ignored_segments(parent, out);
-            out.push(Segment::Key(key.clone()));
-        }
-        serde_ignored::Path::Some { parent }
-        | serde_ignored::Path::NewtypeStruct { parent }
-        | serde_ignored::Path::NewtypeVariant { parent } => ignored_segments(parent, out),
+/// serde_json's message without the position it appends (kube-apiserver's messages of a value
+/// of the wrong type have none).
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    if e.line() == 0 {
+        return text;
     }
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    text.strip_suffix(&at)
+        .map_or_else(|| text.clone(), str::to_owned)
 }
 
-/// Decode an already parsed value into `T`, adding unknown fields to the problems, and fail
-/// with one BadRequest if there is any problem.
-fn finish_strict<T: DeserializeOwned>(strict: StrictValue, what: &str) -> Result<T, ApiError> {
-    finish_tolerating(strict, what, |_| false).map(|(typed, _)| typed)
-}
-
-/// [`finish_strict`], except that the unknown fields for which `tolerate` answers true are no
-/// problem: their paths are returned instead.
-fn finish_tolerating<T: DeserializeOwned>(
-    strict: StrictValue,
+/// The second pass: decode `body` into `T` under `rules`, and fail with one BadRequest if
+/// there is any problem. Returns the fields passed through.
+fn second_pass<T: DeserializeOwned>(
+    body: &[u8],
     what: &str,
-    tolerate: impl Fn(&[Segment]) -> bool,
-) -> Result<(T, Vec<Vec<Segment>>), ApiError> {
-    let StrictValue { value, mut state } = strict;
-    let mut unknown = Vec::new();
-    let mut tolerated = Vec::new();
-    let typed: Result<T, _> = serde_ignored::deserialize(value, |path| {
-        let mut segs = Vec::new();
-        ignored_segments(&path, &mut segs);
-        if tolerate(&segs) {
-            tolerated.push(segs);
-        } else {
-            unknown.push(render_path(&segs));
-        }
-    });
+    rules: Rules,
+    shape: Shape<'_>,
+) -> Result<(T, Passed), ApiError> {
+    let mut ctx = Ctx::new(rules, shape);
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let typed = T::deserialize(Tracked::root(&mut de, &mut ctx));
+    if ctx.over_limit {
+        return Err(ApiError::BadRequest(format!(
+            "{what} in version {VERSION:?} cannot be handled as a {what}: the body holds more \
+             than {MAX_VALUES} JSON values, the most this server reads from one request"
+        )));
+    }
+    // A value of the wrong type is the answer even when there are strict problems, as in
+    // kube-apiserver.
     let typed = typed.map_err(|e| {
         ApiError::BadRequest(format!(
-            "{what} in version {VERSION:?} cannot be handled as a {what}: {e}"
+            "{what} in version {VERSION:?} cannot be handled as a {what}: {}",
+            without_position(&e)
         ))
     })?;
-    for path in unknown {
-        let order = state.first_seen.get(&path).copied().unwrap_or(usize::MAX);
-        state.problems.push(Problem {
-            order,
-            text: format!("unknown field {path:?}"),
-        });
+    if ctx.problems.is_empty() {
+        return Ok((typed, ctx.pass_through));
     }
-    if state.problems.is_empty() {
-        return Ok((typed, tolerated));
-    }
-    state.problems.sort_by_key(|p| p.order);
-    let texts: Vec<String> = state.problems.into_iter().map(|p| p.text).collect();
     // kube-apiserver's transformDecodeError puts the kind in front of every decode error.
     Err(ApiError::BadRequest(format!(
         "{what} in version {VERSION:?} cannot be handled as a {what}: strict decoding error: {}",
-        texts.join(", ")
+        ctx.problems.joined()
     )))
+}
+
+/// Every unknown field is a problem.
+fn refuse_all(_: &[Step<'_>]) -> Unknown {
+    Unknown::Refuse
 }
 
 /// Strictly decode a JSON body into any type: malformed JSON, a value of the wrong type,
 /// unknown fields and duplicate keys are all a 400 BadRequest. `what` names the kind in
-/// messages. An empty body decodes to `T::default()`.
+/// messages. An empty body (or `null`) decodes to `T::default()`.
 pub fn decode_strict<T: DeserializeOwned + Default>(
     body: &[u8],
     what: &str,
 ) -> Result<T, ApiError> {
-    match parse_tracking(body)? {
-        None => Ok(T::default()),
-        Some(strict) if strict.value.is_null() => Ok(T::default()),
-        Some(strict) => finish_strict(strict, what),
+    let Some(shape) = first_pass(body)? else {
+        return Ok(T::default());
+    };
+    if shape.root == Root::Null {
+        return Ok(T::default());
     }
+    let rules = Rules {
+        unknown: refuse_all,
+        create_body: false,
+    };
+    second_pass(body, what, rules, shape).map(|(typed, _)| typed)
 }
 
-/// Check an optional `apiVersion` / `kind` member against the value this endpoint serves.
-fn check_type_meta(obj: &Map<String, Value>) -> Result<(), ApiError> {
-    if let Some(Value::String(v)) = obj.get("apiVersion")
+/// Check an optional `apiVersion` / `kind` against the values this endpoint serves.
+fn check_type_meta(shape: &Shape<'_>, kind: &str) -> Result<(), ApiError> {
+    if let Some(v) = shape.api_version.as_deref()
         && !v.is_empty()
         && v != API_VERSION
     {
@@ -294,15 +206,48 @@ fn check_type_meta(obj: &Map<String, Value>) -> Result<(), ApiError> {
             "the API version in the data ({v}) does not match the expected API version ({API_VERSION})"
         )));
     }
-    if let Some(Value::String(k)) = obj.get("kind")
+    if let Some(k) = shape.kind.as_deref()
         && !k.is_empty()
-        && k != KIND_POD_DEBUG_CONTAINER
+        && k != kind
     {
         return Err(ApiError::BadRequest(format!(
-            "the kind in the data ({k}) does not match the expected kind ({KIND_POD_DEBUG_CONTAINER})"
+            "the kind in the data ({k}) does not match the expected kind ({kind})"
         )));
     }
     Ok(())
+}
+
+/// Decode the body of a create request for an object of `kind`, with the create-body rules
+/// (see [`decode_pod_debug_container`]) and `unknown` deciding about fields the types do not
+/// know. Returns the fields passed through.
+fn decode_create<T: DeserializeOwned + Default>(
+    body: &[u8],
+    kind: &str,
+    unknown: fn(&[Step<'_>]) -> Unknown,
+) -> Result<(T, Passed), ApiError> {
+    let Some(shape) = first_pass(body)? else {
+        return Ok(Default::default());
+    };
+    let got = match shape.root {
+        Root::Null => return Ok(Default::default()),
+        Root::Object => {
+            check_type_meta(&shape, kind)?;
+            let rules = Rules {
+                unknown,
+                create_body: true,
+            };
+            return second_pass(body, kind, rules, shape);
+        }
+        // serde's derived structs would also accept an array (as a tuple); Go does not.
+        Root::Array => "array",
+        Root::String => "string",
+        Root::Number => "number",
+        Root::Bool => "bool",
+    };
+    Err(ApiError::BadRequest(format!(
+        "{kind} in version {VERSION:?} cannot be handled as a {kind}: invalid type: {got}, \
+         expected a JSON object"
+    )))
 }
 
 /// Strictly decode the body of a create request for a `PodDebugContainer`.
@@ -312,12 +257,16 @@ fn check_type_meta(obj: &Map<String, Value>) -> Result<(), ApiError> {
 /// * `apiVersion`, if given, must be `poddebug.dev/v1alpha1` and `kind`, if given,
 ///   `PodDebugContainer` (400 otherwise);
 /// * unknown fields and repeated keys anywhere (inside `container` and `metadata` too) are one
-///   400 naming them all, in document order;
+///   400 naming them (up to [`MAX_STRICT_ERRORS`]), in document order;
 /// * `status` is read-only: it is dropped before decoding, whatever it holds;
 /// * a member whose value is `null` is treated as absent, as Go's decoder leaves the field
-///   at its zero value.
+///   at its zero value (an unknown member is still unknown, as in kube-apiserver);
+/// * more than [`MAX_VALUES`] values is a 400.
 pub fn decode_pod_debug_container(body: &[u8]) -> Result<PodDebugContainer, ApiError> {
-    decode_body(body, false).map(|b| b.object)
+    let (mut pdc, _): (PodDebugContainer, _) =
+        decode_create(body, KIND_POD_DEBUG_CONTAINER, refuse_all)?;
+    pdc.status = None;
+    Ok(pdc)
 }
 
 /// A create body: the object, and the container fields that pass through to the cluster.
@@ -332,13 +281,13 @@ pub struct CreateBody {
 /// Whether an unknown field at `path` may pass through to the cluster: anywhere inside
 /// `container` but in its `securityContext`, which the profile permission checks must
 /// understand in full (a privilege they cannot see could not be gated).
-fn passes_through(path: &[Segment]) -> bool {
+fn passes_through(path: &[Step<'_>]) -> Unknown {
     match path {
-        [Segment::Key(c), Segment::Key(sc), ..] if c == "container" && sc == "securityContext" => {
-            false
+        [Step::Key(c), Step::Key(sc), ..] if c == "container" && sc == "securityContext" => {
+            Unknown::Refuse
         }
-        [Segment::Key(c), _, ..] => c == "container",
-        _ => false,
+        [Step::Key(c), _, ..] if c == "container" => Unknown::PassThrough,
+        _ => Unknown::Refuse,
     }
 }
 
@@ -347,56 +296,38 @@ fn passes_through(path: &[Segment]) -> bool {
 /// returned to be sent on to kube-apiserver. Unknown fields of poddebug's own object, of
 /// `metadata` and of `container.securityContext`, and repeated keys anywhere, are still a 400.
 pub fn decode_create_body(body: &[u8]) -> Result<CreateBody, ApiError> {
-    decode_body(body, true)
-}
-
-fn decode_body(body: &[u8], pass_through: bool) -> Result<CreateBody, ApiError> {
-    let Some(mut strict) = parse_tracking(body)? else {
-        return Ok(CreateBody::default());
-    };
-    match &mut strict.value {
-        Value::Null => return Ok(CreateBody::default()),
-        Value::Object(obj) => {
-            check_type_meta(obj)?;
-            obj.remove("status");
-            obj.retain(|_, v| !v.is_null());
-        }
-        // serde's derived structs would also accept an array (as a tuple); Go does not.
-        other => {
-            let got = match other {
-                Value::Array(_) => "array",
-                Value::String(_) => "string",
-                Value::Number(_) => "number",
-                _ => "bool",
-            };
-            return Err(ApiError::BadRequest(format!(
-                "{KIND_POD_DEBUG_CONTAINER} in version {VERSION:?} cannot be handled as a \
-                 {KIND_POD_DEBUG_CONTAINER}: invalid type: {got}, expected a JSON object"
-            )));
-        }
-    }
-    let raw = if pass_through {
-        strict.value.clone()
-    } else {
-        Value::Null
-    };
-    let (mut pdc, tolerated): (PodDebugContainer, _) =
-        finish_tolerating(strict, KIND_POD_DEBUG_CONTAINER, |p| {
-            pass_through && passes_through(p)
-        })?;
+    let (mut pdc, fields): (PodDebugContainer, _) =
+        decode_create(body, KIND_POD_DEBUG_CONTAINER, passes_through)?;
     pdc.status = None;
-    let fields = tolerated
+    let fields = fields
         .into_iter()
-        .filter_map(|path| {
-            let value = value_at(&raw, &path)?.clone();
-            // Relative to the container.
-            Some((path[1..].to_vec(), value))
-        })
+        // Relative to the container.
+        .map(|(path, value)| (path[1..].to_vec(), value))
         .collect();
     Ok(CreateBody {
         object: pdc,
         pass_through: PassThroughFields::new(fields),
     })
+}
+
+/// Fields of `metadata` and `container` that the Kubernetes types do not know are dropped.
+fn kubernetes_parts_drop(path: &[Step<'_>]) -> Unknown {
+    match path {
+        [Step::Key(k), _, ..] if k == "metadata" || k == "container" => Unknown::Drop,
+        _ => Unknown::Refuse,
+    }
+}
+
+/// Decode the body of a create request for one of poddebug's other kinds (`PodDebugCopy`,
+/// `NodeDebugContainer`) as [`decode_pod_debug_container`] does, except that fields of
+/// `metadata` and `container` that the Kubernetes types do not know are dropped (without
+/// being looked into, as kube-apiserver drops them), and `status` is dropped too. Unknown
+/// fields of the object itself, and repeated keys anywhere else, are a 400 naming them.
+pub fn decode_create_object<T: DeserializeOwned + Default>(
+    body: &[u8],
+    kind: &str,
+) -> Result<T, ApiError> {
+    decode_create(body, kind, kubernetes_parts_drop).map(|(typed, _)| typed)
 }
 
 #[cfg(test)]

@@ -60,14 +60,6 @@ fn value_at_mut<'a>(root: &'a mut Value, path: &[Segment]) -> Option<&'a mut Val
     })
 }
 
-/// The value at `path` (relative to `root`).
-pub(crate) fn value_at<'a>(root: &'a Value, path: &[Segment]) -> Option<&'a Value> {
-    path.iter().try_fold(root, |at, seg| match seg {
-        Segment::Key(k) => at.get(k.as_str()),
-        Segment::Index(i) => at.get(*i),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use crate::decode::{decode_create_body, decode_pod_debug_container};

@@ -53,6 +53,14 @@ pub struct RecordingRecord {
     /// The recording stops before the session did.
     #[serde(default)]
     pub truncated: bool,
+    /// The record key's MAC over the record (its location and every other field), as the
+    /// server wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// Whether `mac` verified when the record was read (never stored): a record that does not
+    /// verify was not written by poddebug, or was changed since.
+    #[serde(skip)]
+    pub verified: bool,
 }
 
 /// Recording is one recorded attach session. `metadata.name` is its id, `metadata.namespace`
@@ -110,6 +118,12 @@ pub struct RecordingStatus {
     /// stream, or the replica recording it stopped mid-session).
     #[serde(default)]
     pub truncated: bool,
+    /// The recording's metadata carries a valid MAC of the server's record key: poddebug wrote
+    /// what this object says. False when someone else wrote or changed the metadata in the
+    /// store (or an earlier version wrote it, before metadata was signed): then nothing here is
+    /// vouched for.
+    #[serde(default)]
+    pub verified: bool,
 }
 
 /// RecordingList is a list of recordings, oldest first.
@@ -154,6 +168,7 @@ impl RecordingRecord {
                 bytes: self.bytes,
                 exit_code: self.exit_code,
                 truncated: self.truncated,
+                verified: self.verified,
             },
         }
     }

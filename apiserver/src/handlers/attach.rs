@@ -279,7 +279,7 @@ pub async fn attach(
             &ns,
             &pod,
             &request.options.container,
-            Some(st.config.attach_wait_timeout),
+            poddebug_storage::StreamUse::Attach(st.config.attach_wait_timeout),
             &auth.user,
         )
         .await?;
@@ -335,6 +335,9 @@ pub(crate) async fn serve(
     scope: SessionScope,
 ) -> Result<Response, Error> {
     let mode = session_mode(&st, &auth, &scope, &target, &request).await?;
+    // The per-user limit on sessions, before anything is dialled; held until the session's
+    // record exists.
+    let admission = crate::sessions::admit(&st, &auth.user.user).await?;
     let (upstream, headers) = match st
         .upstream
         .attach(&target, &request, &auth.user, &st.metrics)
@@ -345,6 +348,7 @@ pub(crate) async fn serve(
     };
     let negotiated = Negotiated::from_switching(request.upgrade, &headers);
     let session = Live::open(&st, &auth.user, target, &request, negotiated, mode).await?;
+    drop(admission);
     tokio::spawn(session.run(st.clone(), on_upgrade, upstream));
     let mut resp = Response::new(axum::body::Body::empty());
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;

@@ -20,7 +20,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use poddebug_storage::{CopyRequest, CreateKind, Phase, Phases, PodAdmission, Prefetch};
-use poddebug_types::copy::PodDebugCopy;
+use poddebug_types::copy::{KIND_POD_DEBUG_COPY, PodDebugCopy};
+use poddebug_types::decode::decode_create_object;
 use poddebug_types::{ApiError, PodDebugContainer, Profile};
 
 use super::json_response;
@@ -29,17 +30,6 @@ use crate::authn::Authenticated;
 use crate::authz::Attributes;
 use crate::error::Error;
 use crate::state::AppState;
-
-/// Decode a JSON body strictly: an unknown field is a 400, as kube-apiserver's strict field
-/// validation answers it.
-pub(crate) fn decode_strict<T: serde::de::DeserializeOwned>(
-    kind: &str,
-    bytes: &[u8],
-) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::BadRequest(format!("error decoding {kind}: strict decoding error: {e}"))
-    })
-}
 
 /// The core permission a copy needs: `create pods` in the namespace.
 fn core_create_pods(ns: &str) -> Attributes {
@@ -68,7 +58,7 @@ pub async fn create(
     let dry_run = super::debug::create_dry_run(uri.query())?;
     super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
-    let req: PodDebugCopy = decode_strict("PodDebugCopy", &bytes)?;
+    let req: PodDebugCopy = decode_create_object(&bytes, KIND_POD_DEBUG_COPY)?;
     if let Some(body_ns) = req.metadata.namespace.as_deref().filter(|n| !n.is_empty())
         && body_ns != ns
     {
@@ -269,12 +259,9 @@ pub(crate) async fn grace_period(
     super::body::require_json_if_any(headers, &bytes)?;
     let mut grace = super::debug::seconds(q, "gracePeriodSeconds")?;
     if !bytes.iter().all(u8::is_ascii_whitespace) {
-        let opts: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
+        let opts = poddebug_types::decode::decode_delete_options(&bytes)?;
         if grace.is_none() {
-            grace = opts
-                .get("gracePeriodSeconds")
-                .and_then(serde_json::Value::as_u64);
+            grace = opts.grace_period_seconds;
         }
     }
     Ok(grace.map(|g| u32::try_from(g).unwrap_or(u32::MAX)))

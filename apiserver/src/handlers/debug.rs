@@ -481,19 +481,12 @@ pub async fn delete(
     super::body::require_json_if_any(&headers, &bytes)?;
     let mut grace = seconds(&q, "gracePeriodSeconds")?;
     if !bytes.iter().all(u8::is_ascii_whitespace) {
-        let opts: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?;
-        if opts
-            .get("dryRun")
-            .and_then(serde_json::Value::as_array)
-            .is_some_and(|a| !a.is_empty())
-        {
+        let opts = poddebug_types::decode::decode_delete_options(&bytes)?;
+        if opts.dry_run {
             return Err(ApiError::BadRequest("dryRun is not supported".to_owned()).into());
         }
         if grace.is_none() {
-            grace = opts
-                .get("gracePeriodSeconds")
-                .and_then(serde_json::Value::as_u64);
+            grace = opts.grace_period_seconds;
         }
     }
     // The storage caps it so that a stop fits in the request timeout.

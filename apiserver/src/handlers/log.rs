@@ -34,7 +34,17 @@ pub async fn log(
     }
     let target = st
         .backend
-        .stream_target(&ns, &pod, &request.container, None, &auth.user)
+        .stream_target(
+            &ns,
+            &pod,
+            &request.container,
+            // A stopped debug container refuses a log follow, not a plain read (storage's
+            // `unstoppable`).
+            poddebug_storage::StreamUse::Log {
+                follow: request.follow,
+            },
+            &auth.user,
+        )
         .await?;
     authorize_profiles(&st, &auth, &target, &request.container).await?;
     authorize_regular(&st, &auth, &target, "get", "log").await?;

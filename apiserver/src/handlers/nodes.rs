@@ -20,6 +20,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use poddebug_storage::{CreateKind, NodeDebugRequest, NodeWatchEvent, Phase, Phases, Prefetch};
+use poddebug_types::decode::decode_create_object;
 use poddebug_types::node::{
     DEFAULT_NODE_PROFILE, KIND_NODE_DEBUG_CONTAINER, NodeDebugContainer, effective_node_profile,
 };
@@ -125,7 +126,7 @@ async fn create(
     let dry_run = super::debug::create_dry_run(uri.query())?;
     super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
-    let req: NodeDebugContainer = super::copies::decode_strict("NodeDebugContainer", &bytes)?;
+    let req: NodeDebugContainer = decode_create_object(&bytes, KIND_NODE_DEBUG_CONTAINER)?;
     let body_name = req.metadata.name.clone().filter(|n| !n.is_empty());
     let container_name = Some(req.container.name.clone()).filter(|n| !n.is_empty());
     for other in [&body_name, &container_name].into_iter().flatten() {

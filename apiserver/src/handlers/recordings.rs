@@ -113,6 +113,13 @@ fn table(items: &[Recording], meta: &ListMeta, include_object: &str) -> Value {
         ),
         column("Protocol", "string", "", "The stream protocol", 1),
         column("Ended", "string", "", "When the session ended", 1),
+        column(
+            "Verified",
+            "boolean",
+            "",
+            "Whether its metadata carries the server's MAC (false: not vouched for)",
+            1,
+        ),
         column("Age", "string", "", "Since the session started", 0),
     ];
     let rows: Vec<Value> = items
@@ -133,6 +140,7 @@ fn table(items: &[Recording], meta: &ListMeta, include_object: &str) -> Value {
                     .end
                     .clone()
                     .unwrap_or_else(|| "<running>".to_owned()),
+                r.status.verified,
                 super::table::human_age(r.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
             ]);
             table_row(cells, r, &r.metadata, include_object)

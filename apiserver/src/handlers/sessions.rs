@@ -11,6 +11,7 @@
 //! the records are.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
@@ -33,8 +34,6 @@ use crate::authz::Attributes;
 use crate::error::Error;
 use crate::state::AppState;
 
-/// How long a request waits for a replica that just started to know the sessions.
-const SYNC_WAIT: Duration = Duration::from_secs(5);
 /// How long a termination waits for the relaying replica to end the stream.
 const TERMINATION_WAIT: Duration = Duration::from_secs(2);
 /// Longest watch before the client is asked to re-watch.
@@ -59,21 +58,30 @@ impl Scope {
     }
 }
 
-/// The live sessions, once this replica knows them (503 when it does not within
-/// [`SYNC_WAIT`]).
-async fn live(st: &AppState) -> Result<(Vec<LiveSession>, u64), Error> {
+/// The live sessions in the scope's namespace and pod, each debug container's together, once
+/// this replica knows them (503 when it does not within [`crate::sessions::SYNC_WAIT`]).
+async fn live(st: &AppState, scope: &Scope) -> Result<(Vec<Arc<LiveSession>>, u64), Error> {
     let store = st.sessions.store();
-    let deadline = tokio::time::Instant::now() + SYNC_WAIT;
-    while !store.is_synced() {
-        if tokio::time::Instant::now() >= deadline {
-            return Err(ApiError::ServiceUnavailable(
-                "this replica does not know the live sessions yet; retry".to_owned(),
-            )
-            .into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(store.snapshot(Timestamp::now()))
+    crate::sessions::synced(store).await?;
+    Ok(store.scoped(
+        scope.namespace.as_deref(),
+        scope.pod.as_deref(),
+        Timestamp::now(),
+    ))
+}
+
+/// The objects of the sessions of `all` (each debug container's together, as the store gives
+/// them) that `keep` selects, each with its participants: work proportional to `all`.
+fn objects(all: &[Arc<LiveSession>], keep: impl Fn(&LiveSession) -> bool) -> Vec<DebugSession> {
+    all.chunk_by(|a, b| a.same_container(b))
+        .flat_map(|peers| {
+            peers
+                .iter()
+                .filter(|s| keep(s))
+                .map(|s| session_object(s, peers))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// `verb` on `pods/sessions` in `namespace` (empty: the cluster).
@@ -180,12 +188,8 @@ async fn respond(
     if is_watch(&q) {
         return watch(st, scope, wants_table, &q).await;
     }
-    let (all, rv) = live(&st).await?;
-    let mut items: Vec<DebugSession> = all
-        .iter()
-        .filter(|s| scope.matches(s))
-        .map(|s| session_object(s, &all))
-        .collect();
+    let (all, rv) = live(&st, &scope).await?;
+    let mut items = objects(&all, |s| scope.matches(s));
     items.sort_by(|a, b| {
         (
             &a.metadata.namespace,
@@ -259,7 +263,7 @@ async fn watch(
             return Err(ApiError::BadRequest("timeoutSeconds: invalid value".to_owned()).into());
         }
     };
-    let (all, _) = live(&st).await?;
+    let (all, _) = live(&st, &scope).await?;
     let store = st.sessions.store().clone();
     // Subscribe before reading what to replay, so nothing falls between.
     let rx = store.subscribe();
@@ -280,9 +284,8 @@ async fn watch(
     let mut last_rv = 0;
     match resume {
         None => {
-            for s in all.iter().filter(|s| scope.matches(s)) {
-                let obj = session_object(s, &all);
-                known.insert(s.record.id.clone(), watched(&obj));
+            for obj in objects(&all, |s| scope.matches(s)) {
+                known.insert(obj.metadata.name.clone().unwrap_or_default(), watched(&obj));
                 first.extend(event_line("ADDED", &obj, wants_table));
             }
         }
@@ -291,16 +294,19 @@ async fn watch(
             let replay = store.since(rv).map_err(|SessionHistoryTooOld| {
                 Error::from(ApiError::expired(format!("too old resource version: {rv}")))
             })?;
+            let now = Timestamp::now();
             for ev in replay.iter().filter(|e| scope.matches(&e.session)) {
                 last_rv = last_rv.max(ev.rv);
-                let obj = session_object(&ev.session, &all);
+                let peers = store.on_container(&ev.session.container(), now);
+                let obj = session_object(&ev.session, &peers);
                 let ty = if ev.deleted { "DELETED" } else { "MODIFIED" };
                 first.extend(event_line(ty, &obj, wants_table));
             }
-            known.extend(all.iter().filter(|s| scope.matches(s)).map(|s| {
-                let obj = session_object(s, &all);
-                (s.record.id.clone(), watched(&obj))
-            }));
+            known.extend(
+                objects(&all, |s| scope.matches(s))
+                    .into_iter()
+                    .map(|obj| (obj.metadata.name.clone().unwrap_or_default(), watched(&obj))),
+            );
         }
     }
     let drain = st.watch_drain.clone();
@@ -319,7 +325,8 @@ async fn watch(
                 if ev.rv <= last_rv && last_rv != 0 {
                     continue;
                 }
-                let (all, _) = store.snapshot(Timestamp::now());
+                // Only the sessions of the changed one's debug container can change.
+                let peers = store.on_container(&ev.session.container(), Timestamp::now());
                 let mut out: Vec<u8> = Vec::new();
                 let mut send = |obj: DebugSession, deleted: bool, out: &mut Vec<u8>| {
                     let id = obj.metadata.name.clone().unwrap_or_default();
@@ -339,14 +346,13 @@ async fn watch(
                     out.extend(event_line(ty, &obj, wants_table).unwrap_or_default());
                 };
                 if scope.matches(&ev.session) {
-                    send(session_object(&ev.session, &all), ev.deleted, &mut out);
+                    send(session_object(&ev.session, &peers), ev.deleted, &mut out);
                 }
-                for other in all.iter().filter(|o| {
-                    o.record.id != ev.session.record.id
-                        && o.same_container(&ev.session)
-                        && scope.matches(o)
-                }) {
-                    send(session_object(other, &all), false, &mut out);
+                for other in peers
+                    .iter()
+                    .filter(|o| o.record.id != ev.session.record.id && scope.matches(o))
+                {
+                    send(session_object(other, &peers), false, &mut out);
                 }
                 if !out.is_empty() {
                     return Some((
@@ -416,22 +422,24 @@ pub async fn all_namespaces(
     respond(st, Scope::default(), headers, q).await
 }
 
-/// The session `id` in `scope`, or 404.
+/// The session `id` in `scope` and the sessions on its debug container, or 404.
 async fn find(
     st: &AppState,
     scope: &Scope,
     id: &str,
-) -> Result<(LiveSession, Vec<LiveSession>), Error> {
-    let (all, _) = live(st).await?;
-    let found = all
-        .iter()
-        .find(|s| s.record.id == id && scope.matches(s))
-        .cloned()
+) -> Result<(Arc<LiveSession>, Vec<Arc<LiveSession>>), Error> {
+    let store = st.sessions.store();
+    crate::sessions::synced(store).await?;
+    let now = Timestamp::now();
+    let found = store
+        .get(id, now)
+        .filter(|s| scope.matches(s))
         .ok_or_else(|| Error::from(ApiError::not_found("debugsessions", GROUP, id)))?;
-    Ok((found, all))
+    let peers = store.on_container(&found.container(), now);
+    Ok((found, peers))
 }
 
-fn one(s: &LiveSession, all: &[LiveSession], headers: &HeaderMap) -> Result<Response, Error> {
+fn one(s: &LiveSession, all: &[Arc<LiveSession>], headers: &HeaderMap) -> Result<Response, Error> {
     let obj = session_object(s, all);
     if super::table::wants_table(headers) {
         return json_response(

@@ -279,6 +279,11 @@ impl Capped {
         line
     }
 
+    /// Nothing more fits from now on (the cap is reached however much was written).
+    pub fn stop(&mut self) {
+        self.truncated = true;
+    }
+
     /// Whether the cap was reached.
     pub fn truncated(&self) -> bool {
         self.truncated

@@ -8,6 +8,8 @@
 //! - [`tap`]: the relay's side, taking the messages the relay parsed and forwarded and queueing
 //!   what is recorded, without waiting (best-effort) or at the recorder's pace (strict);
 //! - [`rate`]: `--max-recording-rate`, a gap (best-effort) or a throttle (strict);
+//! - [`memory`]: `--max-recording-memory`, one bound on what all sessions' recordings hold;
+//! - [`quota`]: `--recording-quota-per-user`, what one user's recordings may hold in the store;
 //! - [`writer`]: the session's writer task, turning queued items into asciicast lines and
 //!   writing them to the store in parts;
 //! - [`session`]: a recording in progress and how it ends (exit code, metadata);
@@ -18,7 +20,9 @@
 //! exit code.
 
 pub mod asciicast;
+pub mod memory;
 pub mod options;
+pub mod quota;
 pub mod rate;
 pub mod session;
 pub mod store;
@@ -29,7 +33,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
+use memory::{Held, RecordingMemory};
 pub use options::{RecordingMode, RecordingOptions};
+use poddebug_storage::record_key::SharedRecordKey;
+use poddebug_types::ApiError;
+use quota::Quota;
 use rate::RateBudget;
 pub use session::{Finished, Session, exit_code_of_status};
 use store::{Metadata, Store};
@@ -41,6 +49,15 @@ use poddebug_stream::EndSignal;
 
 /// Terminal size assumed when the client never sent one before the first output.
 const DEFAULT_SIZE: (u16, u16) = (80, 24);
+/// best-effort: how long the start of a recording waits for the store's usage (a scan that
+/// takes longer leaves this session's recording without a quota cap).
+const QUOTA_WAIT_BEST_EFFORT: Duration = Duration::from_secs(2);
+/// strict: how long an admission waits for the store's usage before it refuses (503).
+const QUOTA_WAIT_STRICT: Duration = Duration::from_secs(30);
+/// Why a recording stops at its size limit.
+const SIZE_LIMIT: &str = "size limit reached";
+/// Why a recording stops at its user's quota.
+const QUOTA_REACHED: &str = "its user's recordings reached --recording-quota-per-user";
 
 /// The recorder of a server with `--recording-store` (or `--recording-dir`) set.
 #[derive(Debug)]
@@ -52,6 +69,8 @@ pub struct Recorder {
     max_rate: u64,
     retention: Duration,
     part_interval: Duration,
+    memory: Arc<RecordingMemory>,
+    quota: Option<Arc<Quota>>,
 }
 
 /// Who and what a recorded session is.
@@ -74,10 +93,20 @@ pub struct SessionInfo {
 }
 
 impl Recorder {
-    /// The recorder the flags ask for, if any.
-    pub fn from_options(o: &RecordingOptions) -> Option<Arc<Recorder>> {
+    /// The recorder the flags ask for, if any: its metadata signed and verified with `key`,
+    /// what does not verify counted in `metrics`, and its memory reported there.
+    pub fn from_options(
+        o: &RecordingOptions,
+        key: SharedRecordKey,
+        metrics: &crate::metrics::Metrics,
+    ) -> Option<Arc<Recorder>> {
         // The flags were validated at start-up: a store that cannot be made stopped it there.
-        let store = o.store().ok()??;
+        let store = o
+            .store()
+            .ok()??
+            .authenticated(key, metrics.untrusted_records.clone());
+        let quota = (o.recording_quota_per_user > 0)
+            .then(|| Quota::new(o.recording_quota_per_user, store.clone()));
         Some(Arc::new(Recorder {
             store,
             mode: o.recording_mode,
@@ -86,7 +115,48 @@ impl Recorder {
             max_rate: o.max_recording_rate,
             retention: o.recording_retention,
             part_interval: o.recording_part_interval,
+            memory: Arc::new(RecordingMemory::new(
+                o.max_recording_memory,
+                metrics.recording_memory.clone(),
+            )),
+            quota,
         }))
+    }
+
+    /// The replica's recording memory.
+    pub fn memory(&self) -> &RecordingMemory {
+        &self.memory
+    }
+
+    /// The check an attach of `user` passes before the container is reached: in strict mode,
+    /// a user whose recordings hold their quota or more is refused (403), and so is everyone
+    /// while the store's usage cannot be read (503). best-effort: nothing is refused; the
+    /// usage is brought up to date for the start of the recording.
+    pub async fn admit(&self, user: &str) -> Result<(), ApiError> {
+        let Some(quota) = &self.quota else {
+            return Ok(());
+        };
+        if self.mode != RecordingMode::Strict {
+            quota.warm();
+            return Ok(());
+        }
+        match quota.used_by(user, QUOTA_WAIT_STRICT).await {
+            None => Err(ApiError::ServiceUnavailable(
+                "the recording store's usage cannot be read, so --recording-quota-per-user \
+                 cannot be checked and the session was not started (--recording-mode=strict); \
+                 retry"
+                    .to_owned(),
+            )),
+            Some(used) if used >= quota.per_user() => Err(ApiError::ForbiddenMessage(format!(
+                "exceeded quota: the recordings of user {user:?} hold {} in the recording store, \
+                 at or over --recording-quota-per-user ({}); with --recording-mode=strict no \
+                 session is started that could not be recorded (ask an operator to delete old \
+                 recordings or raise the quota)",
+                human_bytes(used),
+                human_bytes(quota.per_user())
+            ))),
+            Some(_) => Ok(()),
+        }
     }
 
     /// The files.
@@ -132,6 +202,23 @@ impl Recorder {
     /// Open the recording of a session that has just been switched to the stream protocol.
     /// In strict mode, `end` is how the session is ended when its recording cannot go on.
     pub async fn start(&self, info: SessionInfo, end: &EndSignal) -> std::io::Result<Session> {
+        // What remains of the user's quota caps this recording when it is below the size limit.
+        let quota_left = match &self.quota {
+            Some(q) => {
+                let used = q.used_by(&info.user, QUOTA_WAIT_BEST_EFFORT).await;
+                if used.is_none() {
+                    tracing::warn!(user = %info.user, "the store's usage is not known yet: this recording is not capped by --recording-quota-per-user");
+                }
+                used.map(|u| q.per_user().saturating_sub(u))
+            }
+            None => None,
+        };
+        let (cap, cap_reason) = match quota_left {
+            Some(left) if self.max_bytes == 0 || left < self.max_bytes => (left, QUOTA_REACHED),
+            _ => (self.max_bytes, SIZE_LIMIT),
+        };
+        // Too little left for more than the header: the recording is the header and its marker.
+        let exhausted = cap_reason == QUOTA_REACHED && cap < options::MIN_CAP;
         let start = jiff::Timestamp::now();
         let id = store::new_id(start);
         let meta = Metadata {
@@ -148,6 +235,8 @@ impl Recorder {
             bytes: 0,
             exit_code: None,
             truncated: false,
+            mac: None,
+            verified: false,
         };
         self.store
             .write_meta(&meta)
@@ -174,10 +263,10 @@ impl Recorder {
             },
         };
         let strict = self.mode == RecordingMode::Strict;
-        let shared = Arc::new(TapShared {
-            end: strict.then(|| end.clone()),
-            ..TapShared::default()
-        });
+        let shared = Arc::new(TapShared::new(
+            strict.then(|| end.clone()),
+            self.memory.clone(),
+        ));
         let started = Instant::now();
         let writer = Writer {
             sink: PartSink::new(self.store.clone(), meta.clone(), self.part_interval),
@@ -187,13 +276,16 @@ impl Recorder {
                 header_written: false,
                 // strict: the tap counts the cap on recorded bytes and ends the session; the
                 // file is never cut.
-                capped: Capped::new(if strict { 0 } else { self.max_bytes }),
+                capped: Capped::new(if strict || exhausted { 0 } else { cap }),
+                cap_reason,
+                exhausted: exhausted && !strict,
                 out_text: Utf8Carry::default(),
                 in_text: Utf8Carry::default(),
                 exit_code: None,
             },
             started,
             shared: shared.clone(),
+            held: Held::new(self.memory.clone()),
         };
         let writer = tokio::spawn(writer.run());
         Ok(Session {
@@ -206,13 +298,43 @@ impl Recorder {
                     recorded: 0,
                     capped: false,
                 }),
-                strict_cap: strict.then_some(self.max_bytes),
+                // A quota with nothing left ends the session at its first recorded byte.
+                strict_cap: strict.then_some(if cap_reason == QUOTA_REACHED {
+                    cap.max(1)
+                } else {
+                    cap
+                }),
+                strict_cap_why: if cap_reason == QUOTA_REACHED {
+                    "its user's recording quota (--recording-quota-per-user) was reached"
+                } else {
+                    "its size limit (--max-recording-bytes) was reached"
+                },
             },
             writer,
             meta,
             store: self.store.clone(),
+            quota: self.quota.clone(),
         })
     }
+}
+
+/// `n` bytes as people read them (`1.5 GiB`, `512 KiB`, `300 B`).
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    let text = format!("{v:.1}");
+    format!("{} {unit}", text.strip_suffix(".0").unwrap_or(&text))
 }
 
 #[cfg(test)]
@@ -237,17 +359,34 @@ mod tests {
         input: bool,
         rate: u64,
     ) -> (Recorder, PathBuf) {
+        recorder_with(mode, cap, input, rate, 0, 0).await
+    }
+
+    async fn recorder_with(
+        mode: RecordingMode,
+        cap: u64,
+        input: bool,
+        rate: u64,
+        memory: u64,
+        quota: u64,
+    ) -> (Recorder, PathBuf) {
         let dir = std::env::temp_dir().join(format!("poddebug-rec-{:x}", rand::random::<u64>()));
-        let r = Recorder::from_options(&RecordingOptions {
-            recording_store: None,
-            recording_dir: Some(dir.clone()),
-            recording_mode: mode,
-            record_input: input,
-            max_recording_bytes: cap,
-            max_recording_rate: rate,
-            recording_part_interval: Duration::from_secs(5),
-            recording_retention: Duration::ZERO,
-        })
+        let r = Recorder::from_options(
+            &RecordingOptions {
+                recording_store: None,
+                recording_dir: Some(dir.clone()),
+                recording_mode: mode,
+                record_input: input,
+                max_recording_bytes: cap,
+                max_recording_rate: rate,
+                recording_part_interval: Duration::from_secs(5),
+                recording_retention: Duration::ZERO,
+                max_recording_memory: memory,
+                recording_quota_per_user: quota,
+            },
+            SharedRecordKey::loaded(poddebug_storage::record_key::RecordKey::generate()),
+            &crate::metrics::Metrics::new(),
+        )
         .unwrap();
         (Arc::into_inner(r).unwrap(), dir)
     }
@@ -382,6 +521,202 @@ mod tests {
             format!("{skipped} bytes not recorded: over --max-recording-rate"),
             "{cast}"
         );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// `n` reads of 99 bytes of output each.
+    fn output(n: usize) -> Vec<Recorded> {
+        (0..n).map(|_| out(&[b'x'; 99])).collect()
+    }
+
+    /// Hand the tap one message, as the relay does.
+    async fn put(tap: &Tap, e: Recorded) {
+        poddebug_stream::Recorder::record(tap, vec![e]).await;
+    }
+
+    #[tokio::test]
+    async fn best_effort_sessions_stop_being_recorded_when_the_replicas_memory_is_full() {
+        // 64 KiB for all sessions: the first holds 40 KiB (not yet a part), the second finds
+        // room for about 24 KiB more.
+        let (r, dir) = recorder_with(RecordingMode::BestEffort, 0, false, 0, 64 << 10, 0).await;
+        let (a, b) = (
+            r.start(info(), &EndSignal::default()).await.unwrap(),
+            r.start(info(), &EndSignal::default()).await.unwrap(),
+        );
+        for f in output(400) {
+            put(a.tap(), f).await;
+        }
+        for f in output(400) {
+            put(b.tap(), f).await;
+        }
+        assert!(r.memory().used() <= 64 << 10, "{}", r.memory().used());
+        let (ida, idb) = (a.id().to_owned(), b.id().to_owned());
+        let (fa, fb) = (
+            a.finish(async { None }).await,
+            b.finish(async { None }).await,
+        );
+        assert!(!fa.truncated);
+        assert!(fb.truncated);
+        assert_eq!(r.memory().used(), 0, "all given back");
+        let cast = cast_text(&r, &idb).await;
+        let last: serde_json::Value = serde_json::from_str(cast.lines().last().unwrap()).unwrap();
+        assert_eq!(
+            last[2],
+            "recording truncated: the replica's recording memory (--max-recording-memory) was full"
+        );
+        assert!(cast.len() < 40_000, "{}", cast.len());
+        assert!(cast_text(&r, &ida).await.len() > 39_600);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_strict_stream_waits_for_room_in_the_replicas_memory() {
+        let (r, dir) = recorder_with(RecordingMode::Strict, 0, false, 0, 64 << 10, 0).await;
+        let r = Arc::new(r);
+        let (a, b) = (
+            r.start(info(), &EndSignal::default()).await.unwrap(),
+            r.start(info(), &EndSignal::default()).await.unwrap(),
+        );
+        for f in output(400) {
+            put(a.tap(), f).await;
+        }
+        let b = Arc::new(b);
+        let relay = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                for f in output(400) {
+                    put(b.tap(), f).await;
+                }
+            })
+        };
+        // No room comes while the first session holds its 40 KiB: the second's relay waits.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while r.memory().used() < 60 << 10 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!relay.is_finished(), "the relay waits for room");
+        assert!(r.memory().used() <= 64 << 10, "{}", r.memory().used());
+        // The first session ends: its recording is written, the room given back, and the
+        // second's relay goes on; nothing of it was lost.
+        let fa = a.finish(async { None }).await;
+        tokio::time::timeout(Duration::from_secs(10), relay)
+            .await
+            .expect("the relay went on")
+            .unwrap();
+        let b = Arc::into_inner(b).unwrap();
+        let idb = b.id().to_owned();
+        let fb = b.finish(async { None }).await;
+        assert!(!fa.truncated && !fb.truncated);
+        let recorded: usize = cast_text(&r, &idb)
+            .await
+            .lines()
+            .skip(1)
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()[2]
+                    .as_str()
+                    .unwrap()
+                    .len()
+            })
+            .sum();
+        assert_eq!(recorded, 400 * 99);
+        assert_eq!(r.memory().used(), 0);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_best_effort_recording_stops_at_its_users_quota() {
+        const QUOTA: u64 = 24 << 10;
+        let (r, dir) = recorder_with(RecordingMode::BestEffort, 0, false, 0, 0, QUOTA).await;
+        let quota = r.quota.clone().unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        // Wait (bounded) until a scan of the store counts at least `n` bytes of alice's.
+        let counted = |n: u64| {
+            let quota = quota.clone();
+            async move {
+                loop {
+                    let used = quota.used_by("alice", Duration::from_secs(5)).await;
+                    if used.is_some_and(|u| u >= n) {
+                        return used.unwrap_or(0);
+                    }
+                    assert!(tokio::time::Instant::now() < deadline, "{used:?} < {n}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
+        // About 12 KiB recorded: under the quota.
+        let s = r.start(info(), &EndSignal::default()).await.unwrap();
+        for f in output(100) {
+            put(s.tap(), f).await;
+        }
+        let id = s.id().to_owned();
+        assert!(!s.finish(async { None }).await.truncated);
+        let first = cast_text(&r, &id).await.len() as u64;
+        let used = counted(first).await;
+        // What remains is less than the same again: the next recording stops there, marked.
+        let s = r.start(info(), &EndSignal::default()).await.unwrap();
+        for f in output(100) {
+            put(s.tap(), f).await;
+        }
+        let id = s.id().to_owned();
+        assert!(s.finish(async { None }).await.truncated);
+        let cast = cast_text(&r, &id).await;
+        assert!(
+            cast.len() as u64 <= QUOTA - used,
+            "{} > {}",
+            cast.len(),
+            QUOTA - used
+        );
+        let last: serde_json::Value = serde_json::from_str(cast.lines().last().unwrap()).unwrap();
+        assert_eq!(
+            last[2],
+            "recording truncated: its user's recordings reached --recording-quota-per-user"
+        );
+        // Too little left for anything: the header and the marker. Nobody is refused.
+        counted(QUOTA - options::MIN_CAP).await;
+        assert!(r.admit("alice").await.is_ok(), "best-effort refuses nobody");
+        let s = r.start(info(), &EndSignal::default()).await.unwrap();
+        put(s.tap(), output(1).remove(0)).await;
+        let id = s.id().to_owned();
+        assert!(s.finish(async { None }).await.truncated);
+        let cast = cast_text(&r, &id).await;
+        assert_eq!(cast.lines().count(), 2, "{cast}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn strict_admission_refuses_a_user_at_their_quota_and_others_pass() {
+        let (r, dir) = recorder_with(RecordingMode::Strict, 0, false, 0, 0, 8 << 10).await;
+        assert!(r.admit("alice").await.is_ok());
+        let s = r.start(info(), &EndSignal::default()).await.unwrap();
+        for f in output(100) {
+            put(s.tap(), f).await;
+        }
+        s.finish(async { None }).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let refused = loop {
+            match r.admit("alice").await {
+                Err(e) => break e,
+                Ok(()) => {
+                    assert!(tokio::time::Instant::now() < deadline, "alice is refused");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
+        assert_eq!(refused.code(), 403);
+        assert!(
+            refused
+                .message()
+                .starts_with("exceeded quota: the recordings of user \"alice\" hold ")
+                && refused
+                    .message()
+                    .contains("at or over --recording-quota-per-user (8 KiB)"),
+            "{}",
+            refused.message()
+        );
+        assert!(r.admit("bob").await.is_ok());
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

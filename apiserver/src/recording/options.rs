@@ -5,6 +5,8 @@ use std::time::Duration;
 
 /// Smallest accepted `--max-recording-bytes` (room for the header and the marker).
 pub const MIN_CAP: u64 = 4096;
+/// Smallest accepted `--max-recording-memory` other than 0.
+pub const MIN_MEMORY: u64 = 1 << 20;
 
 /// What the server does when a session cannot be recorded whole (`--recording-mode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -76,6 +78,20 @@ pub struct RecordingOptions {
     /// mid-session loses at most this much of it (1s to 60s).
     #[arg(long, default_value = "5s", value_parser = crate::options::parse_duration, help_heading = "Session recording")]
     pub recording_part_interval: Duration,
+    /// Most memory the recordings of this replica hold at once, in bytes, all sessions
+    /// together: what the relays queued and the writers have not yet written to the store
+    /// (0 = no limit; else at least 1 MiB). best-effort: a session that finds no room stops
+    /// being recorded (its recording marked truncated). strict: its stream waits for room,
+    /// and is ended if none comes within 30 seconds.
+    #[arg(long, default_value_t = 256 << 20, help_heading = "Session recording")]
+    pub max_recording_memory: u64,
+    /// Most bytes the recordings of one user may hold in the store (0 = no limit), computed
+    /// from the store's objects (rescanned at most every 30 seconds; metadata that does not
+    /// verify counts toward nobody). strict: a user at or over it is refused (403) at attach.
+    /// best-effort: the session goes on and its recording stops (marked truncated) at what
+    /// remained when it began.
+    #[arg(long, default_value_t = 1 << 30, help_heading = "Session recording")]
+    pub recording_quota_per_user: u64,
     /// Recordings last written longer ago than this are deleted by a periodic sweep of the
     /// leader (the replica holding the expiry Lease); 0 keeps them forever.
     #[arg(long, default_value = "0", value_parser = crate::options::parse_duration, help_heading = "Session recording")]
@@ -89,6 +105,11 @@ impl RecordingOptions {
         if self.max_recording_bytes != 0 && self.max_recording_bytes < MIN_CAP {
             errs.push(format!(
                 "--max-recording-bytes must be 0 or at least {MIN_CAP}"
+            ));
+        }
+        if self.max_recording_memory != 0 && self.max_recording_memory < MIN_MEMORY {
+            errs.push(format!(
+                "--max-recording-memory must be 0 or at least {MIN_MEMORY}"
             ));
         }
         if !(Duration::from_secs(1)..=Duration::from_secs(60))

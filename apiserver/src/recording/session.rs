@@ -15,6 +15,8 @@ pub struct Session {
     pub(super) writer: tokio::task::JoinHandle<WriterEnd>,
     pub(super) meta: Metadata,
     pub(super) store: Store,
+    /// The quota whose usage this recording changes.
+    pub(super) quota: Option<std::sync::Arc<super::quota::Quota>>,
 }
 
 /// How a recording ended.
@@ -57,6 +59,7 @@ impl Session {
             mut writer,
             mut meta,
             store,
+            quota,
         } = self;
         tap.close();
         drop(tap);
@@ -88,6 +91,10 @@ impl Session {
         meta.truncated = end.truncated;
         if let Err(e) = store.write_meta(&meta).await {
             tracing::warn!(id = %meta.id, error = %e, "recording metadata could not be written");
+        }
+        // The store's usage changed: the next check of a quota here scans it again.
+        if let Some(q) = quota {
+            q.invalidate();
         }
         Finished {
             id: meta.id,

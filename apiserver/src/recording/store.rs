@@ -11,6 +11,13 @@
 //!   mid-session loses at most that much (and the metadata, no longer renewed, then reads
 //!   `truncated`).
 //!
+//! The metadata carries the record key's MAC ([`Purpose::Recording`]) over its location and its
+//! content, written anew with each rewrite. A list says whether each verified: metadata that
+//! does not (someone with access to the store wrote or changed it, or an earlier version wrote
+//! it) is listed with `status.verified: false`, counted in
+//! `poddebug_untrusted_records_total{kind="recording"}` and logged once per object version, and
+//! counts toward nobody's quota.
+//!
 //! Parts are separate objects rather than one S3 multipart upload because an upload that is
 //! never completed (its replica killed) is invisible: the whole session would be lost.
 //! Recordings of earlier versions (`NAMESPACE/POD/ID.cast`, one file) are still listed and read.
@@ -25,6 +32,8 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt, TryStreamExt};
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use poddebug_storage::record_key::{Purpose, SharedRecordKey};
+use poddebug_storage::{RecordKind, UntrustedRecords};
 
 /// The metadata of one recording (the `ID.json` object and one item of the list).
 pub type Metadata = poddebug_types::RecordingRecord;
@@ -37,6 +46,11 @@ pub const PART_BYTES: usize = 1 << 20;
 pub const ABANDONED_AFTER_INTERVALS: u64 = 6;
 /// Metadata objects read at once when listing.
 const LIST_READS: usize = 16;
+/// Most objects one scan of the store's sizes reads ([`Store::sizes`]); past it the scan stops
+/// and says so.
+pub const MAX_SCANNED: usize = 1_000_000;
+/// Version of what a metadata MAC covers.
+const META_CONTENT: &str = "recording/v1";
 
 /// A fresh id: the start time (UTC, to the second) and 64 random bits,
 /// `20260102t030405z-0123456789abcdef`: lower case, so that it is a valid object name (DNS-1123
@@ -67,6 +81,29 @@ pub struct Store {
     os: Arc<dyn ObjectStore>,
     prefix: Key,
     url: String,
+    key: SharedRecordKey,
+    untrusted: UntrustedRecords,
+}
+
+/// A recording's place in the store: namespace, pod, id.
+pub type RecordingKey = (String, String, String);
+
+/// The sizes of the recordings a scan found ([`Store::sizes`]).
+#[derive(Debug, Default)]
+pub struct Sizes {
+    /// Bytes in the store per recording (metadata, parts, a single file of earlier versions).
+    pub bytes: std::collections::HashMap<RecordingKey, u64>,
+    /// False when the scan stopped at [`MAX_SCANNED`] objects.
+    pub complete: bool,
+}
+
+/// What a metadata MAC covers: the recording's location, and the record as JSON without its
+/// MAC.
+fn meta_content(namespace: &str, pod: &str, id: &str, m: &Metadata) -> Vec<u8> {
+    let mut bare = m.clone();
+    bare.mac = None;
+    let record = serde_json::to_string(&bare).unwrap_or_default();
+    serde_json::to_vec(&(META_CONTENT, namespace, pod, id, record)).unwrap_or_default()
 }
 
 impl std::fmt::Debug for Store {
@@ -100,6 +137,8 @@ impl Store {
                 os: Arc::new(fs),
                 prefix: Key::default(),
                 url: url.to_owned(),
+                key: SharedRecordKey::default(),
+                untrusted: UntrustedRecords::default(),
             });
         }
         if let Some(rest) = url.strip_prefix("s3://") {
@@ -116,6 +155,8 @@ impl Store {
                 os: Arc::new(s3),
                 prefix,
                 url: url.to_owned(),
+                key: SharedRecordKey::default(),
+                untrusted: UntrustedRecords::default(),
             });
         }
         Err(bad(
@@ -135,6 +176,41 @@ impl Store {
         &self.url
     }
 
+    /// The same store, signing the metadata it writes with `key` and counting the metadata it
+    /// reads that does not verify in `untrusted`.
+    pub fn authenticated(mut self, key: SharedRecordKey, untrusted: UntrustedRecords) -> Store {
+        self.key = key;
+        self.untrusted = untrusted;
+        self
+    }
+
+    /// `m` with its MAC verified against where it was read (`namespace/pod/id`): `verified`
+    /// set, and if it does not verify, counted and logged once for this `version`.
+    fn verify(&self, m: &mut Metadata, (namespace, pod, id): (&str, &str, &str), version: &str) {
+        let content = meta_content(namespace, pod, id, m);
+        m.verified = m.namespace == namespace
+            && m.pod == pod
+            && m.id == id
+            && m.mac.as_deref().is_some_and(|mac| {
+                self.key
+                    .get()
+                    .is_some_and(|k| k.verify(Purpose::Recording, &content, mac))
+            });
+        if !m.verified {
+            let why = if m.mac.is_none() {
+                "no MAC"
+            } else {
+                "the MAC does not verify"
+            };
+            self.untrusted.note(
+                RecordKind::Recording,
+                &format!("{namespace}/{pod}/{id}"),
+                version,
+                why,
+            );
+        }
+    }
+
     fn key(&self, parts: &[&str]) -> Key {
         let mut k = self.prefix.clone();
         for p in parts {
@@ -151,12 +227,23 @@ impl Store {
         self.key(&[namespace, pod, id, &format!("{seq:08}.part")])
     }
 
-    /// Write the metadata (one PUT: readers see the old object or the new, never half).
+    /// Write the metadata, signed (one PUT: readers see the old object or the new, never half).
+    /// Fails while the record key is not loaded.
     pub async fn write_meta(&self, m: &Metadata) -> Result<(), StoreError> {
-        let body = serde_json::to_vec(m).map_err(|e| object_store::Error::Generic {
+        let generic = |e: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
             store: "recordings",
-            source: Box::new(e),
-        })?;
+            source: e,
+        };
+        let key = self
+            .key
+            .get()
+            .ok_or_else(|| generic("the record key is not loaded yet".into()))?;
+        let mut m = m.clone();
+        m.mac = Some(key.sign(
+            Purpose::Recording,
+            &meta_content(&m.namespace, &m.pod, &m.id, &m),
+        ));
+        let body = serde_json::to_vec(&m).map_err(|e| generic(Box::new(e)))?;
         self.os
             .put(
                 &self.meta_key(&m.namespace, &m.pod, &m.id),
@@ -211,12 +298,24 @@ impl Store {
         let mut items: Vec<Metadata> = futures::stream::iter(keys)
             .map(|k| async move {
                 let read = match self.os.get(&k).await {
-                    Ok(r) => r.bytes().await,
+                    Ok(r) => {
+                        let version =
+                            r.meta.e_tag.clone().unwrap_or_else(|| {
+                                r.meta.last_modified.timestamp_micros().to_string()
+                            });
+                        r.bytes().await.map(|b| (b, version))
+                    }
                     Err(e) => Err(e),
                 };
                 match read {
-                    Ok(body) => match serde_json::from_slice::<Metadata>(&body) {
-                        Ok(m) => Ok(Some(m)),
+                    Ok((body, version)) => match serde_json::from_slice::<Metadata>(&body) {
+                        Ok(mut m) => {
+                            if let Some(place) = self.place_of(&k) {
+                                let (ns, pod, id) = place;
+                                self.verify(&mut m, (&ns, &pod, &id), &version);
+                            }
+                            Ok(Some(m))
+                        }
                         Err(e) => {
                             tracing::warn!(key = %k, error = %e, "unreadable recording metadata");
                             Ok(None)
@@ -237,6 +336,80 @@ impl Store {
         // Ids order by the second only: the start time orders sessions begun in the same second.
         items.sort_by_cached_key(|m| (m.start.parse::<jiff::Timestamp>().ok(), m.id.clone()));
         Ok(items)
+    }
+
+    /// Namespace, pod and id of the metadata object `k` (`NS/POD/ID.json` under the prefix).
+    fn place_of(&self, k: &Key) -> Option<RecordingKey> {
+        let base = self.prefix.parts().count();
+        let parts: Vec<String> = k.parts().map(|p| p.as_ref().to_owned()).collect();
+        let id = parts.get(base + 2)?.strip_suffix(".json")?;
+        (parts.len() == base + 3)
+            .then(|| (parts[base].clone(), parts[base + 1].clone(), id.to_owned()))
+    }
+
+    /// The recording each object belongs to (`ID.json`, `ID.cast`, `ID/N.part`), if any.
+    fn owner(&self, o: &object_store::ObjectMeta) -> Option<RecordingKey> {
+        let base = self.prefix.parts().count();
+        let parts: Vec<String> = o.location.parts().map(|p| p.as_ref().to_owned()).collect();
+        let third = parts.get(base + 2)?;
+        let id = third
+            .strip_suffix(".json")
+            .or_else(|| third.strip_suffix(".cast"))
+            .unwrap_or(third);
+        valid_id(id).then(|| (parts[base].clone(), parts[base + 1].clone(), id.to_owned()))
+    }
+
+    /// What the store holds per recording, from one listing of every object (at most
+    /// [`MAX_SCANNED`]): their sizes, which no metadata can misstate.
+    pub async fn sizes(&self) -> Result<Sizes, StoreError> {
+        let mut sizes = Sizes {
+            complete: true,
+            ..Sizes::default()
+        };
+        let mut objects = self.os.list(Some(&self.prefix));
+        let mut seen = 0;
+        while let Some(o) = objects.next().await {
+            let o = o?;
+            seen += 1;
+            if seen > MAX_SCANNED {
+                sizes.complete = false;
+                break;
+            }
+            if let Some(k) = self.owner(&o) {
+                *sizes.bytes.entry(k).or_default() += o.size;
+            }
+        }
+        Ok(sizes)
+    }
+
+    /// The metadata of one recording, verified (`None` when there is none or it is
+    /// unreadable).
+    pub async fn read_meta(
+        &self,
+        namespace: &str,
+        pod: &str,
+        id: &str,
+    ) -> Result<Option<Metadata>, StoreError> {
+        let r = match self.os.get(&self.meta_key(namespace, pod, id)).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let version = r
+            .meta
+            .e_tag
+            .clone()
+            .unwrap_or_else(|| r.meta.last_modified.timestamp_micros().to_string());
+        let body = match r.bytes().await {
+            Ok(b) => b,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Ok(mut m) = serde_json::from_slice::<Metadata>(&body) else {
+            return Ok(None);
+        };
+        self.verify(&mut m, (namespace, pod, id), &version);
+        Ok(Some(m))
     }
 
     /// The recording itself: its parts in order (or the single file of earlier versions), as
@@ -293,16 +466,7 @@ impl Store {
         let all: Vec<object_store::ObjectMeta> =
             self.os.list(Some(&self.prefix)).try_collect().await?;
         let base = self.prefix.parts().count();
-        // NS, POD and the recording id an object belongs to (`ID.json`, `ID.cast`, `ID/N.part`).
-        let owner = |o: &object_store::ObjectMeta| -> Option<(String, String, String)> {
-            let parts: Vec<String> = o.location.parts().map(|p| p.as_ref().to_owned()).collect();
-            let third = parts.get(base + 2)?;
-            let id = third
-                .strip_suffix(".json")
-                .or_else(|| third.strip_suffix(".cast"))
-                .unwrap_or(third);
-            valid_id(id).then(|| (parts[base].clone(), parts[base + 1].clone(), id.to_owned()))
-        };
+        let owner = |o: &object_store::ObjectMeta| self.owner(o);
         // Recordings are judged by their metadata (or, for the single files of earlier
         // versions, by the file), and go whole.
         let old: std::collections::HashSet<(String, String, String)> = all
@@ -380,7 +544,23 @@ mod tests {
 
     fn temp_store(tag: &str) -> (Store, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("poddebug-{tag}-{:x}", rand::random::<u64>()));
-        (Store::dir(&dir).unwrap(), dir)
+        let key = SharedRecordKey::loaded(poddebug_storage::record_key::RecordKey::generate());
+        let store = Store::dir(&dir)
+            .unwrap()
+            .authenticated(key, UntrustedRecords::default());
+        (store, dir)
+    }
+
+    /// What was written, as a list gives it back: signed and verified.
+    fn as_listed(m: &Metadata) -> Metadata {
+        Metadata {
+            verified: true,
+            ..m.clone()
+        }
+    }
+
+    fn ids(list: &[Metadata]) -> Vec<(&str, bool)> {
+        list.iter().map(|m| (m.id.as_str(), m.verified)).collect()
     }
 
     fn meta(id: &str, start: &str) -> Metadata {
@@ -415,10 +595,13 @@ mod tests {
         let mut other = earlier.clone();
         other.namespace = "other".into();
         store.write_meta(&other).await.unwrap();
-        assert_eq!(
-            store.list(Some("ns"), Some("pod")).await.unwrap(),
-            vec![earlier.clone(), later.clone()]
-        );
+        let listed = store.list(Some("ns"), Some("pod")).await.unwrap();
+        assert!(listed.iter().all(|m| m.mac.is_some()));
+        let listed: Vec<Metadata> = listed
+            .into_iter()
+            .map(|m| Metadata { mac: None, ..m })
+            .collect();
+        assert_eq!(listed, vec![as_listed(&earlier), as_listed(&later)]);
         assert_eq!(store.list(Some("ns"), None).await.unwrap().len(), 2);
         assert_eq!(store.list(None, None).await.unwrap().len(), 3);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -479,6 +662,138 @@ mod tests {
         assert!(read_all(&store, &legacy).await.is_none());
         assert_eq!(read_all(&store, &young.id).await.unwrap(), b"x");
         assert!(pod.join("unrelated").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn metadata_someone_else_wrote_or_moved_is_listed_unverified_and_counted_once() {
+        let (store, dir) = temp_store("forged");
+        let untrusted = UntrustedRecords::default();
+        let key = store.key.clone();
+        let store = store.authenticated(key, untrusted.clone());
+        let pod = dir.join("ns").join("pod");
+        let file = |id: &str| pod.join(format!("{id}.json"));
+        let good = meta(&new_id(jiff::Timestamp::now()), "2026-01-01T00:00:00Z");
+        let tampered = meta(&new_id(jiff::Timestamp::now()), "2026-01-01T00:00:00Z");
+        for m in [&good, &tampered] {
+            store.write_meta(m).await.unwrap();
+        }
+        let signed = |id: &str| -> Metadata {
+            serde_json::from_slice(&std::fs::read(file(id)).unwrap()).unwrap()
+        };
+        let put = |id: &str, m: &Metadata| {
+            std::fs::write(file(id), serde_json::to_vec(m).unwrap()).unwrap()
+        };
+        // Its user changed; without a MAC; the good one copied to another id (as is, and with
+        // the id changed); another key's MAC.
+        put(
+            &tampered.id,
+            &Metadata {
+                user: "mallory".into(),
+                ..signed(&tampered.id)
+            },
+        );
+        let (unsigned, copied, renamed, foreign) = (
+            new_id(jiff::Timestamp::now()),
+            new_id(jiff::Timestamp::now()),
+            new_id(jiff::Timestamp::now()),
+            new_id(jiff::Timestamp::now()),
+        );
+        put(
+            &unsigned,
+            &Metadata {
+                mac: None,
+                ..meta(&unsigned, "2026-01-01T00:00:00Z")
+            },
+        );
+        put(&copied, &signed(&good.id));
+        put(
+            &renamed,
+            &Metadata {
+                id: renamed.clone(),
+                ..signed(&good.id)
+            },
+        );
+        let (other, other_dir) = temp_store("other-key");
+        other
+            .write_meta(&meta(&foreign, "2026-01-01T00:00:00Z"))
+            .await
+            .unwrap();
+        std::fs::copy(
+            other_dir
+                .join("ns")
+                .join("pod")
+                .join(format!("{foreign}.json")),
+            file(&foreign),
+        )
+        .unwrap();
+        for _ in 0..2 {
+            let listed = store.list(Some("ns"), None).await.unwrap();
+            let verified = |id: &str| {
+                let mut v: Vec<bool> = listed
+                    .iter()
+                    .filter(|m| m.id == id)
+                    .map(|m| m.verified)
+                    .collect();
+                v.sort();
+                v
+            };
+            // The copy as is names the good one's id: listed twice, once unverified.
+            assert_eq!(verified(&good.id), [false, true], "{:?}", ids(&listed));
+            for id in [&tampered.id, &unsigned, &renamed, &foreign] {
+                assert_eq!(verified(id), [false], "{id}: {:?}", ids(&listed));
+            }
+        }
+        assert_eq!(
+            untrusted.get(RecordKind::Recording),
+            5,
+            "each version once, however often listed"
+        );
+        let read = store
+            .read_meta("ns", "pod", &good.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(read.verified);
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&other_dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn sizes_are_the_objects_of_each_recording() {
+        let (store, dir) = temp_store("sizes");
+        let a = meta(&new_id(jiff::Timestamp::now()), "2026-01-01T00:00:00Z");
+        let b = Metadata {
+            pod: "other".into(),
+            ..meta(&new_id(jiff::Timestamp::now()), "2026-01-01T00:00:00Z")
+        };
+        for m in [&a, &b] {
+            store.write_meta(m).await.unwrap();
+        }
+        store
+            .write_part(&a, 0, Bytes::from(vec![1; 1000]))
+            .await
+            .unwrap();
+        store
+            .write_part(&a, 1, Bytes::from(vec![1; 500]))
+            .await
+            .unwrap();
+        std::fs::write(dir.join("ns").join("unrelated"), b"x").unwrap();
+        let sizes = store.sizes().await.unwrap();
+        assert!(sizes.complete);
+        let meta_len = |m: &Metadata| {
+            std::fs::metadata(
+                dir.join(&m.namespace)
+                    .join(&m.pod)
+                    .join(format!("{}.json", m.id)),
+            )
+            .unwrap()
+            .len()
+        };
+        let key = |m: &Metadata| (m.namespace.clone(), m.pod.clone(), m.id.clone());
+        assert_eq!(sizes.bytes.len(), 2, "{:?}", sizes.bytes);
+        assert_eq!(sizes.bytes[&key(&a)], 1500 + meta_len(&a));
+        assert_eq!(sizes.bytes[&key(&b)], meta_len(&b));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -17,6 +17,10 @@
 //! [`STALL_LIMIT`]), the session's [`EndSignal`] ends the stream at its next frame boundary.
 //! What the relay delivers up to that boundary is still recorded.
 //!
+//! Every queued item also takes room under the replica's `--max-recording-memory`
+//! ([`super::memory`]): best-effort, a session that finds none stops being recorded (marked
+//! truncated); strict, its relay waits for room as it waits for its own queue.
+//!
 //! The writer is woken only by the first item of a batch (the queue was empty); it then waits
 //! a short while and writes all that came meanwhile. A fast stream thus costs the relay one
 //! wake-up per batch instead of one per chunk (each a system call), and an idle one none.
@@ -29,6 +33,7 @@ use bytes::Bytes;
 
 use poddebug_stream::{EndSignal, Ending, Recorded};
 
+use super::memory::RecordingMemory;
 use super::rate::RateBudget;
 
 /// The ending of a session whose recording cannot go on (`--recording-mode=strict`).
@@ -48,6 +53,10 @@ pub fn recording_failed(why: &str) -> Ending {
 const TAP_QUEUE_BYTES: usize = 16 << 20;
 /// What one queued item counts for at least.
 const ITEM_COST: usize = 64;
+/// What an output or input event's line adds to its text (`[123.456789, "o", ""]` and a
+/// newline), counted with the text so that what is queued counts about what the writer will
+/// hold of it.
+const LINE_COST: usize = 32;
 /// strict: how long a relay waits for room in the queue before the recording counts as failed.
 pub const STALL_LIMIT: Duration = Duration::from_secs(30);
 
@@ -73,7 +82,7 @@ impl Item {
     /// What the item counts for in the queue's bound.
     fn cost(&self) -> usize {
         match self {
-            Item::Text { data, .. } => data.len().max(ITEM_COST),
+            Item::Text { data, .. } => (data.len() + LINE_COST).max(ITEM_COST),
             Item::Error(m) => m.len().max(ITEM_COST),
             Item::Marker(m) => m.len() + ITEM_COST,
             _ => ITEM_COST,
@@ -85,12 +94,12 @@ impl Item {
 #[derive(Debug, Default)]
 pub(super) struct Queue {
     pub(super) items: std::collections::VecDeque<(Instant, Item)>,
-    /// The items' cost.
-    bytes: usize,
+    /// The items' cost (taken under the replica's recording memory).
+    pub(super) bytes: usize,
 }
 
 /// What a relay and its writer share: the items queued and not yet written, and the flags.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct TapShared {
     pub(super) queue: std::sync::Mutex<Queue>,
     /// best-effort: the queue was full once; nothing more is queued.
@@ -105,9 +114,38 @@ pub(super) struct TapShared {
     pub(super) failed: AtomicBool,
     /// strict: how the session is ended when its recording cannot go on.
     pub(super) end: Option<EndSignal>,
+    /// The replica's bound on recording memory, which every queued item takes room under.
+    pub(super) memory: Arc<RecordingMemory>,
+    /// best-effort: the overflow was the replica's recording memory being full (else the
+    /// session's own queue).
+    pub(super) memory_full: AtomicBool,
+}
+
+impl Drop for TapShared {
+    fn drop(&mut self) {
+        // What no writer took (one that was aborted) gives its room back.
+        let left = self.queue.get_mut().map(|q| q.bytes).unwrap_or(0);
+        self.memory.give(left as u64);
+    }
 }
 
 impl TapShared {
+    /// What a new recording's relay and writer share: `end` (strict) ends the session when the
+    /// recording cannot go on; items take room under `memory`.
+    pub(super) fn new(end: Option<EndSignal>, memory: Arc<RecordingMemory>) -> TapShared {
+        TapShared {
+            queue: std::sync::Mutex::default(),
+            overflow: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            wake: tokio::sync::Notify::new(),
+            room: tokio::sync::Notify::new(),
+            failed: AtomicBool::new(false),
+            end,
+            memory,
+            memory_full: AtomicBool::new(false),
+        }
+    }
+
     /// strict: the recording cannot go on: stop queueing, release waiting relays, end the
     /// session.
     pub(super) fn fail(&self, why: &str) {
@@ -142,7 +180,10 @@ impl Marker {
             return;
         };
         let first = queue.items.is_empty();
-        queue.bytes += ITEM_COST + text.len();
+        let cost = ITEM_COST + text.len();
+        // A few bytes now and then: counted whether or not they fit.
+        shared.memory.force(cost as u64);
+        queue.bytes += cost;
         queue
             .items
             .push_back((Instant::now(), Item::Marker(text.to_owned())));
@@ -151,6 +192,15 @@ impl Marker {
             shared.wake.notify_one();
         }
     }
+}
+
+/// How a strict relay's wait for room ended.
+enum Waited {
+    Queued,
+    /// The session's own queue stayed full.
+    QueueFull,
+    /// The replica's recording memory stayed full.
+    MemoryFull,
 }
 
 /// The relay's side of a recording (module docs).
@@ -163,6 +213,8 @@ pub struct Tap {
     pub(super) state: std::sync::Mutex<TapState>,
     /// strict: the size cap on recorded bytes (0 = none).
     pub(super) strict_cap: Option<u64>,
+    /// strict: why the session ends at the cap.
+    pub(super) strict_cap_why: &'static str,
 }
 
 /// The tap's accounting.
@@ -275,9 +327,32 @@ impl Tap {
             shared.overflow.store(true, Ordering::Relaxed);
             return;
         }
+        if !shared.memory.try_take(cost as u64) {
+            // The replica's recordings hold all the memory they may.
+            shared.memory_full.store(true, Ordering::Relaxed);
+            shared.overflow.store(true, Ordering::Relaxed);
+            return;
+        }
         let first = queue.items.is_empty();
         queue.bytes += cost;
         queue.items.extend(items.into_iter().map(|i| (at, i)));
+        drop(queue);
+        if first {
+            shared.wake.notify_one();
+        }
+    }
+
+    /// Queue one small item whatever the bounds say (the end of a gap).
+    fn push_forced(&self, at: Instant, item: Item) {
+        let shared = &*self.shared;
+        let cost = item.cost();
+        let Ok(mut queue) = shared.queue.lock() else {
+            return;
+        };
+        shared.memory.force(cost as u64);
+        let first = queue.items.is_empty();
+        queue.bytes += cost;
+        queue.items.push_back((at, item));
         drop(queue);
         if first {
             shared.wake.notify_one();
@@ -305,43 +380,62 @@ impl Tap {
         };
         if capped_now {
             // This chunk and those up to the stream's next frame boundary are still recorded.
-            let why = "its size limit (--max-recording-bytes) was reached";
+            let why = self.strict_cap_why;
             d.items.push(Item::Ended(why.to_owned()));
             if let Some(end) = &self.shared.end {
                 end.end(recording_failed(why));
             }
         }
-        if !d.items.is_empty() && !self.push_waiting(at, d.items).await {
-            self.shared.fail(&format!(
-                "the recorder made no progress for {}s",
-                STALL_LIMIT.as_secs()
-            ));
-            return;
+        if !d.items.is_empty() {
+            match self.push_waiting(at, d.items).await {
+                Waited::Queued => {}
+                Waited::QueueFull => {
+                    self.shared.fail(&format!(
+                        "the recorder made no progress for {}s",
+                        STALL_LIMIT.as_secs()
+                    ));
+                    return;
+                }
+                Waited::MemoryFull => {
+                    self.shared.fail(&format!(
+                        "the replica's recording memory (--max-recording-memory) stayed full for {}s",
+                        STALL_LIMIT.as_secs()
+                    ));
+                    return;
+                }
+            }
         }
         if wait > 0.0 {
             tokio::time::sleep(Duration::from_secs_f64(wait)).await;
         }
     }
 
-    /// strict: queue, waiting (at most [`STALL_LIMIT`]) for room; false when the writer made no
-    /// room in time. Nothing is queued once the recording failed.
-    async fn push_waiting(&self, at: Instant, items: Vec<Item>) -> bool {
+    /// strict: queue, waiting (at most [`STALL_LIMIT`]) for room in the session's queue and
+    /// under the replica's recording memory; what was still missing when the time was up.
+    /// Nothing is queued once the recording failed.
+    async fn push_waiting(&self, at: Instant, items: Vec<Item>) -> Waited {
         let shared = &*self.shared;
         let cost: usize = items.iter().map(Item::cost).sum();
         let deadline = tokio::time::Instant::now() + STALL_LIMIT;
         let mut items = Some(items);
         loop {
             let room = shared.room.notified();
-            tokio::pin!(room);
+            let memory = shared.memory.room.notified();
+            tokio::pin!(room, memory);
             room.as_mut().enable();
-            {
+            memory.as_mut().enable();
+            let missing = {
                 let Ok(mut queue) = shared.queue.lock() else {
-                    return true;
+                    return Waited::Queued;
                 };
                 if shared.failed.load(Ordering::SeqCst) {
-                    return true;
+                    return Waited::Queued;
                 }
-                if queue.items.is_empty() || queue.bytes + cost <= TAP_QUEUE_BYTES {
+                if !(queue.items.is_empty() || queue.bytes + cost <= TAP_QUEUE_BYTES) {
+                    Waited::QueueFull
+                } else if !shared.memory.try_take(cost as u64) {
+                    Waited::MemoryFull
+                } else {
                     let first = queue.items.is_empty();
                     queue.bytes += cost;
                     queue
@@ -351,11 +445,17 @@ impl Tap {
                     if first {
                         shared.wake.notify_one();
                     }
-                    return true;
+                    return Waited::Queued;
                 }
-            }
-            if tokio::time::timeout_at(deadline, room).await.is_err() {
-                return false;
+            };
+            let woken = async {
+                tokio::select! {
+                    _ = room => {},
+                    _ = memory => {},
+                }
+            };
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return missing;
             }
         }
     }
@@ -369,7 +469,7 @@ impl Tap {
             .map(|mut s| s.budget.end_gap())
             .unwrap_or(0);
         if gap > 0 {
-            self.push(Instant::now(), vec![Item::Gap(gap)]);
+            self.push_forced(Instant::now(), Item::Gap(gap));
         }
         self.shared.closed.store(true, Ordering::SeqCst);
         self.shared.wake.notify_one();

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::asciicast::{self, Capped, Header, Utf8Carry};
+use super::memory::Held;
 use super::session::exit_code_of_status;
 use super::store::{Metadata, PART_BYTES, Store, StoreError};
 use super::tap::{Item, TapShared};
@@ -92,6 +93,9 @@ pub(super) struct Writer {
     pub(super) lines: Lines,
     pub(super) started: Instant,
     pub(super) shared: Arc<TapShared>,
+    /// What this writer holds of the replica's recording memory: what it took from the queue
+    /// until the part holding it is written.
+    pub(super) held: Held,
 }
 
 /// The event lines of a recording, gathered for the next write.
@@ -100,6 +104,10 @@ pub(super) struct Lines {
     pub(super) header: Header,
     pub(super) header_written: bool,
     pub(super) capped: Capped,
+    /// Why the recording stops at `capped` (its size limit, or its user's quota).
+    pub(super) cap_reason: &'static str,
+    /// Nothing is left under the user's quota: the recording is its header and the marker.
+    pub(super) exhausted: bool,
     pub(super) out_text: Utf8Carry,
     pub(super) in_text: Utf8Carry,
     pub(super) exit_code: Option<i32>,
@@ -191,13 +199,16 @@ impl Lines {
         // The header always fits: the cap is at least MIN_CAP.
         self.capped.admit(&line);
         self.buf.extend_from_slice(&line);
+        if self.exhausted {
+            self.capped.stop();
+        }
     }
 }
 
 impl Writer {
     /// The next batch of chunks, waiting for the first and then [`BATCH`] for more; `None` once
     /// the session ended and everything was taken.
-    async fn next_batch(&self) -> Option<std::collections::VecDeque<(Instant, Item)>> {
+    async fn next_batch(&mut self) -> Option<std::collections::VecDeque<(Instant, Item)>> {
         let shared = &*self.shared;
         loop {
             let closed = shared.closed.load(Ordering::SeqCst);
@@ -223,11 +234,15 @@ impl Writer {
             if !closed {
                 tokio::time::sleep(BATCH).await;
             }
-            let batch = shared
+            let (batch, bytes) = shared
                 .queue
                 .lock()
-                .map(|mut q| std::mem::take(&mut *q).items)
+                .map(|mut q| {
+                    let q = std::mem::take(&mut *q);
+                    (q.items, q.bytes)
+                })
                 .unwrap_or_default();
+            self.held.adopt(bytes as u64);
             shared.took_batch();
             return Some(batch);
         }
@@ -242,7 +257,11 @@ impl Writer {
             // A burst is over: give its room back.
             self.lines.buf = Vec::new();
         }
-        self.sink.sync(end).await
+        let synced = self.sink.sync(end).await;
+        // What is held now: the lines not yet in a part.
+        self.held
+            .set((self.lines.buf.len() + self.sink.pending.len()) as u64);
+        synced
     }
 
     pub(super) async fn run(mut self) -> WriterEnd {
@@ -280,10 +299,12 @@ impl Writer {
                 self.lines.write_header();
             }
         }
-        let why = if self.shared.overflow.load(Ordering::Relaxed) {
+        let why = if self.shared.memory_full.load(Ordering::Relaxed) {
+            Some("the replica's recording memory (--max-recording-memory) was full".to_owned())
+        } else if self.shared.overflow.load(Ordering::Relaxed) {
             Some("the recorder fell behind the stream".to_owned())
         } else if self.lines.capped.truncated() {
-            Some("size limit reached".to_owned())
+            Some(self.lines.cap_reason.to_owned())
         } else {
             failure
         };

@@ -1,9 +1,17 @@
-//! Create bodies: strict decoding, pass-through decoding, conversion and validation.
+//! Create bodies: strict decoding (of debug containers, copies and node debug containers),
+//! pass-through decoding, conversion and validation.
 
 use k8s_openapi::api::core::v1::Pod;
-use poddebug_types::decode::{decode_create_body, decode_pod_debug_container};
+use poddebug_types::api::KIND_POD_DEBUG_CONTAINER;
+use poddebug_types::copy::{KIND_POD_DEBUG_COPY, PodDebugCopy};
+use poddebug_types::decode::{
+    MAX_REPORTED_PATH_BYTES, MAX_STRICT_ERRORS, decode_create_body, decode_create_object,
+    decode_pod_debug_container,
+};
+use poddebug_types::node::{KIND_NODE_DEBUG_CONTAINER, NodeDebugContainer};
 use poddebug_types::validation::{validate_ephemeral_container_add, validate_pod_debug_container};
-use poddebug_types::{PodDebugContainer, Profile, convert};
+use poddebug_types::{API_VERSION, ApiError, PodDebugContainer, Profile, convert};
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 fn pod() -> Pod {
     serde_json::from_value(serde_json::json!({
@@ -138,17 +146,40 @@ pub fn run(input: &[u8]) {
 
 /// Decode `input` both ways; whatever decodes is converted and validated.
 ///
-/// Invariants: a refusal is a 400 or a 413; what the strict decoder accepts the pass-through
+/// Invariants: a refusal is a 400 or a 413, and a strict decoding error names at most 100
+/// distinct problems, each path cut at 1 KiB; what the strict decoder accepts the pass-through
 /// decoder accepts too, with the same object and nothing passed through; an accepted object
-/// serializes to a body that decodes to the same object.
+/// serializes to a body that decodes to the same object; the decoders agree with plain serde
+/// (see [`reference`]); copies and node debug containers likewise.
 fn check(input: &[u8]) {
     let strict = decode_pod_debug_container(input);
     let create = decode_create_body(input);
-    for e in [strict.as_ref().err(), create.as_ref().err()]
-        .into_iter()
-        .flatten()
+    let copy = decode_create_object::<PodDebugCopy>(input, KIND_POD_DEBUG_COPY);
+    let node = decode_create_object::<NodeDebugContainer>(input, KIND_NODE_DEBUG_CONTAINER);
+    for e in [
+        strict.as_ref().err(),
+        create.as_ref().err(),
+        copy.as_ref().err(),
+        node.as_ref().err(),
+    ]
+    .into_iter()
+    .flatten()
     {
         assert!(matches!(e.code(), 400 | 413), "refused with {e:?}");
+        check_causes(e);
+    }
+    agrees_with_serde(input, &strict, &create);
+    if let Ok(c) = &copy {
+        let again = serde_json::to_vec(c).expect("serialize");
+        let back = decode_create_object::<PodDebugCopy>(&again, KIND_POD_DEBUG_COPY)
+            .expect("own copy refused");
+        assert_eq!(&back, c, "round trip changed the copy");
+    }
+    if let Ok(n) = &node {
+        let again = serde_json::to_vec(n).expect("serialize");
+        let back = decode_create_object::<NodeDebugContainer>(&again, KIND_NODE_DEBUG_CONTAINER)
+            .expect("own node debug container refused");
+        assert_eq!(&back, n, "round trip changed the node debug container");
     }
     if let Ok(pdc) = &strict {
         let body = create
@@ -187,8 +218,187 @@ pub fn seeds() -> Vec<Vec<u8>> {
         b"",
         br#"{"container":{"env":[{"name":"PODDEBUG_NAME","value":"x"}]}}"#,
         br#"{"status":{"phase":"Running"}}"#,
+        br#"{"status":{"a":1,"a":{"b":1,"b":2},"c":[{"d":1,"d":1}]}}"#,
+        br#"{"metadata":{"labels":{"a":"1","a":"2","a":"3"},"nmae":"x"},"metadata":{"zz":1}}"#,
+        br#"{"container":{"x":{"a":1,"a":2,"b":{"a":1,"a":1}},"env":[{"name":"A","y":1,"y":2}]}}"#,
+        br#"{"foo":{"a":1,"a":2},"foo":null,"profile":null,"profile":"general"}"#,
+        br#"{"u0":0,"u1":0,"u2":0,"u3":0,"u4":0,"u5":0,"u6":0,"u7":0,"u8":0,"u9":0,"u0":1}"#,
+        br#"{"\u0061":1,"a":2,"metadata":{"name":"\u00e9","na\u006de":"b"}}"#,
+        br#"{"setImage":{"*":"busybox","*":"x"},"replace":{"app":{"command":["sh"],"comand":[]}},"keepLabels":true}"#,
+        br#"{"container":{"image":"busybox","command":["chroot","/host"]},"profile":"sysadmin","ttlSeconds":60}"#,
+        br#"{"container":{"image":5},"metadata":{"name":"a","name":"b"}}"#,
+        br#"{"kind":"PodDebugCopy","apiVersion":"poddebug.dev/v1alpha1","replace":{"a":["x"]}}"#,
     ]
     .iter()
     .map(|s| s.to_vec())
     .collect()
+}
+
+/// A strict decoding error names at most [`MAX_STRICT_ERRORS`] problems, each once, and cuts
+/// each path after [`MAX_REPORTED_PATH_BYTES`] bytes (escapes may double a byte).
+fn check_causes(e: &ApiError) {
+    let message = e.message();
+    let Some((_, causes)) = message.split_once(": strict decoding error: ") else {
+        return;
+    };
+    // Keys may hold ", ": count the causes by their beginnings.
+    let n =
+        causes.matches("unknown field \"").count() + causes.matches("duplicate field \"").count();
+    assert!(n <= MAX_STRICT_ERRORS, "{n} causes: {message}");
+    assert!(
+        causes.len() <= MAX_STRICT_ERRORS * (2 * MAX_REPORTED_PATH_BYTES + 32),
+        "{} bytes of causes",
+        causes.len()
+    );
+}
+
+/// The fields of `PodDebugContainer`.
+const FIELDS: [&str; 7] = [
+    "apiVersion",
+    "kind",
+    "metadata",
+    "container",
+    "targetContainerName",
+    "profile",
+    "ttlSeconds",
+];
+
+/// What plain serde makes of a body, with the rules of a create body applied to the parsed
+/// value (the type checked, `status` and known `null` members of the top level removed): the
+/// object, and the paths of the fields the types ignore. `None` when it is refused.
+fn reference(input: &[u8]) -> Option<(PodDebugContainer, Vec<String>)> {
+    if input.iter().all(u8::is_ascii_whitespace) {
+        return Some(Default::default());
+    }
+    let mut value: serde_json::Value = serde_json::from_slice(input).ok()?;
+    match &mut value {
+        serde_json::Value::Null => return Some(Default::default()),
+        serde_json::Value::Object(m) => {
+            for (key, want) in [
+                ("apiVersion", API_VERSION),
+                ("kind", KIND_POD_DEBUG_CONTAINER),
+            ] {
+                if let Some(serde_json::Value::String(v)) = m.get(key)
+                    && !v.is_empty()
+                    && v != want
+                {
+                    return None;
+                }
+            }
+            m.remove("status");
+            // A known member that is `null` is absent; an unknown one is still unknown (as
+            // kube-apiserver: `{"foo": null}` is `unknown field "foo"`).
+            m.retain(|k, v| !(v.is_null() && FIELDS.contains(&k.as_str())));
+        }
+        _ => return None,
+    }
+    let mut ignored = Vec::new();
+    let pdc = serde_ignored::deserialize(value, |p| ignored.push(render(&p))).ok()?;
+    ignored.sort();
+    Some((pdc, ignored))
+}
+
+/// A serde_ignored path rendered as the decoder renders paths: `container.env[0].x`.
+fn render(p: &serde_ignored::Path<'_>) -> String {
+    match p {
+        serde_ignored::Path::Root => String::new(),
+        serde_ignored::Path::Seq { parent, index } => format!("{}[{index}]", render(parent)),
+        serde_ignored::Path::Map { parent, key } => {
+            let parent = render(parent);
+            if parent.is_empty() {
+                key.clone()
+            } else {
+                format!("{parent}.{key}")
+            }
+        }
+        serde_ignored::Path::Some { parent }
+        | serde_ignored::Path::NewtypeStruct { parent }
+        | serde_ignored::Path::NewtypeVariant { parent } => render(parent),
+    }
+}
+
+/// The decoders agree with [`reference`]: what they accept, plain serde decodes to the same
+/// object, ignoring exactly the fields passed through (none for the strict decoder); and a
+/// body plain serde decodes ignoring nothing, without a repeated key, they accept.
+fn agrees_with_serde(
+    input: &[u8],
+    strict: &Result<PodDebugContainer, ApiError>,
+    create: &Result<poddebug_types::decode::CreateBody, ApiError>,
+) {
+    let reference = reference(input);
+    if let Ok(pdc) = strict {
+        let (want, ignored) = reference.as_ref().expect("strict accepted, serde refused");
+        assert_eq!(pdc, want, "strict decoder and serde disagree");
+        assert!(
+            ignored.is_empty(),
+            "strict accepted ignored fields {ignored:?}"
+        );
+    }
+    if let Ok(body) = create {
+        let (want, ignored) = reference.as_ref().expect("create accepted, serde refused");
+        assert_eq!(
+            &body.object, want,
+            "pass-through decoder and serde disagree"
+        );
+        assert_eq!(&body.pass_through.paths(), ignored, "passed through");
+    }
+    if let Some((_, ignored)) = &reference
+        && ignored.is_empty()
+        && !has_repeated_key(input)
+    {
+        assert!(strict.is_ok(), "serde accepted, strict refused: {strict:?}");
+    }
+}
+
+/// Whether the JSON in `input` has a repeated key in any object.
+fn has_repeated_key(input: &[u8]) -> bool {
+    struct Repeats;
+    impl<'de> DeserializeSeed<'de> for Repeats {
+        type Value = bool;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_any(Repeats)
+        }
+    }
+    impl<'de> Visitor<'de> for Repeats {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_unit<E>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+            let mut any = false;
+            while let Some(r) = seq.next_element_seed(Repeats)? {
+                any |= r;
+            }
+            Ok(any)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+            let mut keys = std::collections::HashSet::new();
+            let mut any = false;
+            while let Some(k) = map.next_key::<String>()? {
+                any |= !keys.insert(k);
+                any |= map.next_value_seed(Repeats)?;
+            }
+            Ok(any)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(input);
+    Repeats.deserialize(&mut de).unwrap_or(false)
 }

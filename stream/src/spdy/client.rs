@@ -207,9 +207,10 @@ impl ClientSide {
                             head.len
                         )));
                     }
+                    // Room grows with the bytes that arrive, not with what the head announces.
                     self.current = Some(Current {
                         head,
-                        payload: Vec::with_capacity(head.len as usize),
+                        payload: Vec::with_capacity((head.len as usize).min(16 * 1024)),
                     });
                 }
                 Piece::Payload(p) => {
@@ -218,10 +219,10 @@ impl ClientSide {
                     }
                 }
                 Piece::End => {
-                    if let Some(c) = self.current.take() {
-                        if let Some(f) = self.frame(c)? {
-                            out.push(f);
-                        }
+                    if let Some(c) = self.current.take()
+                        && let Some(f) = self.frame(c)?
+                    {
+                        out.push(f);
                     }
                 }
             }
@@ -328,7 +329,7 @@ impl ClientSide {
         let associated = stream_id([payload[4], payload[5], payload[6], payload[7]]);
         // Inflate first, whatever follows: the context must see every block.
         let block = self.inflater.read(&payload[10..])?;
-        if id == 0 || id % 2 == 0 || id <= self.streams.last() {
+        if id == 0 || id.is_multiple_of(2) || id <= self.streams.last() {
             return Err(ProtocolError::new(format!(
                 "a SYN_STREAM with the id {id} (a client's are odd and increasing)"
             )));

@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 use super::frame::{
     FrameHeader, HeaderReader, MAX_CONTROL_PAYLOAD, OP_BINARY, OP_CLOSE, OP_CONTINUATION, OP_PING,
-    OP_PONG, OP_TEXT, apply_mask, channel_opcode, channel_payload, put_masked,
+    OP_PONG, OP_TEXT, apply_mask, channel_opcode, channel_payload, put_masked, put_masked_parts,
 };
 use crate::ProtocolError;
 use crate::channel::{CLOSE_SIGNAL, MAX_RESIZE_MESSAGE, RESIZE, STDIN, TerminalSize};
@@ -229,11 +229,11 @@ impl ClientSide {
 
     /// A whole data message, read as the kubelet reads it; `None` for what it skips.
     fn classify(&self, message: Vec<u8>) -> Result<Option<ClientMessage>, ProtocolError> {
-        let Some((&first, rest)) = message.split_first() else {
+        let Some(&first) = message.first() else {
             return Ok(None);
         };
         if self.close_signal && first == CLOSE_SIGNAL {
-            return match rest {
+            return match &message[1..] {
                 [c @ (STDIN | RESIZE)] => Ok(Some(ClientMessage::CloseChannel(*c))),
                 _ => Err(ProtocolError::new(
                     "a stream-close signal that is not [255, 0] or [255, 4]",
@@ -247,13 +247,14 @@ impl ClientSide {
                 )));
             }
             let decoded = base64::engine::general_purpose::STANDARD
-                .decode(rest)
+                .decode(&message[1..])
                 .map_err(|e| {
                     ProtocolError::new(format!("a base64 message that is not base64 ({e})"))
                 })?;
             (first - b'0', Bytes::from(decoded))
         } else {
-            (first, Bytes::copy_from_slice(rest))
+            // The message's own buffer, without its channel byte: no copy.
+            (first, Bytes::from(message).slice(1..))
         };
         match channel {
             STDIN => Ok(Some(ClientMessage::Stdin(payload))),
@@ -273,6 +274,9 @@ impl ClientSide {
     pub fn encode(&self, m: &ClientMessage, out: &mut Vec<u8>) {
         let opcode = channel_opcode(self.base64);
         match m {
+            ClientMessage::Stdin(data) if !self.base64 => {
+                put_masked_parts(out, opcode, &[&[STDIN], data])
+            }
             ClientMessage::Stdin(data) => {
                 put_masked(out, opcode, &channel_payload(STDIN, data, self.base64))
             }

@@ -9,9 +9,14 @@
 //! median of each path and their ratio are printed. The `cat` keeps running (it is PID 1 of
 //! its container and cannot be stopped): use a throw-away pod.
 //!
+//! With `--cpu NAME=PID` (repeats: say `--cpu kube-apiserver=$(pgrep -x kube-apiserver)
+//! --cpu poddebug=$(pgrep -f poddebug-apiserver)`), the CPU time (`utime + stime`) each of those
+//! processes spent during the runs of each path is reported per MB echoed: what relaying one MB
+//! costs kube-apiserver on the core path and poddebug on its own.
+//!
 //! Usage (ends by itself after `--runs` rounds):
 //! `attach-bench --kubeconfig K --namespace NS --pod POD [--mib 16] [--runs 5]
-//!  [--image busybox:1.36]`
+//!  [--image busybox:1.36] [--cpu NAME=PID ...]`
 
 use std::time::{Duration, Instant};
 
@@ -26,23 +31,33 @@ const CHUNK: usize = 32 * 1024;
 const RUN_LIMIT: Duration = Duration::from_secs(300);
 
 const USAGE: &str = "usage: attach-bench --kubeconfig K --namespace NS --pod POD [--mib N] \
-                     [--runs N] [--image IMAGE]";
+                     [--runs N] [--image IMAGE] [--cpu NAME=PID ...]";
 
 struct Args {
     cl: BenchCommandLine,
     mib: usize,
     runs: usize,
     image: String,
+    /// Processes whose CPU time is measured: (name, pid).
+    cpu: Vec<(String, u32)>,
 }
 
 fn args() -> Args {
     let cl = BenchCommandLine::parse(USAGE);
     let (mut mib, mut runs, mut image) = (16, 5, "busybox:1.36".to_owned());
+    let mut cpu = Vec::new();
     for (k, v) in &cl.other {
         match k.as_str() {
             "--mib" => mib = cl.positive(k, v),
             "--runs" => runs = cl.positive(k, v),
             "--image" => image = v.clone(),
+            "--cpu" => match v
+                .split_once('=')
+                .and_then(|(n, p)| Some((n, p.trim().parse().ok()?)))
+            {
+                Some((n, pid)) => cpu.push((n.to_owned(), pid)),
+                None => cl.fail(&format!("--cpu {v}: NAME=PID expected")),
+            },
             k => cl.fail(&format!("unknown argument {k}")),
         }
     }
@@ -51,6 +66,32 @@ fn args() -> Args {
         mib,
         runs,
         image,
+        cpu,
+    }
+}
+
+/// `utime + stime` of process `pid`, in seconds (`/proc/PID/stat`, in ticks of 1/100 s).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The CPU seconds of each measured process.
+fn cpu_now(a: &Args) -> Vec<f64> {
+    a.cpu.iter().map(|(_, pid)| cpu_seconds(*pid)).collect()
+}
+
+fn add_since(acc: &mut [f64], before: &[f64], a: &Args) {
+    for ((acc, b), now) in acc.iter_mut().zip(before).zip(cpu_now(a)) {
+        *acc += now - b;
     }
 }
 
@@ -168,9 +209,14 @@ async fn main() {
     direct(&kube, &a.cl.namespace, &a.cl.pod, container, 1 << 20).await;
     through(&dc, &a.cl.pod, &name, 1 << 20).await;
     let (mut d, mut t) = (Vec::new(), Vec::new());
+    let (mut d_cpu, mut t_cpu) = (vec![0.0; a.cpu.len()], vec![0.0; a.cpu.len()]);
     for _ in 0..a.runs {
+        let before = cpu_now(&a);
         d.push(direct(&kube, &a.cl.namespace, &a.cl.pod, container, total).await);
+        add_since(&mut d_cpu, &before, &a);
+        let before = cpu_now(&a);
         t.push(through(&dc, &a.cl.pod, &name, total).await);
+        add_since(&mut t_cpu, &before, &a);
     }
     let fmt = |v: &[f64]| {
         v.iter()
@@ -193,6 +239,14 @@ async fn main() {
         fmt(&t)
     );
     println!("share: {:.1}%", median(t) / median(d) * 100.0);
+    let mb = (total * a.runs) as f64 / 1e6;
+    for (i, (n, _)) in a.cpu.iter().enumerate() {
+        println!(
+            "CPU of {n}: {:.2} ms per MB on the core path, {:.2} ms per MB through poddebug",
+            d_cpu[i] / mb * 1000.0,
+            t_cpu[i] / mb * 1000.0
+        );
+    }
     println!(
         "(debug container {name} keeps running cat in pod {}: delete the pod)",
         a.cl.pod

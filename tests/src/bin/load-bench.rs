@@ -310,6 +310,8 @@ async fn main() {
         &[
             "--max-debug-containers-per-pod=0",
             "--max-requests-inflight=0",
+            // One user holds every stream at once.
+            "--max-sessions-per-user=0",
             "--v=0",
         ],
     )

@@ -1,14 +1,20 @@
-//! Live-session listing benchmark: the real `poddebug-apiserver` binary, `--replicas` of it over
-//! one fake kube-apiserver, with `--sessions` attach streams open at once (spread over `--pods`
-//! pods and over the replicas); then `--lists` sequential lists of them through the first
-//! replica, timed: the namespace's `debugsessions`, all namespaces, one pod's `sessions`, and
-//! all namespaces as a `Table` (what `kubectl get debugsessions -A` asks for). Every list is
-//! checked to hold every session exactly once, each with the replica that relays it (a Table's
-//! rows carry metadata only: there, the ids).
+//! Live-session benchmark: the real `poddebug-apiserver` binary, `--replicas` of it over one fake
+//! kube-apiserver, with `--sessions` attach streams open at once (spread over `--pods` pods,
+//! over `--users` users and over the replicas). Then, with nothing else happening, each
+//! replica's CPU time over `--idle-seconds` (the renewals of every session's Lease, and each
+//! replica following all of them) and its RSS; then `--lists` sequential lists of them through
+//! the first replica, timed: the namespace's `debugsessions`, all namespaces, one pod's
+//! `sessions`, and all namespaces as a `Table` (what `kubectl get debugsessions -A` asks for).
+//! Every list is checked to hold every session exactly once, each with the replica that relays
+//! it (a Table's rows carry metadata only: there, the ids).
+//!
+//! The servers get no flag of their own, so that the binary of an earlier version can be
+//! measured the same way; users are as many as keep each under the default
+//! `--max-sessions-per-user` (20) unless `--users` says otherwise.
 //!
 //! Usage (release build recommended; loopback only, bounded, ends by itself):
 //! `PODDEBUG_APISERVER_BIN=target/release/poddebug-apiserver target/release/session-bench
-//!  [--sessions 100] [--replicas 2] [--pods 10] [--lists 200]`
+//!  [--sessions 100] [--replicas 2] [--pods 10] [--users N] [--idle-seconds 0] [--lists 200]`
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -29,6 +35,8 @@ struct Args {
     sessions: usize,
     replicas: usize,
     pods: usize,
+    users: usize,
+    idle_seconds: u64,
     lists: usize,
 }
 
@@ -37,6 +45,8 @@ fn args() -> Args {
         sessions: 100,
         replicas: 2,
         pods: 10,
+        users: 0,
+        idle_seconds: 0,
         lists: 200,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -47,13 +57,34 @@ fn args() -> Args {
             ("--replicas", Some(v)) => a.replicas = v.max(1),
             ("--pods", Some(v)) => a.pods = v.max(1),
             ("--lists", Some(v)) => a.lists = v.max(1),
+            ("--users", Some(v)) => a.users = v,
+            ("--idle-seconds", Some(v)) => a.idle_seconds = v as u64,
             (k, _) => {
                 eprintln!("unknown or bad argument {k}");
                 std::process::exit(2);
             }
         }
     }
+    if a.users == 0 {
+        a.users = a.sessions.div_ceil(20).max(1);
+    }
     a
+}
+
+/// CPU time (user and system) the process has used, from `/proc/PID/stat`.
+fn cpu_time(pid: u32) -> Duration {
+    // Clock ticks per second of /proc's times: USER_HZ, 100 on Linux.
+    const TICKS: u64 = 100;
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // Fields after the command (in parentheses): state is field 3, utime 14, stime 15.
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 1000 / TICKS)
 }
 
 fn pct(v: &[Duration], p: f64) -> Duration {
@@ -152,21 +183,27 @@ async fn main() {
     for _ in 0..a.replicas {
         servers.push(PodDebugServer::start(&fake, &pki, &[]).await);
     }
-    let clients: Vec<TestClient> = servers
+    // clients[replica][user]
+    let clients: Vec<Vec<TestClient>> = servers
         .iter()
-        .map(|s| s.front_proxy_client("alice", &["system:authenticated"]))
+        .map(|s| {
+            (0..a.users)
+                .map(|u| s.front_proxy_client(&format!("user-{u}"), &["system:authenticated"]))
+                .collect()
+        })
         .collect();
     println!(
-        "{} sessions over {} pods, relayed by {} replicas",
-        a.sessions, a.pods, a.replicas
+        "{} sessions over {} pods and {} users, relayed by {} replicas",
+        a.sessions, a.pods, a.users, a.replicas
     );
 
     let opened = Instant::now();
     let mut streams = Vec::new();
     for i in 0..a.sessions {
-        streams.push(attach(&clients[i % a.replicas], &format!("pod-{}", i % a.pods)).await);
+        let client = &clients[i % a.replicas][i % a.users];
+        streams.push(attach(client, &format!("pod-{}", i % a.pods)).await);
     }
-    let first = &clients[0];
+    let first = &clients[0][0];
     let all_path = format!("{GV}/namespaces/{NS}/debugsessions");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -187,6 +224,22 @@ async fn main() {
         a.sessions,
         opened.elapsed().as_millis()
     );
+    if a.idle_seconds > 0 {
+        let before: Vec<Duration> = servers.iter().map(|s| cpu_time(s.pid())).collect();
+        tokio::time::sleep(Duration::from_secs(a.idle_seconds)).await;
+        for (i, (s, b)) in servers.iter().zip(before).enumerate() {
+            let used = cpu_time(s.pid()).saturating_sub(b);
+            println!(
+                "replica {} idle for {} s with {} sessions: CPU {:.1} % of one core ({} ms), RSS {} KiB",
+                i + 1,
+                a.idle_seconds,
+                a.sessions,
+                used.as_secs_f64() * 100.0 / a.idle_seconds as f64,
+                used.as_millis(),
+                rss_kib(s.pid())
+            );
+        }
+    }
 
     let per_pod = a.sessions.div_ceil(a.pods);
     for (label, path, accept, expect) in [
@@ -246,10 +299,13 @@ async fn main() {
             a.lists
         );
     }
-    println!(
-        "server RSS (replica 1) with {} sessions: {} KiB",
-        a.sessions,
-        rss_kib(servers[0].pid())
-    );
+    for (i, s) in servers.iter().enumerate() {
+        println!(
+            "server RSS (replica {}) with {} sessions: {} KiB",
+            i + 1,
+            a.sessions,
+            rss_kib(s.pid())
+        );
+    }
     drop(streams);
 }

@@ -14,6 +14,10 @@
 //! turns, first one then the other first), so both meet the same moments of a noisy machine;
 //! the cost of the compared flags is the median of the second's throughput over the first's,
 //! run by run.
+//! `--compare-bin PATH` runs the compared server from another binary (an earlier build: the
+//! relay before and after a change, side by side in one run), with `--compare-arg`s if any.
+//! Each server's CPU time (`utime + stime` of its process) over its bulk runs is reported per
+//! MB relayed.
 //! `--rtt-iterations 0` and `--idle-streams 0` skip those parts.
 
 use std::time::{Duration, Instant};
@@ -40,6 +44,7 @@ struct Args {
     runs: usize,
     server_args: Vec<String>,
     compare_args: Vec<String>,
+    compare_bin: Option<String>,
 }
 
 fn args() -> Args {
@@ -48,8 +53,10 @@ fn args() -> Args {
         rtt_iterations: 2000,
         idle_streams: 1000,
         runs: 3,
+        // One user holds every idle stream at once.
         server_args: vec!["--v=1".to_owned()],
         compare_args: Vec::new(),
+        compare_bin: None,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     for pair in argv.chunks(2) {
@@ -61,6 +68,10 @@ fn args() -> Args {
             }
             ("--compare-arg", Some(arg)) => {
                 a.compare_args.push(arg.clone());
+                continue;
+            }
+            ("--compare-bin", Some(bin)) => {
+                a.compare_bin = Some(bin.clone());
                 continue;
             }
             _ => {}
@@ -75,6 +86,10 @@ fn args() -> Args {
                 std::process::exit(2);
             }
         }
+    }
+    // One user opens every idle stream: more than --max-sessions-per-user allows by default.
+    if a.idle_streams > 0 {
+        a.server_args.push("--max-sessions-per-user=0".to_owned());
     }
     a
 }
@@ -181,6 +196,29 @@ fn pct(v: &[Duration], p: f64) -> Duration {
     v[i.min(v.len() - 1)]
 }
 
+/// A bulk run through the server of process `pid`: MB/s, and the CPU seconds it spent.
+async fn timed_bulk(pid: u32, t: &Target, total: usize) -> (f64, f64) {
+    let before = cpu_seconds(pid);
+    let mbs = bulk(t, total).await;
+    (mbs, cpu_seconds(pid) - before)
+}
+
+/// `utime + stime` of process `pid`, in seconds (`/proc/PID/stat`, in clock ticks of 1/100 s).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat; here 11 and 12 (state is field 3).
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -242,12 +280,17 @@ async fn main() {
         client: server.front_proxy_client("bench", &["system:authenticated"]),
         path: proxy_path.clone(),
     };
-    let compared = if a.compare_args.is_empty() {
+    let compared = if a.compare_args.is_empty() && a.compare_bin.is_none() {
         None
     } else {
         let mut args = server_args.clone();
         args.extend(a.compare_args.iter().map(String::as_str));
-        let s = PodDebugServer::start(&fake, &pki, &args).await;
+        let s = match &a.compare_bin {
+            Some(bin) => {
+                PodDebugServer::start_command(std::slice::from_ref(bin), &fake, &pki, &args).await
+            }
+            None => PodDebugServer::start(&fake, &pki, &args).await,
+        };
         let t = Target {
             name: "poddebug (compared)",
             client: s.front_proxy_client("bench", &["system:authenticated"]),
@@ -267,22 +310,28 @@ async fn main() {
     let mut d = Vec::new();
     let mut p = Vec::new();
     let mut q = Vec::new();
+    // CPU seconds each server spent over its own bulk runs.
+    let (mut p_cpu, mut q_cpu) = (0.0, 0.0);
     for run in 0..a.runs {
         d.push(bulk(&direct, total).await);
-        match &compared {
-            // Every other run the compared server goes first, so that neither server always
-            // follows the direct run.
-            Some((_, t)) if run % 2 == 1 => {
-                q.push(bulk(t, total).await);
-                p.push(bulk(&proxy, total).await);
-            }
-            Some((_, t)) => {
-                p.push(bulk(&proxy, total).await);
-                q.push(bulk(t, total).await);
-            }
-            None => p.push(bulk(&proxy, total).await),
+        // Every other run the compared server goes first, so that neither server always
+        // follows the direct run.
+        let compared_first = run % 2 == 1;
+        if let (true, Some((s, t))) = (compared_first, &compared) {
+            let (mbs, cpu) = timed_bulk(s.pid(), t, total).await;
+            q.push(mbs);
+            q_cpu += cpu;
+        }
+        let (mbs, cpu) = timed_bulk(server.pid(), &proxy, total).await;
+        p.push(mbs);
+        p_cpu += cpu;
+        if let (false, Some((s, t))) = (compared_first, &compared) {
+            let (mbs, cpu) = timed_bulk(s.pid(), t, total).await;
+            q.push(mbs);
+            q_cpu += cpu;
         }
     }
+    let relayed_mb = (total * a.runs) as f64 / 1e6;
     let (dm, pm) = (median(d.clone()), median(p.clone()));
     println!(
         "## Bulk throughput (WebSocket v5, {} MiB echoed, {CHUNK}-byte messages, median of {})",
@@ -303,6 +352,11 @@ async fn main() {
             .collect::<Vec<_>>()
     );
     println!("ratio: {:.1}%", pm / dm * 100.0);
+    println!(
+        "poddebug CPU: {:.2} s over its runs, {:.2} ms per MB echoed",
+        p_cpu,
+        p_cpu / relayed_mb * 1000.0
+    );
     if let Some((_, t)) = &compared {
         println!(
             "compared MB/s: {:.1}  (runs: {:?}; flags {:?})",
@@ -311,6 +365,12 @@ async fn main() {
                 .map(|v| (v * 10.0).round() / 10.0)
                 .collect::<Vec<_>>(),
             a.compare_args
+        );
+        println!(
+            "compared CPU: {:.2} s over its runs, {:.2} ms per MB echoed ({:.1}% of poddebug's)",
+            q_cpu,
+            q_cpu / relayed_mb * 1000.0,
+            q_cpu / p_cpu * 100.0
         );
         let paired: Vec<f64> = p.iter().zip(&q).map(|(p, q)| q / p).collect();
         println!(
@@ -323,6 +383,9 @@ async fn main() {
 
     if a.rtt_iterations > 0 {
         round_trips(&direct, &proxy, a.rtt_iterations).await;
+        if let Some((_, t)) = &compared {
+            round_trips(&direct, t, a.rtt_iterations).await;
+        }
     }
     if a.idle_streams > 0 {
         idle(&server, &proxy, a.idle_streams).await;
@@ -343,7 +406,8 @@ async fn round_trips(direct: &Target, proxy: &Target, iterations: usize) {
         ms(pct(&rd, 0.99))
     );
     println!(
-        "poddebug p50 {} ms  p90 {} ms  p99 {} ms",
+        "{} p50 {} ms  p90 {} ms  p99 {} ms",
+        proxy.name,
         ms(pct(&rp, 0.5)),
         ms(pct(&rp, 0.9)),
         ms(pct(&rp, 0.99))

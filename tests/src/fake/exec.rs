@@ -10,6 +10,9 @@
 //! shell of earlier versions, which ends with its child. Any other command, `sh -c` included,
 //! succeeds and changes nothing. Whether the real script really stops real processes is proved
 //! by its namespace tests (`poddebug-storage`) and by the live suite, not here.
+//! [`ExecBehaviour::Sabotaged`] plays a container that replaced its `sh`: the stop script's
+//! exec answers success (exit 0) and nothing changes, as a live container whose `/bin/sh` is
+//! `#!/bin/busybox true` answers.
 
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
@@ -47,6 +50,10 @@ pub enum ExecBehaviour {
     /// The exec starts and never reports an end (a command that does not finish) until the
     /// client closes the stream.
     Hangs,
+    /// A container that replaced its `/bin/sh` with one that exits 0 (`#!/bin/busybox true`):
+    /// every command succeeds and does nothing, the stop script included (no record written,
+    /// nothing signalled); the container runs on.
+    Sabotaged,
 }
 
 /// One exec the fake accepted.
@@ -246,7 +253,7 @@ fn outcome(shared: &Shared, r: &ExecRecord) -> Value {
             Some(inv) => play_stop_script(shared, r, &inv),
             None => success,
         },
-        ExecBehaviour::Hangs => success,
+        ExecBehaviour::Hangs | ExecBehaviour::Sabotaged => success,
     }
 }
 

@@ -15,6 +15,7 @@ mod configmaps;
 mod discovery;
 mod ephemeral;
 mod events;
+mod eviction;
 mod exec;
 mod faults;
 mod godump;
@@ -60,6 +61,7 @@ pub use attach::{
 pub use authn::{ADMIN_TOKEN, PODDEBUG_TOKEN, PODDEBUG_UID, PODDEBUG_USER, UserInfo};
 pub use authz::{Attributes, Policy};
 pub use configmaps::{AUTH_NAME, AUTH_NAMESPACE};
+pub use eviction::Pdb;
 pub use exec::{ExecBehaviour, ExecRecord};
 pub use kubelet::ContainerState;
 pub use nodes::FAKE_NODE;
@@ -616,6 +618,24 @@ impl FakeKube {
             .iter()
             .map(|e| e.object.clone())
             .collect()
+    }
+
+    /// Add (or replace, by namespace and name) a PodDisruptionBudget that the Eviction API
+    /// honours, as its status says.
+    pub fn set_pdb(&self, pdb: Pdb) {
+        let mut s = self.shared.lock();
+        s.pdbs
+            .retain(|p| (&p.namespace, &p.name) != (&pdb.namespace, &pdb.name));
+        s.pdbs.push(pdb);
+    }
+
+    /// Remove a PodDisruptionBudget; whether there was one.
+    pub fn delete_pdb(&self, namespace: &str, name: &str) -> bool {
+        let mut s = self.shared.lock();
+        let before = s.pdbs.len();
+        s.pdbs
+            .retain(|p| (p.namespace.as_str(), p.name.as_str()) != (namespace, name));
+        s.pdbs.len() != before
     }
 
     /// Every exec accepted.

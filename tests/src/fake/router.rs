@@ -15,8 +15,8 @@ use super::http::{Query, Resp, text_response};
 use super::state::{Kind, Shared};
 use super::status::{self, KubeStatus};
 use super::{
-    RequestRecord, attach, discovery, ephemeral, events, exec, leases, logs, pod_create, pods, sar,
-    secrets, tokenreview, watch,
+    RequestRecord, attach, discovery, ephemeral, events, eviction, exec, leases, logs, pod_create,
+    pods, sar, secrets, tokenreview, watch,
 };
 
 /// Largest request body the fake reads.
@@ -261,6 +261,9 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
             "ephemeralcontainers",
         ] => ephemeral::handle(&ctx, ns, name, req).await,
         ["api", "v1", "namespaces", ns, "pods", name, "exec"] => exec::handle(&ctx, ns, name, req),
+        ["api", "v1", "namespaces", ns, "pods", name, "eviction"] => {
+            eviction::handle(&ctx, ns, name, req).await
+        }
         ["api", "v1", "namespaces", ns, "pods", name, "attach"] => {
             attach::handle(&ctx, ns, name, req)
         }

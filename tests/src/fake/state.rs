@@ -196,6 +196,8 @@ pub struct State {
     /// What each container wrote to its termination message file, by (namespace, pod,
     /// container): reported as `terminated.message` once it terminates, as the kubelet does.
     pub termination_logs: BTreeMap<(String, String, String), String>,
+    /// PodDisruptionBudgets the Eviction API honours.
+    pub pdbs: Vec<super::eviction::Pdb>,
     /// Switches.
     pub settings: Settings,
 }
@@ -218,6 +220,7 @@ impl State {
             execs: Vec::new(),
             logs: BTreeMap::new(),
             termination_logs: BTreeMap::new(),
+            pdbs: Vec::new(),
             settings: Settings::default(),
         }
     }

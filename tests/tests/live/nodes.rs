@@ -218,9 +218,13 @@ async fn node_debugging_needs_nodes_debug_and_use_on_the_profile() {
     if !enabled() {
         return;
     }
-    // The sandbox holds (and removes) alice's cluster role bindings.
+    // Users of this test alone: other tests bind alice and bob cluster-wide at the same time,
+    // and this one asserts what a user *without* those bindings is refused. The sandbox holds
+    // (and removes) their cluster role bindings.
+    const USER: &str = "noderbac-user";
+    const OTHER: &str = "noderbac-other";
     let sb = Sandbox::new("noderbac");
-    let alice = as_user(&sb.api, ALICE);
+    let alice = as_user(&sb.api, USER);
     let name = unique("rbac");
     let _cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(name.clone());
     let sysadmin = json!({"container": {"image": BUSYBOX, "command": ["sleep", "3600"]}});
@@ -232,7 +236,7 @@ async fn node_debugging_needs_nodes_debug_and_use_on_the_profile() {
     assert!(message(&status).contains("nodes/debug"), "{status}");
 
     // create on nodes/debug, and use on the isolated profiles only.
-    sb.bind_cluster("poddebug:node-debugger", ALICE);
+    sb.bind_cluster("poddebug:node-debugger", USER);
     let refusal = poll_async(
         "alice's sysadmin node debugging refused for want of use",
         RBAC_SETTLE,
@@ -255,7 +259,7 @@ async fn node_debugging_needs_nodes_debug_and_use_on_the_profile() {
     assert!(message(&status).contains("privileged"), "{status}");
     let (code, created) = alice.post_json(&node_path(&name, ""), &baseline).await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
-    assert_eq!(created["status"]["createdBy"], ALICE);
+    assert_eq!(created["status"]["createdBy"], USER);
     let pod = ok_json(&[
         "get",
         "pod",
@@ -276,7 +280,7 @@ async fn node_debugging_needs_nodes_debug_and_use_on_the_profile() {
     wait_pod_gone(&name).await;
 
     // With use on sysadmin, the default profile is allowed.
-    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
+    sb.bind_cluster("poddebug-privileged-profiles", USER);
     poll_async(
         "alice may debug the node with sysadmin",
         RBAC_SETTLE,
@@ -291,8 +295,8 @@ async fn node_debugging_needs_nodes_debug_and_use_on_the_profile() {
     .await;
     // Attaching needs the profile too: bob, another user with nodes/debug but no use on sysadmin,
     // is refused.
-    let bob = as_user(&sb.api, "bob");
-    sb.bind_cluster("poddebug:node-debugger", "bob");
+    let bob = as_user(&sb.api, OTHER);
+    sb.bind_cluster("poddebug:node-debugger", OTHER);
     poll_async(
         "bob's attach refused for want of use on sysadmin",
         RBAC_SETTLE,
@@ -608,8 +612,17 @@ async fn a_baseline_node_container_that_makes_itself_privileged_is_a_moderated_s
     wait_running(&owner, &sneaky).await;
     wait_running(&owner, &honest).await;
 
-    // reader reads the honest baseline container's log, but not the privileged one's, and cannot
-    // join it: the annotation on its pod still says baseline.
+    // reader, who holds no `observe` on nodes/debug, reads neither log: someone else's
+    // container's output needs it, as attaching to it does.
+    let (code, st) = reader.get_json(&node_path(&honest, "/log")).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(
+        message(&st).contains("cannot observe resource \"nodes/debug\""),
+        "{st}"
+    );
+    // Allowed to observe, reader reads the honest baseline container's log, but not the
+    // privileged one's, and cannot join it: the annotation on its pod still says baseline.
+    sb.bind_cluster("poddebug:node-session-observer", READER);
     poll_async(
         "reader reads the honest baseline container's log",
         RBAC_SETTLE,

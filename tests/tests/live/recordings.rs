@@ -130,6 +130,7 @@ async fn a_recorded_session_replays_byte_for_byte_and_needs_its_own_permission()
             "TRUNCATED",
             "PROTOCOL",
             "ENDED",
+            "VERIFIED",
             "AGE"
         ],
         "{table}"

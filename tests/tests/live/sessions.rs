@@ -21,7 +21,9 @@ use poddebug_tests::server::free_port;
 use poddebug_tests::{PodDebugServer, TestClient, TestPki};
 use serde_json::{Value, json};
 
-use crate::support::{ALICE, BUSYBOX, GV, Sandbox, as_user, enabled, kubectl, poll_async};
+use crate::support::{
+    ALICE, BUSYBOX, GV, Sandbox, as_user, enabled, kubectl, ok, ok_json, poll, poll_async,
+};
 
 pub(crate) type Io = TokioIo<Upgraded>;
 const T: Duration = Duration::from_secs(30);
@@ -43,7 +45,8 @@ fn realcluster_state() -> String {
     })
 }
 
-/// A second replica of the server, out of the cluster, killed on drop.
+/// A second replica of the server, out of the cluster, killed on drop (also used by the stop
+/// and time-limit tests, for flags of their own).
 pub(crate) struct Replica {
     server: PodDebugServer,
     pki: TestPki,
@@ -122,6 +125,33 @@ impl Replica {
             .header("x-remote-group", "system:authenticated")
             .http1_only()
             .build()
+    }
+
+    /// A client of this replica for an administrator (group `system:masters`): `/metrics`.
+    fn admin(&self) -> TestClient {
+        TestClient::builder(&self.server.url())
+            .ca_pem(self.pki.cluster_ca_pem())
+            .client_cert(&self.front_proxy.0, &self.front_proxy.1)
+            .header("x-remote-user", "live-admin")
+            .header("x-remote-group", "system:masters")
+            .http1_only()
+            .build()
+    }
+
+    /// `poddebug_untrusted_records_total{kind}` of this replica.
+    async fn untrusted(&self, kind: &str) -> f64 {
+        let (code, _, body) = self
+            .admin()
+            .request(Method::GET, "/metrics", &[], Bytes::new())
+            .await
+            .expect("metrics");
+        assert_eq!(code, StatusCode::OK);
+        let name = format!("poddebug_untrusted_records_total{{kind=\"{kind}\"}} ");
+        String::from_utf8_lossy(&body)
+            .lines()
+            .find_map(|l| l.strip_prefix(&name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
     }
 
     /// SIGKILL: no chance to close its sessions or delete their records.
@@ -936,52 +966,22 @@ impl Child {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
 async fn moderation_holds_however_stdin_is_framed_or_declared() {
-    use tokio_tungstenite::tungstenite::protocol::Message;
-    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
-    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
     if !enabled() {
         return;
     }
-    let fragments = |text: &str| {
-        let mut payload = vec![0u8];
-        payload.extend_from_slice(text.as_bytes());
-        let (a, b) = payload.split_at(payload.len() / 2);
-        vec![
-            Message::Frame(Frame::message(
-                Vec::new(),
-                OpCode::Data(Data::Binary),
-                false,
-            )),
-            Message::Frame(Frame::message(
-                a.to_vec(),
-                OpCode::Data(Data::Continue),
-                false,
-            )),
-            Message::Frame(Frame::message(
-                b.to_vec(),
-                OpCode::Data(Data::Continue),
-                true,
-            )),
-        ]
-    };
-    let channel_alone = |text: &str| {
-        vec![
-            Message::Frame(Frame::message(vec![0u8], OpCode::Data(Data::Binary), false)),
-            Message::Frame(Frame::message(
-                text.as_bytes().to_vec(),
-                OpCode::Data(Data::Continue),
-                true,
-            )),
-        ]
-    };
+    let fragments = poddebug_tests::channel::stdin_fragments;
+    let channel_alone = poddebug_tests::channel::stdin_channel_alone;
+    // Users of this test alone: the cluster-wide binding would otherwise reach other tests.
+    const OWNER: &str = "frame-owner";
+    const MODERATOR: &str = "frame-moderator";
     let sb = Sandbox::new("sessframe");
-    sb.bind("poddebug-debugger", ALICE);
-    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
-    sb.bind("poddebug:session-moderator", "carol");
-    sb.bind_cluster("poddebug-privileged-profiles", "carol");
+    sb.bind("poddebug-debugger", OWNER);
+    sb.bind_cluster("poddebug-privileged-profiles", OWNER);
+    sb.bind("poddebug:session-moderator", MODERATOR);
+    sb.bind_cluster("poddebug-privileged-profiles", MODERATOR);
     sb.bind("poddebug:auditor", "audrey");
-    let alice = as_user(&sb.api, ALICE);
-    let carol = as_user(&sb.api, "carol");
+    let alice = as_user(&sb.api, OWNER);
+    let carol = as_user(&sb.api, MODERATOR);
     shell_of(&sb, &alice, Some("sysadmin")).await;
     let rec_dir = std::env::temp_dir().join(format!("pdlive-recframe-{}", std::process::id()));
     let replica = Replica::start(&[
@@ -990,7 +990,7 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
         &format!("--recording-dir={}", rec_dir.display()),
     ])
     .await;
-    let mut owner = attach_settled(&replica.user(ALICE), &sb.path(TTY)).await;
+    let mut owner = attach_settled(&replica.user(OWNER), &sb.path(TTY)).await;
     owner.read_until(T, stdout_has(WITHHELD)).await;
     // The Go client, as alice, on the same replica.
     let mut go = spdyattach().map(|bin| {
@@ -1004,11 +1004,12 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
                 format!("--ca={}", ca.display()),
                 format!("--cert={state}/pki/front-proxy-client.crt"),
                 format!("--key={state}/pki/front-proxy-client.key"),
-                format!("--user={ALICE}"),
+                format!("--user={OWNER}"),
             ],
         )
     });
-    if go.is_none() {
+    let go_ran = go.is_some();
+    if !go_ran {
         eprintln!("PODDEBUG_LIVE_SPDYATTACH unset: the SPDY part is skipped");
     }
     if let Some(g) = &go {
@@ -1086,7 +1087,7 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
                 .cloned()
                 .unwrap_or_default()
                 .into_iter()
-                .filter(|i| i["spec"]["user"] == ALICE)
+                .filter(|i| i["spec"]["user"] == OWNER)
                 .collect();
             if items.is_empty() || !items.iter().all(|i| i["status"]["end"].is_string()) {
                 return Err(format!("{list}"));
@@ -1119,9 +1120,302 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
     .await;
     assert!(inputs.contains("late-frag-$((3*3))"), "{inputs:?}");
     assert!(inputs.contains("late-alone-$((3*4))"), "{inputs:?}");
+    if go_ran {
+        assert!(inputs.contains("late-spdy-$((3*5))"), "{inputs:?}");
+    }
     assert!(
         !inputs.contains("early"),
         "withheld input was recorded: {inputs:?}"
     );
     let _ = std::fs::remove_dir_all(&rec_dir);
+}
+
+/// Through the aggregator: bob, who may debug in the namespace (and so read logs of
+/// `pods/debug`) but holds neither `observe` nor `join`, cannot read the log of alice's debug
+/// container; bound to `poddebug:session-observer` he can, as he could then watch her session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn the_log_of_another_users_debug_container_needs_observe() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("sesslog");
+    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug-debugger", "bob");
+    let alice = as_user(&sb.api, ALICE);
+    let bob = as_user(&sb.api, "bob");
+    shell_of(&sb, &alice, None).await;
+    let path = sb.path("log?container=dbg");
+    let (code, status) = bob.get_json(&path).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
+    let msg = status["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("cannot observe resource \"pods/debug\""),
+        "{msg}"
+    );
+    let (code, _, body) = alice
+        .request(Method::GET, &path, &[], Bytes::new())
+        .await
+        .expect("log answered");
+    assert_eq!(code, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    sb.bind("poddebug:session-observer", "bob");
+    poll_async(
+        "bob may observe",
+        RBAC_SETTLE,
+        Duration::from_secs(1),
+        || async {
+            match bob.request(Method::GET, &path, &[], Bytes::new()).await {
+                Ok((StatusCode::OK, _, _)) => Ok(()),
+                Ok((code, _, body)) => Err(format!("{code} {}", String::from_utf8_lossy(&body))),
+                Err(e) => Err(format!("{e:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// Where the servers keep session records.
+const SERVER_NS: &str = "poddebug-system";
+
+/// Leases made by a test in the servers' namespace, deleted on drop.
+struct Forged(Vec<String>);
+
+impl Forged {
+    /// Create `lease` (a Lease object) in the servers' namespace.
+    fn create(&mut self, lease: &Value) {
+        let name = lease["metadata"]["name"]
+            .as_str()
+            .expect("a name")
+            .to_owned();
+        ok(
+            &["create", "-n", SERVER_NS, "-f", "-"],
+            Some(&lease.to_string()),
+        );
+        self.0.push(name);
+    }
+}
+
+impl Drop for Forged {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            let _ = kubectl(
+                &[
+                    "delete",
+                    "lease",
+                    "-n",
+                    SERVER_NS,
+                    name,
+                    "--ignore-not-found",
+                    "--wait=false",
+                ],
+                None,
+            );
+        }
+    }
+}
+
+/// The session Lease of `user`'s session on the sandbox's pod, as the cluster holds it.
+fn lease_of(sb: &Sandbox, user: &str) -> Option<Value> {
+    let list = ok_json(&[
+        "get",
+        "leases",
+        "-n",
+        SERVER_NS,
+        "-l",
+        "poddebug.dev/session",
+        "-o",
+        "json",
+    ]);
+    list["items"].as_array()?.iter().find_map(|l| {
+        let record: Value =
+            serde_json::from_str(l["metadata"]["annotations"]["poddebug.dev/session"].as_str()?)
+                .ok()?;
+        (record["user"] == user && record["namespace"] == sb.ns.as_str()).then(|| l.clone())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_forged_or_replayed_moderator_record_opens_no_gate() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("sessforge");
+    sb.bind("poddebug-debugger", ALICE);
+    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
+    sb.bind("poddebug:session-moderator", "carol");
+    sb.bind_cluster("poddebug-privileged-profiles", "carol");
+    let alice = as_user(&sb.api, ALICE);
+    let carol = as_user(&sb.api, "carol");
+    shell_of(&sb, &alice, Some("sysadmin")).await;
+    let replica = Replica::start(&["--moderated-profiles=sysadmin"]).await;
+    let mut owner = attach_settled(&replica.user(ALICE), &sb.path(TTY)).await;
+    owner.read_until(T, stdout_has(WITHHELD)).await;
+
+    // A real moderator's record, taken while she is attached; then she leaves.
+    let moderated = sb.path(&format!("{WATCHING}&mode=moderator"));
+    let mut moderator = attach_settled(&carol, &moderated).await;
+    owner.read_until(T, stdout_has(PASSING)).await;
+    let real = poll("carol's record", T, Duration::from_millis(250), || {
+        lease_of(&sb, "carol").ok_or_else(|| "none yet".to_owned())
+    });
+    moderator.close().await.expect("close");
+    moderator.finish(T).await;
+    let withheld_twice = |t: &Transcript| t.stdout_text().matches(WITHHELD).count() >= 2;
+    owner.read_until(T, withheld_twice).await;
+    poll(
+        "carol's record is gone",
+        T,
+        Duration::from_millis(250),
+        || match lease_of(&sb, "carol") {
+            None => Ok(()),
+            Some(_) => Err("still there".to_owned()),
+        },
+    );
+
+    // Forged: a moderator's record live for years without a MAC, one with a made-up MAC, and
+    // carol's record replayed (made anew under its name, and copied under another) with its
+    // MAC and a renewal years ahead.
+    let tag = std::process::id();
+    let bare = |name: &str| {
+        let mut l = real.clone();
+        let meta = l["metadata"].as_object_mut().expect("metadata");
+        meta.retain(|k, _| matches!(k.as_str(), "name" | "labels" | "annotations"));
+        l["metadata"]["name"] = json!(name);
+        l["spec"]["renewTime"] = json!("2099-01-01T00:00:00.000000Z");
+        l["spec"]["leaseDurationSeconds"] = json!(3600);
+        l
+    };
+    let real_name = real["metadata"]["name"].as_str().expect("name").to_owned();
+    let mut unsigned = bare(&format!("sforged{tag:010}a"));
+    if let Some(a) = unsigned["metadata"]["annotations"].as_object_mut() {
+        a.remove("poddebug.dev/session-mac");
+    }
+    let mut made_up = bare(&format!("sforged{tag:010}b"));
+    made_up["metadata"]["annotations"]["poddebug.dev/session-mac"] =
+        json!("v1.00000000.bm90LWEtcmVhbC1tYWMtYXQtYWxs");
+    let mut forged = Forged(Vec::new());
+    for l in [
+        unsigned,
+        made_up,
+        bare(&real_name),
+        bare(&format!("sforged{tag:010}c")),
+    ] {
+        forged.create(&l);
+    }
+    poll_async(
+        "the replica counts the forged records",
+        T,
+        Duration::from_millis(250),
+        || async {
+            match replica.untrusted("session").await {
+                n if n >= 4.0 => Ok(()),
+                n => Err(format!("{n}")),
+            }
+        },
+    )
+    .await;
+    // Not listed, and alice still waits for a moderator: what she types now never runs.
+    let listed = sessions(&sb.api, &sb).await.expect("sessions");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["spec"]["user"], ALICE);
+    assert_eq!(
+        listed[0]["status"]["waitingForModerator"], true,
+        "{listed:?}"
+    );
+    let listed = sessions(&replica.user(ALICE), &sb).await.expect("sessions");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    owner.stdin(b"echo forged-$((6*7))\r").await.expect("type");
+
+    // A real moderator: only what alice types from then on runs.
+    let _moderator = attach_settled(&carol, &moderated).await;
+    let passing_twice = |t: &Transcript| t.stdout_text().matches(PASSING).count() >= 2;
+    owner.read_until(T, passing_twice).await;
+    owner.stdin(b"echo real-$((7*7))\r").await.expect("type");
+    let t = owner.read_until(T, stdout_has("real-49")).await;
+    let out = t.stdout_text();
+    assert!(out.contains("real-49"), "{out:?}");
+    assert!(
+        !out.contains("forged-42"),
+        "input while forged records stood ran: {out:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_user_over_the_session_limit_is_refused_through_the_aggregator_and_every_replica() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("sesslimit");
+    // Users of this test alone: the limit counts a user's sessions everywhere.
+    let (heavy, other) = (
+        format!("limit-{}", std::process::id()),
+        format!("limit-other-{}", std::process::id()),
+    );
+    sb.bind("poddebug-debugger", &heavy);
+    sb.bind("poddebug:session-observer", &other);
+    let client = as_user(&sb.api, &heavy);
+    shell_of(&sb, &client, None).await;
+    // Sessions through the aggregator until the server under test refuses (its default
+    // --max-sessions-per-user is 20).
+    let mut open = vec![attach_settled(&client, &sb.path(TTY)).await];
+    let (code, status) = loop {
+        assert!(open.len() <= 40, "no limit after 40 sessions");
+        match attach(&client, &sb.path(TTY)).await {
+            Ok(c) => open.push(c),
+            Err(refused) => break refused,
+        }
+    };
+    let limit = open.len();
+    assert_eq!(code, StatusCode::TOO_MANY_REQUESTS, "{status}");
+    assert_eq!(status["reason"], "TooManyRequests", "{status}");
+    assert_eq!(status["details"]["retryAfterSeconds"], 5, "{status}");
+    let message = status["message"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        message.starts_with(&format!(
+            "too many sessions: user \"{heavy}\" has {limit} open"
+        )) && message.contains(&format!(
+            "at most {limit} at once (--max-sessions-per-user)"
+        )),
+        "{message}"
+    );
+    // The Retry-After header reaches the client through the aggregator.
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = client
+        .upgrade(Method::GET, &sb.path(TTY), &headers)
+        .await
+        .expect("upgrade request");
+    assert_eq!(resp.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        resp.headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("5")
+    );
+    // Another replica counts the same sessions from the cluster.
+    let replica = Replica::start(&[]).await;
+    match attach(&replica.user(&heavy), &sb.path(TTY)).await {
+        Err((code, status)) => assert_eq!(code, StatusCode::TOO_MANY_REQUESTS, "{status}"),
+        Ok(_) => panic!("the second replica admitted session {}", limit + 1),
+    }
+    // Another user is not affected.
+    let _watching = attach_settled(&as_user(&sb.api, &other), &sb.path(WATCHING)).await;
+    // One session ends: the user may open one again, through the other replica.
+    let mut one = open.pop().expect("a session");
+    one.close().await.expect("close");
+    one.finish(T).await;
+    poll_async(
+        "the ended session frees a place",
+        T,
+        Duration::from_millis(500),
+        || async {
+            match attach(&replica.user(&heavy), &sb.path(TTY)).await {
+                Ok(c) => Ok(c),
+                Err((code, status)) => Err(format!("{code} {status}")),
+            }
+        },
+    )
+    .await;
 }

@@ -281,6 +281,28 @@ impl Sandbox {
         .await
     }
 
+    /// Polls GET until the debug container's status has a condition of type `condition`
+    /// (bounded); the object.
+    pub async fn wait_condition(&self, name: &str, condition: &str, timeout: Duration) -> Value {
+        poll_async(
+            &format!("debug container {name} with condition {condition}"),
+            timeout,
+            Duration::from_millis(500),
+            || async {
+                let (code, obj) = self.get(name).await;
+                let has = obj["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["type"] == condition));
+                if code == StatusCode::OK && has {
+                    Ok(obj)
+                } else {
+                    Err(format!("{code} {obj}"))
+                }
+            },
+        )
+        .await
+    }
+
     /// The pod `web` as kube-apiserver has it.
     pub async fn pod(&self) -> Value {
         let (code, pod) = self
@@ -369,4 +391,41 @@ pub fn targeted(image: &str, command: &[&str]) -> Value {
 /// The `message` of a Status body.
 pub fn message(status: &Value) -> String {
     status["message"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The command of a debug container that fakes its stop: it replaces its `/bin/sh` (busybox's
+/// symlink, removed first so that busybox itself stays) with a script that exits 0, as an image
+/// could, then sleeps. poddebug's stop script then "succeeds" and signals nothing.
+pub const FAKES_ITS_STOP: &[&str] = &[
+    "sh",
+    "-c",
+    "printf '#!/bin/busybox true\\n' > /tmp/sh && chmod +x /tmp/sh && rm /bin/sh && \
+     mv /tmp/sh /bin/sh && exec sleep 3600",
+];
+
+/// A WebSocket attach (`v5.channel.k8s.io`) to `path` as `client`: the code and, when refused,
+/// the Status.
+pub async fn attach_answer(client: &TestClient, path: &str) -> (StatusCode, Value) {
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = client
+        .upgrade(http::Method::GET, path, &headers)
+        .await
+        .expect("the upgrade is answered");
+    let status = serde_json::from_slice(&resp.body).unwrap_or(Value::Null);
+    (resp.status, status)
+}
+
+/// The Events with `reason` on pod `web` of `ns`.
+pub fn pod_events(ns: &str, reason: &str) -> Vec<Value> {
+    let list = ok_json(&[
+        "get",
+        "events",
+        "-n",
+        ns,
+        &format!("--field-selector=involvedObject.name=web,reason={reason}"),
+        "-o",
+        "json",
+    ]);
+    list["items"].as_array().cloned().unwrap_or_default()
 }

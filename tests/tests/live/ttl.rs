@@ -167,3 +167,93 @@ async fn a_create_without_a_target_gets_one_and_can_be_stopped_and_expire() {
         },
     );
 }
+
+/// A debug container that replaced its `/bin/sh` with one that exits 0 outlives its time limit:
+/// from the deadline on it is refused to attach through kube-apiserver; past its bound it is
+/// reported unstoppable, and a replica with `--unstoppable-action=evict` evicts its pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_container_that_fakes_its_stop_is_refused_past_its_time_limit_and_evicted() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("fakettl");
+    let replica = crate::sessions::Replica::start(&[
+        "--leader-elect=false",
+        "--debug-ttl-check-interval=1s",
+        "--unstoppable-after=10s",
+        "--unstoppable-action=evict",
+    ])
+    .await;
+    let mut body = targeted(BUSYBOX, FAKES_ITS_STOP);
+    body["ttlSeconds"] = serde_json::json!(15);
+    sb.create_running("dbg", &body).await;
+    let attach = sb.path("attach?container=dbg&stdout=true");
+    let (code, status) = attach_answer(&sb.api, &attach).await;
+    assert_eq!(
+        code,
+        StatusCode::SWITCHING_PROTOCOLS,
+        "before its deadline: {status}"
+    );
+
+    // From the deadline on: refused.
+    let status = poll_async(
+        "attach refused past the deadline",
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || async {
+            match attach_answer(&sb.api, &attach).await {
+                (StatusCode::CONFLICT, s) => Ok(s),
+                (code, s) => Err(format!("{code} {s}")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        message(&status).contains("the time limit of debug container \"dbg\" passed at "),
+        "{status}"
+    );
+    // Past its bound (deadline + 1s + 10s + 10s): reported, and its pod evicted.
+    poll(
+        "DebugContainerStopFailed on pod web",
+        Duration::from_secs(90),
+        Duration::from_secs(1),
+        || {
+            let e = pod_events(&sb.ns, "DebugContainerStopFailed");
+            e.first().cloned().ok_or_else(|| "none yet".to_owned())
+        },
+    );
+    let evicted = poll(
+        "DebugContainerPodEvicted on pod web",
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || {
+            let e = pod_events(&sb.ns, "DebugContainerPodEvicted");
+            e.first().cloned().ok_or_else(|| "none yet".to_owned())
+        },
+    );
+    assert!(
+        message(&evicted).contains("did not end when stopped"),
+        "{evicted}"
+    );
+    // The pod goes (the Eviction API deleted it; its grace period is 1s).
+    poll(
+        "pod web evicted",
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || {
+            let out = kubectl(&["get", "pod", "web", "-n", &sb.ns, "-o", "json"], None);
+            if !out.status.success() {
+                // NotFound: gone already.
+                return Ok(());
+            }
+            let pod: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            if pod["metadata"]["deletionTimestamp"].is_string() {
+                Ok(())
+            } else {
+                Err(pod.to_string())
+            }
+        },
+    );
+    drop(replica);
+}
