@@ -2,12 +2,17 @@
 //! authentication (which also strips every credential from the request), then authorization, in-flight limit and timeout (skipped for long-running
 //! requests), then the handler; one log line and the metrics at the end.
 
+use std::future::Future;
 use std::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+use poddebug_storage::{CreateKind, Phase, Phases, PrefetchTarget};
 use poddebug_types::ApiError;
+use tracing::Instrument;
 
 use crate::authn::PeerCertificates;
 use crate::authz::{self, Attributes, Decision};
@@ -49,12 +54,82 @@ pub fn go_duration(d: std::time::Duration) -> String {
 
 /// The chain.
 pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
-    let start = Instant::now();
     crate::query::keep_first_query_values(&mut req);
+    let query = crate::query::query_map(req.uri().query());
+    let attrs = authz::request_attributes(req.method(), req.uri().path(), &query);
+    let kind = create_kind(&attrs);
+    // A create runs in a span of its own, each of its phases in a child span.
+    let span = match kind {
+        Some(k) => tracing::debug_span!("create", resource = k.as_str(), path = %req.uri().path()),
+        None => tracing::Span::none(),
+    };
+    chain(st, req, next, attrs, kind).instrument(span).await
+}
+
+/// What a request creates, if it is the create of a debug container, a copy or a node debug
+/// container: the times of its phases are observed.
+pub fn create_kind(attrs: &Attributes) -> Option<CreateKind> {
+    let Attributes::Resource {
+        verb,
+        group,
+        resource,
+        subresource,
+        name,
+        ..
+    } = attrs
+    else {
+        return None;
+    };
+    if verb != "create" || group != poddebug_types::GROUP || name.is_empty() {
+        return None;
+    }
+    match (resource.as_str(), subresource.as_str()) {
+        ("pods", "debug") => Some(CreateKind::DebugContainer),
+        ("pods", "copy") => Some(CreateKind::Copy),
+        ("nodes", "debug") => Some(CreateKind::NodeDebugContainer),
+        _ => None,
+    }
+}
+
+/// What a create of `kind` reads first (the pod or node its attributes name).
+fn prefetch_target(kind: CreateKind, attrs: &Attributes) -> Option<PrefetchTarget> {
+    let Attributes::Resource {
+        namespace, name, ..
+    } = attrs
+    else {
+        return None;
+    };
+    Some(match kind {
+        CreateKind::DebugContainer | CreateKind::Copy => PrefetchTarget::Pod {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            // A debug container's create reads the watch cache first; a copy is made from the
+            // pod as it is.
+            cached: kind == CreateKind::DebugContainer,
+        },
+        CreateKind::NodeDebugContainer => PrefetchTarget::Node { name: name.clone() },
+    })
+}
+
+/// `fut`, observed as `phase` when the request is a create.
+async fn timed<F: Future>(phases: Option<&Phases>, phase: Phase, fut: F) -> F::Output {
+    match phases {
+        Some(p) => p.time(phase, fut).await,
+        None => fut.await,
+    }
+}
+
+async fn chain(
+    st: AppState,
+    mut req: Request,
+    next: Next,
+    attrs: Attributes,
+    kind: Option<CreateKind>,
+) -> Response {
+    let start = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
-    let query = crate::query::query_map(req.uri().query());
-    let attrs = authz::request_attributes(&method, &path, &query);
+    let phases = kind.map(|k| st.metrics.create_phases.phases(k));
     st.metrics.inflight.inc();
     // kube-apiserver's audit ID, so a log line can be matched with the cluster's audit log.
     let audit_id = req
@@ -68,7 +143,13 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
         .cloned()
         .unwrap_or_default();
 
-    let (resp, user) = match st.authn.authenticate(req.headers_mut(), &peer).await {
+    let authenticated = timed(
+        phases.as_ref(),
+        Phase::Authentication,
+        st.authn.authenticate(req.headers_mut(), &peer),
+    )
+    .await;
+    let (resp, user) = match authenticated {
         Err(e) => (status_response(&e), None),
         Ok(auth) => {
             let user = auth.user.user.clone();
@@ -92,14 +173,32 @@ pub async fn handler_chain(State(st): State<AppState>, mut req: Request, next: N
                 Ok(())
             };
             let authorized = match browser {
-                Ok(()) => authorize(&st, &path, &auth.user, &attrs).await,
+                Ok(()) => {
+                    // A create's first read begins beside its authorization (only for names
+                    // that can exist); a refusal drops it unread, which aborts it.
+                    let prefetch = match (kind, &phases) {
+                        (Some(k), Some(p)) if check_names(&attrs).is_ok() => {
+                            prefetch_target(k, &attrs)
+                                .and_then(|t| st.backend.prefetch(t, &auth.user, p))
+                        }
+                        _ => None,
+                    };
+                    let checks = authorize(&st, &path, &auth.user, &attrs, phases.as_ref());
+                    match timed(phases.as_ref(), Phase::Authorization, checks).await {
+                        Ok(()) => Ok(prefetch),
+                        Err(e) => Err(e),
+                    }
+                }
                 Err(e) => Err(e),
             };
             let resp = match authorized {
                 Err(e) => status_response(&e),
-                Ok(()) => {
+                Ok(prefetch) => {
                     req.extensions_mut().insert(auth);
                     req.extensions_mut().insert(attrs.clone());
+                    if let Some(p) = prefetch {
+                        req.extensions_mut().insert(p);
+                    }
                     match check_names(&attrs) {
                         Err(e) => status_response(&e),
                         Ok(()) => run(&st, req, next, &attrs).await,
@@ -216,18 +315,19 @@ async fn as_status(resp: Response, attrs: &Attributes, path: &str) -> Response {
 }
 
 /// Authorize an authenticated request: the request's attributes, the extra `create` of a
-/// WebSocket attach, and with `--require-core-permissions` the core equivalents. Paths of
-/// `--authorization-always-allow-paths` need nothing.
+/// WebSocket attach, and with `--require-core-permissions` the core equivalents, all asked at
+/// once ([`all_allowed`]). Paths of `--authorization-always-allow-paths` need nothing.
 async fn authorize(
     st: &AppState,
     path: &str,
     user: &poddebug_storage::Caller,
     attrs: &Attributes,
+    phases: Option<&Phases>,
 ) -> Result<(), ApiError> {
     if authz::always_allowed_path(&st.config.always_allow_paths, path) {
         return Ok(());
     }
-    check(st, user, attrs).await?;
+    let mut checks = vec![(attrs.clone(), Phase::ReviewRequest)];
     // A WebSocket attach arrives as GET; like kube-apiserver (1.35+), it also needs `create`.
     if let Attributes::Resource {
         subresource, verb, ..
@@ -235,12 +335,33 @@ async fn authorize(
         && subresource == "attach"
         && verb == "get"
     {
-        check(st, user, &attrs.with_verb("create")).await?;
+        checks.push((attrs.with_verb("create"), Phase::ReviewRequest));
     }
     if st.config.require_core_permissions {
         for core in authz::core_equivalent::core_equivalents(attrs) {
-            check(st, user, &core).await?;
+            checks.push((core, Phase::ReviewCoreEquivalent));
         }
+    }
+    all_allowed(
+        checks
+            .into_iter()
+            .map(|(a, phase)| async move { timed(phases, phase, check(st, user, &a)).await }),
+    )
+    .await
+}
+
+/// Run every check at once and answer as if they had been made one after another: the
+/// refusal of the first in their order that refuses (a later one's is not waited for, and its
+/// review is dropped), else Ok. So a request needing several reviews waits for the slowest,
+/// not for their sum, and its answer does not depend on which one the authorizer answers
+/// first.
+pub async fn all_allowed<E, F>(checks: impl IntoIterator<Item = F>) -> Result<(), E>
+where
+    F: Future<Output = Result<(), E>>,
+{
+    let mut ordered: FuturesOrdered<F> = checks.into_iter().collect();
+    while let Some(answer) = ordered.next().await {
+        answer?;
     }
     Ok(())
 }
@@ -322,6 +443,43 @@ async fn run(st: &AppState, req: Request, next: Next, attrs: &Attributes) -> Res
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[tokio::test]
+    async fn all_allowed_answers_the_first_refusal_in_order_whichever_comes_first() {
+        use tokio::sync::oneshot;
+        let refusal = |what: &str| ApiError::BadRequest(what.to_owned());
+        // The second refuses first; the first refuses later: the first's refusal is the answer.
+        let (tx1, rx1) = oneshot::channel::<Result<(), ApiError>>();
+        let (tx2, rx2) = oneshot::channel::<Result<(), ApiError>>();
+        let both = tokio::spawn(all_allowed([rx1, rx2].map(|rx| async move {
+            rx.await
+                .unwrap_or_else(|_| Err(ApiError::BadRequest("dropped".into())))
+        })));
+        tx2.send(Err(refusal("second"))).expect("sent");
+        tokio::task::yield_now().await;
+        tx1.send(Err(refusal("first"))).expect("sent");
+        let answer = both.await.expect("joined").expect_err("refused");
+        assert_eq!(answer.message(), "first");
+        // The first allows, the second refuses: the second's refusal.
+        let answer = all_allowed([Ok(()), Err(refusal("second"))].map(std::future::ready)).await;
+        assert_eq!(answer.expect_err("refused").message(), "second");
+        // All allow.
+        assert!(
+            all_allowed([Ok::<(), ApiError>(()), Ok(())].map(std::future::ready))
+                .await
+                .is_ok()
+        );
+        // A refusal first does not wait for the rest.
+        let (_tx, never) = oneshot::channel::<Result<(), ApiError>>();
+        let pending = async move { never.await.unwrap_or(Ok(())) };
+        let first = async { Err::<(), _>(refusal("first")) };
+        let checks: Vec<futures::future::BoxFuture<'_, Result<(), ApiError>>> =
+            vec![Box::pin(first), Box::pin(pending)];
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(10), all_allowed(checks))
+            .await
+            .expect("answered without waiting for the rest");
+        assert_eq!(answer.expect_err("refused").message(), "first");
+    }
 
     #[test]
     fn go_durations() {

@@ -25,8 +25,11 @@ pub fn init(format: LogFormat, verbosity: u8) {
             crate::audit::TARGET
         ))
     });
+    // A span that closes is logged with its time (`time.busy`, `time.idle`): at -v=3 and up,
+    // the phases of every create (crate::filters).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -71,6 +71,8 @@ const KNOWN_VERBS: &[&str] = &[
 /// Resources that get their own label value.
 const KNOWN_RESOURCES: &[&str] = &[
     "pods/debug",
+    "pods/copy",
+    "nodes/debug",
     "pods/attach",
     "pods/log",
     "poddebugcontainers",
@@ -96,7 +98,7 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     /// The metrics named after the product rather than the binary (`poddebug_…`), as the
     /// governance features document them.
-    product: Registry,
+    product: Mutex<Registry>,
     /// Debug containers the expiry loop stopped because their time limit passed.
     pub debug_containers_expired: Counter,
     /// Copies and node debug pods deleted at their time limit.
@@ -138,6 +140,8 @@ pub struct Metrics {
     pub untrusted_records: poddebug_storage::UntrustedRecords,
     /// Bytes the recordings of this replica hold (`--max-recording-memory`).
     pub recording_memory: Gauge,
+    /// The time of each phase of a create (debug container, copy, node debug container).
+    pub create_phases: poddebug_storage::PhaseMetrics,
 }
 
 impl Metrics {
@@ -271,11 +275,18 @@ impl Metrics {
             "Bytes the session recordings of this replica hold in memory (queued or not yet written to the store), bounded by --max-recording-memory",
             recording_memory.clone(),
         );
+        let create_phases = poddebug_storage::PhaseMetrics::default();
+        product.register(
+            "create_phase_duration_seconds",
+            "Time of each phase of creating a debug container, a copy or a node debug container (phases may overlap)",
+            create_phases.family(),
+        );
         Metrics {
+            create_phases,
             registry: Mutex::new(registry),
             untrusted_records,
             recording_memory,
-            product,
+            product: Mutex::new(product),
             debug_containers_expired,
             debug_pods_expired,
             debug_containers_not_stoppable,
@@ -371,13 +382,24 @@ impl Metrics {
         }
     }
 
+    /// Serve the storage's count of Events it could not write as `poddebug_events_failed_total`.
+    pub fn register_events_failed(&self, c: &Counter) {
+        if let Ok(mut reg) = self.product.lock() {
+            reg.register(
+                "events_failed",
+                "Events about debug containers that could not be written (refused, failed or timed out; each is logged)",
+                c.clone(),
+            );
+        }
+    }
+
     /// The text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         use prometheus_client::encoding::text::{encode_eof, encode_registry};
-        if let Ok(reg) = self.registry.lock()
+        if let (Ok(reg), Ok(product)) = (self.registry.lock(), self.product.lock())
             && (encode_registry(&mut out, &reg).is_err()
-                || encode_registry(&mut out, &self.product).is_err()
+                || encode_registry(&mut out, &product).is_err()
                 || encode_eof(&mut out).is_err())
         {
             out.clear();

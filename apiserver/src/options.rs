@@ -177,10 +177,13 @@ pub struct Options {
         help_heading = "Authorization"
     )]
     pub authorization_always_allow_paths: Vec<String>,
-    /// The duration to cache 'authorized' responses from the webhook authorizer.
+    /// The duration to cache 'authorized' responses from the webhook authorizer (the
+    /// SubjectAccessReviews poddebug asks); 0 turns that cache off, so every request is
+    /// reviewed.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Authorization")]
     pub authorization_webhook_cache_authorized_ttl: Duration,
-    /// The duration to cache 'unauthorized' responses from the webhook authorizer.
+    /// The duration to cache 'unauthorized' responses from the webhook authorizer; 0 turns
+    /// that cache off.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Authorization")]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
     /// Origins (scheme://host[:port]) of web pages, besides the server's own, that may change

@@ -198,6 +198,7 @@ fn storage(
         }
     }
     metrics.register_validation_disagreements(backend.validation_disagreements());
+    metrics.register_events_failed(backend.events_failed());
     tokio::spawn(backend.track_cluster_version());
     backend
 }

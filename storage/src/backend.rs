@@ -13,6 +13,8 @@ use poddebug_types::node::{NodeDebugContainer, NodeDebugContainerList};
 use poddebug_types::{ApiError, PodDebugContainer, PodDebugContainerList, Profile};
 
 use crate::StorageError;
+use crate::phases::Phases;
+use crate::prefetch::{Prefetch, PrefetchTarget};
 
 /// The authenticated user a request is made for. Used for impersonation (`--impersonate`), for
 /// the Events recorded on the pod, and for the stop record.
@@ -120,7 +122,8 @@ pub struct CreateOptions {
     pub dry_run: bool,
     /// Unknown container fields of the request, sent on to kube-apiserver as they came.
     pub pass_through: PassThroughFields,
-    /// The caller's check, run after validation and the server policy.
+    /// The caller's check: started with the create, beside its reads, and its answer taken
+    /// after validation and the server policy.
     pub admission: Option<AdmissionCheck>,
     /// The reason, ticket, debug request and approvers the container carries (its
     /// environment, its Event).
@@ -128,6 +131,10 @@ pub struct CreateOptions {
     /// The latest the container may run to (the end of the debug request's window it is made
     /// under), whatever its own time limit says: its deadline is the earlier of the two.
     pub deadline: Option<jiff::Timestamp>,
+    /// The pod read begun beside authorization ([`DebugBackend::prefetch`]), if any.
+    pub prefetch: Option<Prefetch>,
+    /// Where the time of each phase is observed.
+    pub phases: Phases,
 }
 
 /// A stop request (`DELETE`).
@@ -305,6 +312,10 @@ pub struct CopyRequest {
     /// The latest the copy may run to (the end of the debug request's window it is made
     /// under), whatever its own time limit says.
     pub deadline: Option<jiff::Timestamp>,
+    /// The read of the original begun beside authorization, if any.
+    pub prefetch: Option<Prefetch>,
+    /// Where the time of each phase is observed.
+    pub phases: Phases,
 }
 
 /// A node debug container to start (`POST nodes/NODE/debug[/NAME]`), after authorization.
@@ -327,6 +338,10 @@ pub struct NodeDebugRequest {
     /// The latest its pod may run to (the end of the debug request's window it is made
     /// under), whatever its own time limit says.
     pub deadline: Option<jiff::Timestamp>,
+    /// The read of the node begun beside authorization, if any.
+    pub prefetch: Option<Prefetch>,
+    /// Where the time of each phase is observed.
+    pub phases: Phases,
 }
 
 /// One event of a watch of node debug containers.
@@ -481,6 +496,17 @@ pub trait DebugBackend: WorkloadBackend + Send + Sync + 'static {
     ) -> Result<StreamTarget, StorageError>;
     /// True once the upstream kube-apiserver answered at least once (readiness).
     async fn ping(&self) -> Result<(), StorageError>;
+    /// Begin the first read of a create (`target`, as `caller`) beside its authorization; the
+    /// create takes its answer through its request's `prefetch` (see [`Prefetch`]). `None`
+    /// when this storage reads nothing ahead. The read's time is observed in `phases`.
+    fn prefetch(
+        &self,
+        _target: PrefetchTarget,
+        _caller: &Caller,
+        _phases: &Phases,
+    ) -> Option<Prefetch> {
+        None
+    }
     /// Record an Event about ephemeral container `ec_name` of pod `namespace/pod`, with the
     /// server's identity (best effort: a failure is logged).
     async fn record_event(

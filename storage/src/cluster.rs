@@ -10,9 +10,12 @@ use kube::{Api, Client};
 use tokio::sync::Semaphore;
 
 use crate::cluster_version::ClusterVersion;
+use prometheus_client::metrics::counter::Counter;
+
 use crate::disagreements::Disagreements;
 use crate::events::{Reporter, build_event, record};
 use crate::impersonation::impersonating_client;
+use crate::phases::{Phase, Phases};
 use crate::stop_lease::StopLeases;
 use crate::{BackendConfig, Caller, StorageError};
 
@@ -26,6 +29,8 @@ pub(crate) struct Cluster {
     disagreements: Disagreements,
     /// Event writes running after their answer was sent (see [`Cluster::record_event_detached`]).
     events_in_flight: Arc<Semaphore>,
+    /// Events that could not be written (refused, failed, timed out).
+    events_failed: Counter,
     /// The stop records in the server's namespace, when kept (see `stop_lease`).
     stop_leases: Option<StopLeases>,
     /// The server's identity without client-side retries, for evictions (see `eviction`).
@@ -51,9 +56,15 @@ impl Cluster {
             version: ClusterVersion::default(),
             disagreements: Disagreements::default(),
             events_in_flight: Arc::new(Semaphore::new(EVENTS_IN_FLIGHT as usize)),
+            events_failed: Counter::default(),
             stop_leases: None,
             eviction_client: None,
         }
+    }
+
+    /// The count of Events that could not be written.
+    pub(crate) fn events_failed(&self) -> &Counter {
+        &self.events_failed
     }
 
     /// Make evictions with `client` (the server's identity, without retries).
@@ -138,31 +149,50 @@ impl Cluster {
     ) {
         let event = self.event(pod, ec_name, reason, message);
         let timeout = timeout.min(self.config.event_timeout);
-        record(self.server_client(), event, timeout).await;
+        if !record(self.server_client(), event, timeout).await {
+            self.events_failed.inc();
+        }
     }
 
     /// Record an Event like [`Cluster::record_event_within`], but off the caller's path: the
     /// write runs in a task of its own (bounded by the Event timeout), so the answer does not
     /// wait for the events API. When [`EVENTS_IN_FLIGHT`] writes are already running, it is
     /// written before returning instead. [`Cluster::flush_events`] waits for those in flight.
+    /// Its time is observed as the create's [`Phase::Event`]; a failure is logged and counted
+    /// ([`Cluster::events_failed`]).
     pub(crate) async fn record_event_detached(
         &self,
         pod: &Pod,
         ec_name: &str,
         reason: &str,
         message: String,
+        phases: &Phases,
     ) {
         let event = self.event(pod, ec_name, reason, message);
         let client = self.server_client();
         let timeout = self.config.event_timeout;
+        let failed = self.events_failed.clone();
+        let phases = phases.clone();
+        let write = async move {
+            if !phases
+                .time(Phase::Event, record(client, event, timeout))
+                .await
+            {
+                failed.inc();
+            }
+        };
         match self.events_in_flight.clone().try_acquire_owned() {
             Ok(permit) => {
-                tokio::spawn(async move {
-                    record(client, event, timeout).await;
-                    drop(permit);
-                });
+                // In the create's span still, so that a trace ties the write to its create.
+                tokio::spawn(tracing::Instrument::instrument(
+                    async move {
+                        write.await;
+                        drop(permit);
+                    },
+                    tracing::Span::current(),
+                ));
             }
-            Err(_) => record(client, event, timeout).await,
+            Err(_) => write.await,
         }
     }
 

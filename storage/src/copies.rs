@@ -4,7 +4,7 @@
 //! `create pods`), read back from the pod every time.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, GetParams, ListParams, PostParams, Preconditions};
 use poddebug_types::copy::{
     CopyContext, KIND_POD_DEBUG_COPY, LABEL_COPY_OF, LABEL_KIND, PodDebugCopy, PodDebugCopyList,
     build_copy, copy_from_pod, images_of, label,
@@ -12,6 +12,8 @@ use poddebug_types::copy::{
 use poddebug_types::{ApiError, ErrorList, FieldError, GROUP};
 
 use crate::cluster::Cluster;
+use crate::phases::Phase;
+use crate::prefetch::{PrefetchTarget, read_pod};
 use crate::{Caller, CopyRequest, StorageError};
 
 /// The resource copies' errors name.
@@ -40,7 +42,29 @@ pub(crate) async fn create(
         ));
         return Err(ApiError::invalid(GROUP, KIND_POD_DEBUG_COPY, &shown, errs).into());
     }
-    let source = api.get(&req.pod).await?;
+    let phases = &req.phases;
+    // The original, read beside authorization when the handler could (a quorum read: the copy
+    // is made from the pod as it is).
+    let target = PrefetchTarget::Pod {
+        namespace: req.namespace.clone(),
+        name: req.pod.clone(),
+        cached: false,
+    };
+    let prefetched = match &req.prefetch {
+        Some(p) => p.take(&target, &req.caller).await,
+        None => None,
+    };
+    let raw = match prefetched {
+        Some(answer) => answer?,
+        None => {
+            let (client, params) = (api.clone().into_client(), GetParams::default());
+            let read = read_pod(&client, &req.namespace, &req.pod, &params);
+            phases.time(Phase::PodRead, read).await?
+        }
+    };
+    let source: Pod = serde_json::from_value(raw).map_err(|_| {
+        ApiError::Internal("the pod read from the cluster cannot be decoded".to_owned())
+    })?;
     let config = cluster.config();
     let expires_at = crate::ttl::deadline_of(
         KIND_POD_DEBUG_COPY,
@@ -57,23 +81,30 @@ pub(crate) async fn create(
         created_by: &req.caller.user,
         expires_at,
     };
-    let mut pod = build_copy(&source, &req.body, &ctx)
+    let mut pod = phases
+        .time_sync(Phase::Validation, || build_copy(&source, &req.body, &ctx))
         .map_err(|errs| ApiError::invalid(GROUP, KIND_POD_DEBUG_COPY, &shown, errs))?;
     req.justification.annotate(&mut pod.metadata);
     // Every image the copy would run passes the policy: the original's too, which the server
     // would otherwise start again under another name.
-    for image in images_of(&pod) {
-        crate::policy::check_image_for("pods/copy", &config.policy, &req.pod, &image)?;
-    }
+    phases.time_sync(Phase::Policy, || {
+        images_of(&pod).iter().try_for_each(|image| {
+            crate::policy::check_image_for("pods/copy", &config.policy, &req.pod, image)
+        })
+    })?;
     // The caller's check of what the copy, as built, gets.
     if let Some(admission) = &req.admission {
-        (admission.0)(pod.clone()).await?;
+        phases
+            .time(Phase::Admission, (admission.0)(pod.clone()))
+            .await?;
     }
     let params = PostParams {
         dry_run: req.dry_run,
         field_manager: Some(config.reporting_component.clone()),
     };
-    let created = api.create(&params, &pod).await?;
+    let created = phases
+        .time(Phase::Create, api.create(&params, &pod))
+        .await?;
     Ok(copy_from_pod(&created))
 }
 

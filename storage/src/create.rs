@@ -47,9 +47,13 @@ use crate::disagreements::Disagreement;
 use crate::error::status_from_kube;
 use crate::events::{REASON_CREATED, created_message};
 use crate::naming::{self, ResolvedName};
+use crate::phases::Phase;
+use crate::prefetch::{PrefetchTarget, read_pod};
 use crate::state::{EcState, ec_state, ephemeral_containers};
 use crate::wait::{Waited, wait_for};
 use crate::{CreateRequest, Policy, StorageError, policy, read};
+use tokio_util::task::AbortOnDropHandle;
+use tracing::Instrument;
 
 /// What a create will do to the pod.
 #[derive(Debug)]
@@ -191,32 +195,6 @@ pub(crate) fn put_body(
     Ok(raw_pod)
 }
 
-/// Read the pod with `api`'s client and identity as raw JSON (for [`put_body`]; the typed pod
-/// is decoded from it, so the answer is parsed once). Its `managedFields` are dropped at once:
-/// nothing here reads them, the PUT leaves them out, and on a pod with many ephemeral
-/// containers they are a third of its size. (Before, a typed read was copied into JSON and
-/// back: the pod grows with every ephemeral container it ever had, and creates on big pods
-/// spent more time decoding it than kube-apiserver took to send it.)
-async fn read_pod(
-    api: &Api<Pod>,
-    namespace: &str,
-    name: &str,
-    params: &GetParams,
-) -> Result<serde_json::Value, kube::Error> {
-    use kube::Resource;
-    let req = kube::core::Request::new(Pod::url_path(&(), Some(namespace)))
-        .get(name, params)
-        .map_err(kube::Error::BuildRequest)?;
-    let mut raw: serde_json::Value = api.clone().into_client().request(req).await?;
-    if let Some(meta) = raw
-        .get_mut("metadata")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        meta.remove("managedFields");
-    }
-    Ok(raw)
-}
-
 /// kube-apiserver accepts an ephemeral container in a pod that has finished or is being deleted,
 /// but no kubelet will ever start it (and `?wait=true` or an attach would only time out), so the
 /// create is refused up front with a 409 that says why; the pod is left untouched.
@@ -323,8 +301,79 @@ async fn retry_after_conflict(
     // Someone else changed the pod (another create, the kubelet's status): back off a random
     // while so that racing creates do not keep colliding in lock step.
     let pause = conflict_backoff(*conflicts, &mut rand::rng());
-    tokio::time::sleep(pause).await;
+    req.options
+        .phases
+        .time(Phase::ConflictPause, tokio::time::sleep(pause))
+        .await;
     Ok(())
+}
+
+/// Why a step of the create refuses it.
+enum Refusal {
+    /// Because of the pod's state, as read: confirmed by a quorum read before it is answered.
+    OnPodState(ApiError),
+    /// Whatever the pod's state.
+    Final(ApiError),
+}
+
+/// What is validated and sent: the plan, the body of the update, and the local validator's
+/// objections (empty on the happy path).
+struct Validated {
+    plan: Plan,
+    body: serde_json::Value,
+    local: ErrorList,
+    version: KubeVersion,
+}
+
+/// Plan the create on the pod read, and validate it with the rules of the cluster's version.
+fn plan_and_validate(
+    b: &Cluster,
+    req: &CreateRequest,
+    raw: serde_json::Value,
+    pod: &Pod,
+    expires_at: Option<jiff::Timestamp>,
+) -> Result<Validated, Refusal> {
+    let mut plan =
+        plan(&b.config().policy, pod, req, &mut rand::rng()).map_err(Refusal::OnPodState)?;
+    check_stoppable_with_deadline(pod, &plan, expires_at.is_some()).map_err(Refusal::OnPodState)?;
+    if let Some(at) = expires_at {
+        set_expires_at(&mut plan.ec, at);
+    }
+    let body = put_body(raw, &plan.ec, &req.options.pass_through).map_err(Refusal::Final)?;
+    let version = b.cluster_version().rules();
+    let local = validate_locally(pod, &plan, version);
+    Ok(Validated {
+        plan,
+        body,
+        local,
+        version,
+    })
+}
+
+/// Start the caller's check (the handler's profile permissions) at once, beside the reads, in a
+/// task of its own that ends with the create; its answer is taken in its place
+/// ([`admission_answer`]).
+fn start_admission(req: &CreateRequest) -> Option<AbortOnDropHandle<Result<(), ApiError>>> {
+    let check = req.options.admission.as_ref()?;
+    let (fut, phases) = ((check.0)(), req.options.phases.clone());
+    let task = tokio::spawn(
+        async move { phases.time(Phase::Admission, fut).await }
+            .instrument(tracing::Span::current()),
+    );
+    Some(AbortOnDropHandle::new(task))
+}
+
+/// The answer of the caller's check; one that did not finish (it panicked) refuses.
+async fn admission_answer(
+    task: AbortOnDropHandle<Result<(), ApiError>>,
+) -> Result<(), StorageError> {
+    match task.await {
+        Ok(answer) => Ok(answer?),
+        Err(_) => Err(ApiError::Internal(
+            "the permission check of the create did not complete".to_owned(),
+        )
+        .into()),
+    }
 }
 
 /// Create a debug container (the whole flow described in the module docs).
@@ -332,8 +381,10 @@ pub(crate) async fn create(
     b: &Cluster,
     req: CreateRequest,
 ) -> Result<PodDebugContainer, StorageError> {
-    let api: Api<Pod> = b.pods(&req.namespace, &req.caller)?;
+    let client = b.client_for(&req.caller)?;
+    let api: Api<Pod> = Api::namespaced(client.clone(), &req.namespace);
     let policy = &b.config().policy;
+    let phases = &req.options.phases;
     let disagreements = b.validation_disagreements();
     // The deadline counts from the create, however many conflicts it takes (422 on
     // `ttlSeconds` before anything else is looked at).
@@ -344,12 +395,25 @@ pub(crate) async fn create(
         jiff::Timestamp::now(),
     )?;
     let expires_at = crate::ttl::earliest(expires_at, req.options.deadline);
-    let mut conflicts = 0;
-    let mut admitted = false;
+    // The caller's check runs beside the reads; its answer is taken after the server policy.
+    let mut admission = start_admission(&req);
     // The first read is served from kube-apiserver's watch cache (`resourceVersion=0`: no etcd
-    // round trip). It may be behind; the update is conditional on the resourceVersion read, so
-    // a stale read ends in a conflict, and every answer that depends on the pod's state (404,
-    // name taken, not running, limits) is confirmed by a quorum read before it is given.
+    // round trip), begun beside authorization when the handler could ([`crate::Prefetch`]).
+    // It may be behind; the update is conditional on the resourceVersion read, so a stale read
+    // ends in a conflict, and every answer that depends on the pod's state (404, name taken,
+    // not running, limits) is confirmed by a quorum read before it is given.
+    let mut prefetched = match &req.options.prefetch {
+        Some(p) => {
+            let target = PrefetchTarget::Pod {
+                namespace: req.namespace.clone(),
+                name: req.pod.clone(),
+                cached: true,
+            };
+            p.take(&target, &req.caller).await
+        }
+        None => None,
+    };
+    let mut conflicts = 0;
     let mut quorum_read = false;
     // Go round the 'attempt loop again, reading the pod from etcd. (Both macros are used only
     // directly in that loop, never in a loop inside it.)
@@ -374,35 +438,49 @@ pub(crate) async fn create(
         } else {
             GetParams::any()
         };
+        let got = match prefetched.take() {
+            Some(answer) if !quorum_read => answer,
+            _ => {
+                let read = read_pod(&client, &req.namespace, &req.pod, &read);
+                phases.time(Phase::PodRead, read).await
+            }
+        };
         // Only a 404 from the cache is confirmed (the pod may be newer than the cache); any other
         // failure of the read is the cluster's answer.
-        let raw = match read_pod(&api, &req.namespace, &req.pod, &read).await {
+        let raw = match got {
             Err(kube::Error::Api(s)) if s.code == 404 && !quorum_read => {
                 again_with_quorum_read!()
             }
             got => got?,
         };
-        let pod = <Pod as serde::Deserialize>::deserialize(&raw).map_err(|_| {
-            ApiError::Internal("the pod read from the cluster cannot be decoded".to_owned())
-        })?;
-        let mut plan = confirm_with_quorum_read!(plan(policy, &pod, &req, &mut rand::rng()));
-        confirm_with_quorum_read!(check_stoppable_with_deadline(
-            &pod,
-            &plan,
-            expires_at.is_some()
-        ));
-        if let Some(at) = expires_at {
-            set_expires_at(&mut plan.ec, at);
-        }
-        let body = put_body(raw, &plan.ec, &req.options.pass_through)?;
-        let version = b.cluster_version().rules();
-        let local = validate_locally(&pod, &plan, version);
+        let validated = phases.time_sync(Phase::Validation, || {
+            let pod = <Pod as serde::Deserialize>::deserialize(&raw).map_err(|_| {
+                Refusal::Final(ApiError::Internal(
+                    "the pod read from the cluster cannot be decoded".to_owned(),
+                ))
+            })?;
+            plan_and_validate(b, &req, raw, &pod, expires_at).map(|v| (pod, v))
+        });
+        let (
+            pod,
+            Validated {
+                plan,
+                body,
+                local,
+                version,
+            },
+        ) = match validated {
+            Ok(v) => v,
+            Err(Refusal::OnPodState(_)) if !quorum_read => again_with_quorum_read!(),
+            Err(Refusal::OnPodState(e) | Refusal::Final(e)) => return Err(e.into()),
+        };
 
         // 422: when the local rules refuse, the cluster decides.
         let mut would_be = None;
         let mut admission_refusal = None;
         if !local.is_empty() {
-            match update(&api, &req.pod, &body, true, &plan).await {
+            let dry_run = update(&api, &req.pod, &body, true, &plan);
+            match phases.time(Phase::DryRun, dry_run).await {
                 Answer::Done(p) => {
                     disagreements.count(Disagreement::ClusterAccepted);
                     tracing::debug!(
@@ -430,12 +508,11 @@ pub(crate) async fn create(
         }
 
         // 403: the server policy, then the caller's own check, once.
-        confirm_with_quorum_read!(check_policy(policy, &pod, &req, &plan));
-        if !admitted {
-            if let Some(check) = &req.options.admission {
-                (check.0)().await?;
-            }
-            admitted = true;
+        confirm_with_quorum_read!(
+            phases.time_sync(Phase::Policy, || check_policy(policy, &pod, &req, &plan))
+        );
+        if let Some(task) = admission.take() {
+            admission_answer(task).await?;
         }
         if let Some(e) = admission_refusal {
             return Err(e);
@@ -444,7 +521,10 @@ pub(crate) async fn create(
         let dry_run = req.options.dry_run;
         let answer = match would_be {
             Some(p) if dry_run => Answer::Done(p),
-            _ => update(&api, &req.pod, &body, dry_run, &plan).await,
+            _ => {
+                let update = update(&api, &req.pod, &body, dry_run, &plan);
+                phases.time(Phase::Update, update).await
+            }
         };
         match answer {
             Answer::Done(p) if dry_run => {
@@ -484,8 +564,8 @@ pub(crate) async fn create(
         &req.options.justification,
     );
     // The Event is written beside the answer, not before it: creates do not wait for the
-    // events API (issue 9's benchmark).
-    b.record_event_detached(&updated, ec_name, REASON_CREATED, message)
+    // events API.
+    b.record_event_detached(&updated, ec_name, REASON_CREATED, message, phases)
         .await;
 
     let Some(timeout) = req.wait else {
@@ -497,7 +577,8 @@ pub(crate) async fn create(
             EcState::Running | EcState::Terminated { .. }
         )
     };
-    match wait_for(&api, updated, timeout, started).await? {
+    let waited = wait_for(&api, updated, timeout, started);
+    match phases.time(Phase::Wait, waited).await? {
         Waited::Done(pod) => Ok(read::object_by_ec_name(&pod, ec_name, None)?),
         Waited::TimedOut(pod) => Err(ApiError::Timeout(format!(
             "debug container {debug_name:?} in pod {:?} was not running after {}s ({})",

@@ -219,18 +219,25 @@ pub(crate) fn expired_message(
     )
 }
 
-/// Create `event` with `client` (the server's identity), waiting at most `timeout`. Failures are
-/// logged only.
-pub(crate) async fn record(client: kube::Client, event: Event, timeout: Duration) {
+/// Create `event` with `client` (the server's identity), waiting at most `timeout`; whether it
+/// was written. A failure is logged (and counted by the caller), never returned.
+pub(crate) async fn record(client: kube::Client, event: Event, timeout: Duration) -> bool {
     let ns = event.metadata.namespace.clone().unwrap_or_default();
     let reason = event.reason.clone().unwrap_or_default();
     let api: Api<Event> = Api::namespaced(client, &ns);
     match tokio::time::timeout(timeout, api.create(&PostParams::default(), &event)).await {
-        Ok(Ok(_)) => tracing::debug!(namespace = %ns, %reason, "event recorded"),
-        Ok(Err(e)) => {
-            tracing::warn!(namespace = %ns, %reason, error = %e, "could not record event")
+        Ok(Ok(_)) => {
+            tracing::debug!(namespace = %ns, %reason, "event recorded");
+            true
         }
-        Err(_) => tracing::warn!(namespace = %ns, %reason, "recording event timed out"),
+        Ok(Err(e)) => {
+            tracing::warn!(namespace = %ns, %reason, error = %e, "could not record event");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(namespace = %ns, %reason, "recording event timed out");
+            false
+        }
     }
 }
 

@@ -76,6 +76,12 @@ impl KubeBackend {
         self.cluster.validation_disagreements()
     }
 
+    /// The count of Events that could not be written (refused, failed, timed out), to register
+    /// for `/metrics`.
+    pub fn events_failed(&self) -> &prometheus_client::metrics::counter::Counter {
+        self.cluster.events_failed()
+    }
+
     /// Serve lists and watches from `cache` (the server's shared pod reflector) instead of a
     /// LIST or WATCH of the cluster per request; readiness ([`DebugBackend::ping`]) then also
     /// waits for its first sync. One debug container (`get`) is still read from the pod, so
@@ -295,6 +301,21 @@ impl DebugBackend for KubeBackend {
 
     async fn flush(&self, within: Duration) -> bool {
         self.cluster.flush_events(within).await
+    }
+
+    fn prefetch(
+        &self,
+        target: crate::PrefetchTarget,
+        caller: &Caller,
+        phases: &crate::Phases,
+    ) -> Option<crate::Prefetch> {
+        // The identity the create itself reads with: the caller's with `--impersonate` for a
+        // pod, always the server's for a node.
+        let client = match &target {
+            crate::PrefetchTarget::Pod { .. } => self.cluster.client_for(caller).ok()?,
+            crate::PrefetchTarget::Node { .. } => self.cluster.server_client(),
+        };
+        Some(crate::Prefetch::start(client, target, caller, phases))
     }
 }
 

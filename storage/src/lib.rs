@@ -43,7 +43,9 @@ mod impersonation;
 mod kube_backend;
 mod naming;
 mod nodes;
+mod phases;
 mod policy;
+mod prefetch;
 mod read;
 pub mod record_key;
 mod requests;
@@ -79,7 +81,9 @@ pub use eviction::EvictionOutcome;
 pub use expiry::{EXPIRY_USER, Expired, ExpiryResult};
 pub use impersonation::{ImpersonationLayer, impersonation_headers};
 pub use kube_backend::KubeBackend;
+pub use phases::{CreateKind, Phase, PhaseLabels, PhaseMetrics, Phases};
 pub use policy::glob_match;
+pub use prefetch::{Prefetch, PrefetchTarget};
 pub use requests::{
     Ignored as IgnoredRequestRecord, IgnoredLabels as IgnoredRequestLabels, MAC_ANNOTATION,
     REQUEST_LABEL, RequestEvent, RequestSelector, RequestStore, StoredRequest,

@@ -4,7 +4,7 @@
 //! `poddebug.dev` is their permission).
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use poddebug_types::copy::{LABEL_KIND, label};
@@ -15,6 +15,8 @@ use poddebug_types::node::{
 use poddebug_types::{ApiError, ErrorList, FieldError, GROUP};
 
 use crate::cluster::Cluster;
+use crate::phases::Phase;
+use crate::prefetch::{PrefetchTarget, read_node};
 use crate::{NodeDebugRequest, NodeWatchEvent, NodeWatchStream, StorageError, StreamTarget};
 
 /// The resource node debug containers' errors name.
@@ -60,9 +62,24 @@ pub(crate) async fn create(
         ));
     }
     let config = cluster.config();
-    // The node first: a node that does not exist is kube-apiserver's own 404.
-    let nodes: Api<Node> = Api::all(cluster.server_client());
-    nodes.get(&req.node).await?;
+    let phases = &req.phases;
+    // The node first: a node that does not exist is kube-apiserver's own 404 (read beside
+    // authorization when the handler could).
+    let target = PrefetchTarget::Node {
+        name: req.node.clone(),
+    };
+    let prefetched = match &req.prefetch {
+        Some(p) => p.take(&target, &req.caller).await,
+        None => None,
+    };
+    match prefetched {
+        Some(answer) => drop(answer?),
+        None => {
+            let client = cluster.server_client();
+            let read = read_node(&client, &req.node);
+            drop(phases.time(Phase::NodeRead, read).await?);
+        }
+    }
     let expires_at = crate::ttl::deadline_of(
         KIND_NODE_DEBUG_CONTAINER,
         &config.ttl,
@@ -71,27 +88,37 @@ pub(crate) async fn create(
         jiff::Timestamp::now(),
     )?;
     let expires_at = crate::ttl::earliest(expires_at, req.deadline);
-    let mut built = build_node_pod(
-        &req.body,
-        &NodePodContext {
-            node: &req.node,
-            name: &name,
-            namespace: &config.node_debug_namespace,
-            profile: req.profile,
-            default_image: &config.policy.default_image,
-            created_by: &req.caller.user,
-            expires_at,
-        },
-    );
+    let mut built = phases.time_sync(Phase::Validation, || {
+        build_node_pod(
+            &req.body,
+            &NodePodContext {
+                node: &req.node,
+                name: &name,
+                namespace: &config.node_debug_namespace,
+                profile: req.profile,
+                default_image: &config.policy.default_image,
+                created_by: &req.caller.user,
+                expires_at,
+            },
+        )
+    });
     req.justification.annotate(&mut built.metadata);
-    for image in poddebug_types::copy::images_of(&built) {
-        crate::policy::check_image_for("nodes/debug", &config.policy, &req.node, &image)?;
-    }
+    phases.time_sync(Phase::Policy, || {
+        poddebug_types::copy::images_of(&built)
+            .iter()
+            .try_for_each(|image| {
+                crate::policy::check_image_for("nodes/debug", &config.policy, &req.node, image)
+            })
+    })?;
     let params = PostParams {
         dry_run: req.dry_run,
         field_manager: Some(config.reporting_component.clone()),
     };
-    match pods(cluster).create(&params, &built).await {
+    let pods = pods(cluster);
+    match phases
+        .time(Phase::Create, pods.create(&params, &built))
+        .await
+    {
         Ok(p) => Ok(node_debug_from_pod(&p)),
         Err(kube::Error::Api(s)) if s.code == 409 => {
             Err(ApiError::already_exists(RESOURCE, GROUP, &name).into())

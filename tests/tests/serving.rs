@@ -492,11 +492,13 @@ async fn every_endpoint_asks_for_kube_apiservers_attributes() {
             .unwrap()
             .contains("cannot create resource \"pods/attach\"")
     );
-    let verbs: Vec<String> = user_sars(&fake, "eve")
+    // Both are asked (at once, so in either order).
+    let mut verbs: Vec<String> = user_sars(&fake, "eve")
         .into_iter()
         .map(|s| s.attributes.verb)
         .collect();
-    assert_eq!(verbs, ["get", "create"]);
+    verbs.sort();
+    assert_eq!(verbs, ["create", "get"]);
     // Cluster-scoped and non-resource requests.
     fake.clear_sars();
     for path in [
@@ -575,6 +577,49 @@ async fn decisions_are_cached_with_separate_ttls() {
         denied_before + 1,
         "denied answers expire after 200ms"
     );
+}
+
+#[tokio::test]
+async fn a_zero_ttl_turns_the_decision_cache_off() {
+    let (fake, pki, server) = setup(&[
+        "--authorization-webhook-cache-authorized-ttl=0s",
+        "--authorization-webhook-cache-unauthorized-ttl=0s",
+    ])
+    .await;
+    policy(&fake, |a| a.user == "mallory");
+    let ok = server
+        .client_builder()
+        .front_proxy(&pki, "frank", &[], &[])
+        .build();
+    let denied = server
+        .client_builder()
+        .front_proxy(&pki, "mallory", &[], &[])
+        .build();
+    for _ in 0..3 {
+        let (code, _, _) = ok
+            .request(Method::GET, GV, &[], Bytes::new())
+            .await
+            .unwrap();
+        assert_eq!(code, StatusCode::OK);
+        let (code, _, _) = denied
+            .request(Method::GET, GV, &[], Bytes::new())
+            .await
+            .unwrap();
+        assert_eq!(code, StatusCode::FORBIDDEN);
+    }
+    assert_eq!(user_sars(&fake, "frank").len(), 3, "every allow reviewed");
+    assert_eq!(
+        user_sars(&fake, "mallory").len(),
+        3,
+        "every denial reviewed"
+    );
+    // A decision changed in the cluster is the next answer.
+    policy(&fake, |_| false);
+    let (code, _, _) = denied
+        .request(Method::GET, GV, &[], Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(code, StatusCode::OK);
 }
 
 #[tokio::test]

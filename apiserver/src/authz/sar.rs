@@ -1,6 +1,9 @@
 //! The delegated authorizer: a SubjectAccessReview per decision, cached with separate TTLs for
-//! allowed and denied answers. When the cluster cannot be asked, the answer is an error, never
-//! an allow.
+//! allowed and denied answers (`--authorization-webhook-cache-authorized-ttl` and
+//! `-unauthorized-ttl`, 10s each as the generic apiserver's delegating authorizer; 0 turns one
+//! off), as kube-apiserver's webhook authorizer caches them. A decision is cached for exactly the
+//! review it answers: the user, groups, uid and extra, and every attribute. When the cluster
+//! cannot be asked, the answer is an error, never an allow, and nothing is cached.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -153,7 +156,14 @@ impl SarAuthorizer {
         } else {
             Decision::Deny(status.reason.unwrap_or_default())
         };
-        if let Ok(mut cache) = self.cache.lock() {
+        let ttl = if decision == Decision::Allow {
+            self.allowed_ttl
+        } else {
+            self.denied_ttl
+        };
+        if !ttl.is_zero()
+            && let Ok(mut cache) = self.cache.lock()
+        {
             if cache.len() >= MAX_CACHE_ENTRIES {
                 let (a, d) = (self.allowed_ttl, self.denied_ttl);
                 cache.retain(|_, (at, dec)| {

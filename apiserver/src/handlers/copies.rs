@@ -19,7 +19,7 @@ use http::{HeaderMap, StatusCode, Uri};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use poddebug_storage::{CopyRequest, PodAdmission};
+use poddebug_storage::{CopyRequest, CreateKind, Phase, Phases, PodAdmission, Prefetch};
 use poddebug_types::copy::{KIND_POD_DEBUG_COPY, PodDebugCopy};
 use poddebug_types::decode::decode_create_object;
 use poddebug_types::{ApiError, PodDebugContainer, Profile};
@@ -49,10 +49,12 @@ pub async fn create(
     State(st): State<AppState>,
     Path((ns, pod)): Path<(String, String)>,
     Extension(auth): Extension<Authenticated>,
+    prefetch: Option<Extension<Prefetch>>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
+    let phases = st.metrics.create_phases.phases(CreateKind::Copy);
     let dry_run = super::debug::create_dry_run(uri.query())?;
     super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
@@ -114,17 +116,30 @@ pub async fn create(
         )
         .await?;
     let grant = jit.grant.clone()?;
-    super::debug::authorize_profiles(&st, &auth, &as_debug, profile, grant.as_ref()).await?;
-    if !st.config.impersonate {
-        crate::filters::check_explained(
+    // Both asked at once; a refusal of the profiles is the answer when both refuse.
+    let create_pods = async {
+        if st.config.impersonate {
+            return Ok(());
+        }
+        let attrs = core_create_pods(&ns);
+        let check = crate::filters::check_explained(
             &st,
             &auth.user,
-            &core_create_pods(&ns),
+            &attrs,
             Some("a copy of a pod is a new pod: making one needs create on pods in its namespace"),
-        )
-        .await?;
-    }
-    let admission = copy_admission(&st, &auth, &pod, &req, grant.clone());
+        );
+        phases
+            .time(Phase::ReviewCreatePods, check)
+            .await
+            .map_err(Error::from)
+    };
+    let (profiles, create_pods) = futures::join!(
+        super::debug::authorize_profiles(&st, &auth, &as_debug, profile, grant.as_ref(), &phases),
+        create_pods
+    );
+    profiles?;
+    create_pods?;
+    let admission = copy_admission(&st, &auth, &pod, &req, grant.clone(), &phases);
     let created = st
         .backend
         .create_copy(CopyRequest {
@@ -137,6 +152,8 @@ pub async fn create(
             admission: Some(admission),
             justification: jit.justification.clone(),
             deadline: jit.deadline,
+            prefetch: prefetch.map(|p| p.0),
+            phases,
         })
         .await?;
     if !dry_run {
@@ -164,28 +181,41 @@ fn copy_admission(
     original: &str,
     req: &PodDebugCopy,
     grant: Option<crate::requests::Grant>,
+    phases: &Phases,
 ) -> PodAdmission {
     let (st, auth, original, req) = (st.clone(), auth.clone(), original.to_owned(), req.clone());
+    let phases = phases.clone();
     PodAdmission(Arc::new(move |pod: Pod| {
         let (st, auth, original, req) = (st.clone(), auth.clone(), original.clone(), req.clone());
+        let phases = phases.clone();
         let grant = grant.clone();
         Box::pin(async move {
             let profiles = poddebug_types::privilege::pod_profiles(&pod);
-            for e in &profiles {
-                let p = e.profile;
-                if !st.config.profile_requires_permission(p) {
-                    continue;
-                }
-                let why = if e.setting.is_empty() {
-                    format!("the copy's pod is of the {p} profile, which needs use on it")
-                } else {
-                    format!(
-                        "the copy's pod gets {}, which only the {p} profile grants",
-                        e.setting
-                    )
-                };
-                crate::requests::check_use(&st, &auth.user, p, Some(&why), grant.as_ref()).await?;
-            }
+            // Every review at once; the first refusal in this order is the answer.
+            let reviews = profiles
+                .iter()
+                .filter(|e| st.config.profile_requires_permission(e.profile))
+                .map(|e| {
+                    let p = e.profile;
+                    let why = if e.setting.is_empty() {
+                        format!("the copy's pod is of the {p} profile, which needs use on it")
+                    } else {
+                        format!(
+                            "the copy's pod gets {}, which only the {p} profile grants",
+                            e.setting
+                        )
+                    };
+                    let (st, auth, phases, grant) = (&st, &auth, &phases, grant.as_ref());
+                    async move {
+                        let check =
+                            crate::requests::check_use(st, &auth.user, p, Some(&why), grant);
+                        phases
+                            .time(Phase::ReviewProfileUse, check)
+                            .await
+                            .map(|_| ())
+                    }
+                });
+            crate::filters::all_allowed(reviews).await?;
             super::moderated::require_interactive_shell(
                 &st,
                 &profiles,

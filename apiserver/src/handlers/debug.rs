@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use http::{HeaderMap, StatusCode, Uri};
 use poddebug_storage::{
-    AdmissionCheck, CreateOptions, CreateRequest, ListOptions, StopOutcome, StopRequest,
+    AdmissionCheck, CreateKind, CreateOptions, CreateRequest, ListOptions, Phase, Phases, Prefetch,
+    StopOutcome, StopRequest,
 };
 use poddebug_types::field::go_quote;
 use poddebug_types::{ApiError, FieldError, FieldValue, GROUP, Profile};
@@ -45,31 +46,63 @@ pub(crate) fn seconds(q: &BTreeMap<String, String>, k: &str) -> Result<Option<u6
 }
 
 /// `POST .../pods/POD/debug` (generated name).
+#[allow(clippy::too_many_arguments)] // the parts of one request, as axum extracts them
 pub async fn create_generated(
     st: State<AppState>,
     Path((ns, pod)): Path<(String, String)>,
     q: Query<BTreeMap<String, String>>,
     auth: Extension<Authenticated>,
+    prefetch: Option<Extension<Prefetch>>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
     let dry_run = create_dry_run(uri.query())?;
-    create(st, ns, pod, None, q.0, dry_run, auth.0, headers, body).await
+    let parts = CreateParts {
+        url_name: None,
+        q: q.0,
+        dry_run,
+        auth: auth.0,
+        prefetch: prefetch.map(|p| p.0),
+    };
+    create(st, ns, pod, parts, headers, body).await
 }
 
 /// `POST .../pods/POD/debug/NAME`.
+#[allow(clippy::too_many_arguments)] // the parts of one request, as axum extracts them
 pub async fn create_named(
     st: State<AppState>,
     Path((ns, pod, name)): Path<(String, String, String)>,
     q: Query<BTreeMap<String, String>>,
     auth: Extension<Authenticated>,
+    prefetch: Option<Extension<Prefetch>>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
     let dry_run = create_dry_run(uri.query())?;
-    create(st, ns, pod, Some(name), q.0, dry_run, auth.0, headers, body).await
+    let parts = CreateParts {
+        url_name: Some(name),
+        q: q.0,
+        dry_run,
+        auth: auth.0,
+        prefetch: prefetch.map(|p| p.0),
+    };
+    create(st, ns, pod, parts, headers, body).await
+}
+
+/// What a create's request says besides its pod, headers and body.
+struct CreateParts {
+    /// The name on the URL, if any.
+    url_name: Option<String>,
+    /// The query.
+    q: BTreeMap<String, String>,
+    /// `?dryRun=All`.
+    dry_run: bool,
+    /// Who asks.
+    auth: Authenticated,
+    /// The pod read begun beside authorization, if any.
+    prefetch: Option<Prefetch>,
 }
 
 /// Refuse a dry run where none can be honoured: a stop cannot be simulated, so a DELETE that
@@ -118,18 +151,22 @@ pub(crate) fn create_dry_run(query: Option<&str>) -> Result<bool, ApiError> {
     Err(ApiError::invalid("meta.k8s.io", "CreateOptions", "", errs))
 }
 
-#[allow(clippy::too_many_arguments)] // the parts of one request, named
 async fn create(
     State(st): State<AppState>,
     ns: String,
     pod: String,
-    url_name: Option<String>,
-    q: BTreeMap<String, String>,
-    dry_run: bool,
-    auth: Authenticated,
+    parts: CreateParts,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
+    let CreateParts {
+        url_name,
+        q,
+        dry_run,
+        auth,
+        prefetch,
+    } = parts;
+    let phases = st.metrics.create_phases.phases(CreateKind::DebugContainer);
     // The query first (a bad one is a 400, before anything about the body), as kube-apiserver
     // decodes the options before the object.
     let wait = if flag(&q, "wait") {
@@ -222,13 +259,14 @@ async fn create(
     let admission = {
         let (st, auth, pdc, pod) = (st.clone(), auth.clone(), pdc.clone(), pod.clone());
         let grant = jit.grant.clone();
+        let phases = phases.clone();
         AdmissionCheck(Arc::new(move || {
             let (st, auth, pdc, pod) = (st.clone(), auth.clone(), pdc.clone(), pod.clone());
-            let unknown_fields = unknown_fields.clone();
+            let (unknown_fields, phases) = (unknown_fields.clone(), phases.clone());
             let grant = grant.clone();
             Box::pin(async move {
                 let grant = grant?;
-                authorize_profiles(&st, &auth, &pdc, profile, grant.as_ref())
+                authorize_profiles(&st, &auth, &pdc, profile, grant.as_ref(), &phases)
                     .await
                     .map_err(|e| e.api_error())?;
                 let mut refusals = poddebug_types::moderated::container_refusals(
@@ -272,6 +310,8 @@ async fn create(
                 admission: Some(admission),
                 justification: jit.justification.clone(),
                 deadline: jit.deadline,
+                prefetch,
+                phases,
             },
         })
         .await?;
@@ -334,27 +374,36 @@ fn not_stoppable_warning(created: &poddebug_types::PodDebugContainer) -> Option<
 /// The `use` permission on every gated profile the request amounts to: the one it names, and
 /// the one any privilege in its own `securityContext` belongs to (privileged, extra
 /// capabilities, unconfined seccomp…), so an ungated profile cannot smuggle a gated one's
-/// privileges in.
+/// privileges in. The reviews are asked at once; the answer is that of the first refusal in
+/// that order.
 pub(crate) async fn authorize_profiles(
     st: &AppState,
     auth: &Authenticated,
     pdc: &poddebug_types::PodDebugContainer,
     profile: Profile,
     grant: Option<&crate::requests::Grant>,
+    phases: &Phases,
 ) -> Result<(), Error> {
-    for e in debug_container_profiles(pdc, profile) {
-        let p = e.profile;
-        if !st.config.profile_requires_permission(p) {
-            continue;
-        }
-        let why = (!e.setting.is_empty()).then(|| {
-            format!(
-                "the debug container sets {}, which only the {p} profile grants",
-                e.setting
-            )
+    let reviews = debug_container_profiles(pdc, profile)
+        .into_iter()
+        .filter(|e| st.config.profile_requires_permission(e.profile))
+        .map(|e| {
+            let p = e.profile;
+            let why = (!e.setting.is_empty()).then(|| {
+                format!(
+                    "the debug container sets {}, which only the {p} profile grants",
+                    e.setting
+                )
+            });
+            async move {
+                let check = crate::requests::check_use(st, &auth.user, p, why.as_deref(), grant);
+                phases
+                    .time(Phase::ReviewProfileUse, check)
+                    .await
+                    .map(|_| ())
+            }
         });
-        crate::requests::check_use(st, &auth.user, p, why.as_deref(), grant).await?;
-    }
+    crate::filters::all_allowed(reviews).await?;
     Ok(())
 }
 

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
-use poddebug_storage::{NodeDebugRequest, NodeWatchEvent};
+use poddebug_storage::{CreateKind, NodeDebugRequest, NodeWatchEvent, Phase, Phases, Prefetch};
 use poddebug_types::decode::decode_create_object;
 use poddebug_types::node::{
     DEFAULT_NODE_PROFILE, KIND_NODE_DEBUG_CONTAINER, NodeDebugContainer, effective_node_profile,
@@ -45,6 +45,18 @@ async fn authorize_profile(
     what: &str,
     grant: Option<&crate::requests::Grant>,
 ) -> Result<bool, Error> {
+    authorize_profile_timed(st, auth, profile, what, grant, None).await
+}
+
+/// [`authorize_profile`], its review observed as a phase of a create.
+async fn authorize_profile_timed(
+    st: &AppState,
+    auth: &Authenticated,
+    profile: &Elevation,
+    what: &str,
+    grant: Option<&crate::requests::Grant>,
+    phases: Option<&Phases>,
+) -> Result<bool, Error> {
     let p = profile.profile;
     let why = if profile.setting.is_empty() {
         format!("{what} a node debug container with the {p} profile needs use on it")
@@ -54,7 +66,11 @@ async fn authorize_profile(
             profile.setting
         )
     };
-    Ok(crate::requests::check_use(st, &auth.user, p, Some(&why), grant).await?)
+    let check = crate::requests::check_use(st, &auth.user, p, Some(&why), grant);
+    Ok(match phases {
+        Some(phases) => phases.time(Phase::ReviewProfileUse, check).await?,
+        None => check.await?,
+    })
 }
 
 /// `POST .../nodes/NODE/debug/NAME`.
@@ -62,11 +78,22 @@ pub async fn create_named(
     st: State<AppState>,
     Path((node, name)): Path<(String, String)>,
     auth: Extension<Authenticated>,
+    prefetch: Option<Extension<Prefetch>>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
-    create(st.0, node, Some(name), auth.0, uri, headers, body).await
+    let prefetch = prefetch.map(|p| p.0);
+    create(
+        st.0,
+        node,
+        Some(name),
+        (auth.0, prefetch),
+        uri,
+        headers,
+        body,
+    )
+    .await
 }
 
 /// `POST .../nodes/NODE/debug` (generated name).
@@ -74,22 +101,28 @@ pub async fn create_generated(
     st: State<AppState>,
     Path(node): Path<String>,
     auth: Extension<Authenticated>,
+    prefetch: Option<Extension<Prefetch>>,
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
-    create(st.0, node, None, auth.0, uri, headers, body).await
+    let prefetch = prefetch.map(|p| p.0);
+    create(st.0, node, None, (auth.0, prefetch), uri, headers, body).await
 }
 
 async fn create(
     st: AppState,
     node: String,
     url_name: Option<String>,
-    auth: Authenticated,
+    (auth, prefetch): (Authenticated, Option<Prefetch>),
     uri: Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
+    let phases = st
+        .metrics
+        .create_phases
+        .phases(CreateKind::NodeDebugContainer);
     let dry_run = super::debug::create_dry_run(uri.query())?;
     super::body::require_json(&headers)?;
     let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
@@ -148,7 +181,7 @@ async fn create(
         .await?;
     let grant = jit.grant.clone()?;
     if effective.profile == profile || effective.setting.is_empty() {
-        authorize_profile(
+        authorize_profile_timed(
             &st,
             &auth,
             &Elevation {
@@ -157,6 +190,7 @@ async fn create(
             },
             "creating",
             grant.as_ref(),
+            Some(&phases),
         )
         .await?;
     } else {
@@ -164,14 +198,14 @@ async fn create(
             "the node debug container gets {}, which the {} profile grants (the least node profile that does)",
             effective.setting, effective.profile
         );
-        crate::requests::check_use(
+        let check = crate::requests::check_use(
             &st,
             &auth.user,
             effective.profile,
             Some(&why),
             grant.as_ref(),
-        )
-        .await?;
+        );
+        phases.time(Phase::ReviewProfileUse, check).await?;
     }
     super::moderated::require_interactive_shell(
         &st,
@@ -196,6 +230,8 @@ async fn create(
             dry_run,
             justification: jit.justification.clone(),
             deadline: jit.deadline,
+            prefetch,
+            phases,
         })
         .await?;
     if !dry_run {

@@ -1,21 +1,32 @@
-//! Create benchmark: adding a debug container through poddebug against adding an ephemeral
-//! container with a direct `pods/ephemeralcontainers` patch, on the same pod, side by side.
+//! Create benchmark: creating through poddebug against doing the same directly with
+//! kube-apiserver, side by side, for the three things poddebug creates (`--kind`):
 //!
-//! Each round makes one poddebug create (`POST .../pods/POD/debug/NAME`, a valid body) and one
-//! direct strategic-merge patch of `pods/POD/ephemeralcontainers`, and times both; which of the
-//! two goes first alternates from round to round, so neither always meets the pod the other
-//! just changed. At the end the p50 and p99 of each and their ratio are printed. Every request
-//! adds a container to the pod (ephemeral containers can never be removed), so use throw-away
-//! pods.
+//! - `debug` (the default): a debug container (`POST .../pods/POD/debug/NAME`, a valid body)
+//!   against the strategic-merge patch of `pods/POD/ephemeralcontainers` that `kubectl debug`
+//!   sends, on the same pod;
+//! - `copy`: a copy of the pod (`POST .../pods/POD/copy`) against creating the same pod
+//!   directly (`POST /api/v1/namespaces/NS/pods`: the original's spec, read once before the
+//!   rounds, plus a debug container, as `kubectl debug --copy-to` makes it);
+//! - `node`: a node debug container (`POST .../nodes/NODE/debug/NAME`, `--pod` naming the
+//!   node) against creating directly the pod `kubectl debug node/NODE --profile=sysadmin`
+//!   makes (host namespaces, a privileged container, the host's root at `/host`), in
+//!   `--namespace`.
 //!
-//! `--pod` takes one pod or a comma-separated list: round `i` works on pod `i mod N`. Every
-//! request makes the pod bigger (each ephemeral container adds its spec and status), and the
-//! cost of both paths grows with it, so one pod given 200 containers measures a pod no debugging
-//! session meets; a list of pods keeps each to a handful.
+//! Each round makes one of each and times both; which of the two goes first alternates from
+//! round to round, so neither always meets the cluster the other just changed. At the end the
+//! p50 and p99 of each and their ratio are printed. Debug containers can never be removed, so
+//! use throw-away pods; the pods a `copy` or `node` run made (both ways) are deleted at the end,
+//! outside the timings. Copies of a pod no node can run, and node debug containers on a Node
+//! object no kubelet serves, stay Pending: nothing starts, and only the API paths are measured.
+//!
+//! `--pod` takes one pod (node) or a comma-separated list: round `i` works on the `i mod N`th.
+//! Every debug container makes its pod bigger (each ephemeral container adds its spec and
+//! status), and the cost of both paths grows with it, so one pod given 200 containers measures
+//! a pod no debugging session meets; a list of pods keeps each to a handful.
 //!
 //! Usage (ends by itself after `--count` rounds):
-//! `create-bench --kubeconfig K --namespace NS --pod POD[,POD...] [--count 100] [--image IMAGE]
-//!  [--poddebug-kubeconfig P]`
+//! `create-bench --kubeconfig K --namespace NS --pod POD[,POD...] [--kind debug|copy|node]
+//!  [--count 100] [--image IMAGE] [--poddebug-kubeconfig P]`
 //!
 //! `--kubeconfig` reaches kube-apiserver; poddebug is reached through the same kubeconfig
 //! (through the aggregator) unless `--poddebug-kubeconfig` names another one (a kubeconfig that
@@ -26,27 +37,48 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 use poddebug_tests::kubeconfig::BenchCommandLine;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const USAGE: &str = "usage: create-bench --kubeconfig K --namespace NS --pod POD[,POD...] \
-                     [--count N] [--image IMAGE] [--poddebug-kubeconfig P]";
+                     [--kind debug|copy|node] [--count N] [--image IMAGE] \
+                     [--poddebug-kubeconfig P]";
+
+const GV: &str = "/apis/poddebug.dev/v1alpha1";
+
+/// What is created.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Debug,
+    Copy,
+    Node,
+}
 
 struct Args {
     cl: BenchCommandLine,
     poddebug_kubeconfig: Option<PathBuf>,
     count: usize,
     image: String,
+    kind: Kind,
 }
 
 fn args() -> Args {
     let cl = BenchCommandLine::parse(USAGE);
     let mut poddebug_kubeconfig = None;
     let (mut count, mut image) = (100, "registry.k8s.io/pause:3.10".to_owned());
+    let mut kind = Kind::Debug;
     for (k, v) in &cl.other {
         match k.as_str() {
             "--poddebug-kubeconfig" => poddebug_kubeconfig = Some(PathBuf::from(v)),
             "--count" => count = cl.positive(k, v),
             "--image" => image = v.clone(),
+            "--kind" => {
+                kind = match v.as_str() {
+                    "debug" => Kind::Debug,
+                    "copy" => Kind::Copy,
+                    "node" => Kind::Node,
+                    _ => cl.fail("--kind must be debug, copy or node"),
+                }
+            }
             k => cl.fail(&format!("unknown argument {k}")),
         }
     }
@@ -55,17 +87,49 @@ fn args() -> Args {
         poddebug_kubeconfig,
         count,
         image,
+        kind,
     }
 }
 
-/// Time one request; a failure ends the benchmark with its answer.
-async fn timed(client: &Client, req: http::Request<Vec<u8>>, what: &str) -> Duration {
-    let start = Instant::now();
-    if let Err(e) = client.request_text(req).await {
-        eprintln!("{what} failed: {e}");
-        std::process::exit(1);
+/// Send one request; its answer as JSON (`Null` when not JSON), or the end of the benchmark.
+async fn send(client: &Client, req: http::Request<Vec<u8>>, what: &str) -> Value {
+    match client.request_text(req).await {
+        Ok(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
+        Err(e) => {
+            eprintln!("{what} failed: {e}");
+            std::process::exit(1);
+        }
     }
-    start.elapsed()
+}
+
+/// Time one request; its answer, or the end of the benchmark with its failure.
+async fn timed(client: &Client, req: http::Request<Vec<u8>>, what: &str) -> (Duration, Value) {
+    let start = Instant::now();
+    let answer = send(client, req, what).await;
+    (start.elapsed(), answer)
+}
+
+/// A request with a JSON body of `content_type` (none for `Value::Null`).
+fn request(
+    method: http::Method,
+    path: String,
+    content_type: &str,
+    body: &Value,
+) -> http::Request<Vec<u8>> {
+    let bytes = if body.is_null() {
+        Vec::new()
+    } else {
+        body.to_string().into_bytes()
+    };
+    http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(bytes)
+        .unwrap_or_else(|e| {
+            eprintln!("bad request: {e}");
+            std::process::exit(2);
+        })
 }
 
 /// The value at quantile `q` (0..=1) of sorted samples (nearest rank).
@@ -78,6 +142,33 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// The pod `kubectl debug --copy-to` makes of `original`: its spec, unbound, plus a debug
+/// container.
+fn direct_copy(original: &Value, name: &str, image: &str) -> Value {
+    let mut spec = original["spec"].clone();
+    if let Some(s) = spec.as_object_mut() {
+        s.remove("nodeName");
+        s.remove("ephemeralContainers");
+    }
+    if let Some(containers) = spec["containers"].as_array_mut() {
+        containers.push(json!({"name": "debugger", "image": image, "stdin": true, "tty": true}));
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+}
+
+/// The pod `kubectl debug node/NODE --profile=sysadmin` makes.
+fn direct_node_pod(node: &str, name: &str, image: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {
+            "nodeName": node, "hostIPC": true, "hostNetwork": true, "hostPID": true,
+            "restartPolicy": "Never",
+            "tolerations": [{"operator": "Exists"}],
+            "volumes": [{"name": "host-root", "hostPath": {"path": "/"}}],
+            "containers": [{"name": "debugger", "image": image, "stdin": true, "tty": true,
+                "securityContext": {"privileged": true},
+                "volumeMounts": [{"name": "host-root", "mountPath": "/host"}]}]}})
+}
+
 #[tokio::main]
 async fn main() {
     let a = args();
@@ -86,60 +177,138 @@ async fn main() {
         Some(p) => a.cl.client(p).await,
         None => kube.clone(),
     };
-    let pods: Vec<&str> = a.cl.pod.split(',').collect();
-    if pods.iter().any(|p| p.is_empty()) {
-        a.cl.fail("--pod: a pod name is empty");
+    let targets: Vec<&str> = a.cl.pod.split(',').collect();
+    if targets.iter().any(|p| p.is_empty()) {
+        a.cl.fail("--pod: a name is empty");
+    }
+    let ns = &a.cl.namespace;
+    // The originals of copies, read once.
+    let mut originals = Vec::new();
+    if a.kind == Kind::Copy {
+        for pod in &targets {
+            let get = request(
+                http::Method::GET,
+                format!("/api/v1/namespaces/{ns}/pods/{pod}"),
+                "application/json",
+                &Value::Null,
+            );
+            originals.push(send(&kube, get, "reading the original").await);
+        }
     }
     let run = format!("{:x}", std::process::id() % 0x10000);
     let (mut through, mut direct) = (Vec::new(), Vec::new());
+    // What to delete at the end: poddebug's objects, and the pods made directly.
+    let (mut made_through, mut made_direct) = (Vec::new(), Vec::new());
     for i in 0..a.count {
-        let pod = pods[i % pods.len()];
-        let name = format!("b{run}-p{i}");
-        let body = json!({"container": {"image": a.image}, "profile": "general"});
-        let create = http::Request::post(format!(
-            "/apis/poddebug.dev/v1alpha1/namespaces/{}/pods/{pod}/debug/{name}",
-            a.cl.namespace
-        ))
-        .header("content-type", "application/json")
-        .body(body.to_string().into_bytes())
-        .unwrap_or_else(|e| a.cl.fail(&format!("bad request: {e}")));
-
-        let name = format!("b{run}-d{i}");
-        let patch = json!({"spec": {"ephemeralContainers": [{"name": name, "image": a.image}]}});
-        let patch = http::Request::patch(format!(
-            "/api/v1/namespaces/{}/pods/{pod}/ephemeralcontainers",
-            a.cl.namespace
-        ))
-        .header("content-type", "application/strategic-merge-patch+json")
-        .body(patch.to_string().into_bytes())
-        .unwrap_or_else(|e| a.cl.fail(&format!("bad request: {e}")));
-
-        if i % 2 == 0 {
-            through.push(timed(&poddebug, create, "poddebug create").await);
-            direct.push(timed(&kube, patch, "direct patch").await);
+        let target = targets[i % targets.len()];
+        let (name, direct_name) = (format!("b{run}-p{i}"), format!("b{run}-d{i}"));
+        let (create, patch) = match a.kind {
+            Kind::Debug => (
+                request(
+                    http::Method::POST,
+                    format!("{GV}/namespaces/{ns}/pods/{target}/debug/{name}"),
+                    "application/json",
+                    &json!({"container": {"image": a.image}, "profile": "general"}),
+                ),
+                request(
+                    http::Method::PATCH,
+                    format!("/api/v1/namespaces/{ns}/pods/{target}/ephemeralcontainers"),
+                    "application/strategic-merge-patch+json",
+                    &json!({"spec": {"ephemeralContainers": [{"name": direct_name, "image": a.image}]}}),
+                ),
+            ),
+            Kind::Copy => (
+                request(
+                    http::Method::POST,
+                    format!("{GV}/namespaces/{ns}/pods/{target}/copy"),
+                    "application/json",
+                    &json!({"metadata": {"name": name},
+                            "container": {"name": "debugger", "image": a.image, "stdin": true, "tty": true}}),
+                ),
+                request(
+                    http::Method::POST,
+                    format!("/api/v1/namespaces/{ns}/pods"),
+                    "application/json",
+                    &direct_copy(&originals[i % originals.len()], &direct_name, &a.image),
+                ),
+            ),
+            Kind::Node => (
+                request(
+                    http::Method::POST,
+                    format!("{GV}/nodes/{target}/debug/{name}"),
+                    "application/json",
+                    &json!({"container": {"image": a.image, "stdin": true, "tty": true}}),
+                ),
+                request(
+                    http::Method::POST,
+                    format!("/api/v1/namespaces/{ns}/pods"),
+                    "application/json",
+                    &direct_node_pod(target, &direct_name, &a.image),
+                ),
+            ),
+        };
+        let ((t, made), d) = if i % 2 == 0 {
+            let t = timed(&poddebug, create, "poddebug create").await;
+            (t, timed(&kube, patch, "direct create").await.0)
         } else {
-            direct.push(timed(&kube, patch, "direct patch").await);
-            through.push(timed(&poddebug, create, "poddebug create").await);
+            let d = timed(&kube, patch, "direct create").await.0;
+            (timed(&poddebug, create, "poddebug create").await, d)
+        };
+        through.push(t);
+        direct.push(d);
+        match a.kind {
+            Kind::Debug => {}
+            Kind::Copy => {
+                let copy = made["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or(&name)
+                    .to_owned();
+                made_through.push(format!("{GV}/namespaces/{ns}/pods/{target}/copies/{copy}"));
+                made_direct.push(format!("/api/v1/namespaces/{ns}/pods/{direct_name}"));
+            }
+            Kind::Node => {
+                made_through.push(format!("{GV}/nodes/{target}/debug/{name}"));
+                made_direct.push(format!("/api/v1/namespaces/{ns}/pods/{direct_name}"));
+            }
+        }
+    }
+    // Pods no kubelet runs are deleted at once (grace period 0).
+    for (client, paths) in [(&poddebug, &made_through), (&kube, &made_direct)] {
+        for path in paths {
+            let delete = request(
+                http::Method::DELETE,
+                format!("{path}?gracePeriodSeconds=0"),
+                "application/json",
+                &Value::Null,
+            );
+            if let Err(e) = client.request_text(delete).await {
+                eprintln!("deleting {path} failed: {e}");
+            }
         }
     }
     through.sort();
     direct.sort();
     let (p50t, p99t) = (quantile(&through, 0.5), quantile(&through, 0.99));
     let (p50d, p99d) = (quantile(&direct, 0.5), quantile(&direct, 0.99));
-    println!("creates per path: {} on {} pod(s)", a.count, pods.len());
+    let (label_through, label_direct) = match a.kind {
+        Kind::Debug => ("poddebug create", "direct ephemeralcontainers patch"),
+        Kind::Copy => ("poddebug copy", "direct pod create"),
+        Kind::Node => ("poddebug node debug container", "direct pod create"),
+    };
+    let unit = if a.kind == Kind::Node {
+        "node(s)"
+    } else {
+        "pod(s)"
+    };
+    println!("creates per path: {} on {} {unit}", a.count, targets.len());
     println!("{:<34} {:>10} {:>10}", "path", "p50 ms", "p99 ms");
     println!(
         "{:<34} {:>10.1} {:>10.1}",
-        "poddebug create",
+        label_through,
         ms(p50t),
         ms(p99t)
     );
-    println!(
-        "{:<34} {:>10.1} {:>10.1}",
-        "direct ephemeralcontainers patch",
-        ms(p50d),
-        ms(p99d)
-    );
+    println!("{:<34} {:>10.1} {:>10.1}", label_direct, ms(p50d), ms(p99d));
     println!(
         "{:<34} {:>10.2} {:>10.2}",
         "ratio",
@@ -158,5 +327,18 @@ mod tests {
         assert_eq!(quantile(&s, 0.5), Duration::from_millis(50));
         assert_eq!(quantile(&s, 0.99), Duration::from_millis(99));
         assert_eq!(quantile(&s[..1], 0.99), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_direct_copy_is_the_original_unbound_plus_a_debug_container() {
+        let original = json!({"metadata": {"name": "web", "uid": "u"}, "spec": {
+            "nodeName": "n1", "containers": [{"name": "app", "image": "busybox"}],
+            "ephemeralContainers": [{"name": "old"}]}, "status": {"phase": "Running"}});
+        let pod = direct_copy(&original, "copy-1", "busybox:1.36");
+        assert_eq!(pod["metadata"], json!({"name": "copy-1"}));
+        assert!(pod["spec"].get("nodeName").is_none());
+        assert!(pod["spec"].get("ephemeralContainers").is_none());
+        assert_eq!(pod["spec"]["containers"][1]["name"], "debugger");
+        assert!(pod.get("status").is_none());
     }
 }

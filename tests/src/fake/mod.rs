@@ -114,6 +114,18 @@ pub struct RequestRecord {
     pub version: ::http::Version,
     /// Status code answered (101 for upgrades).
     pub status: u16,
+    /// When it arrived, on the fake's request clock (which ticks at every arrival and every
+    /// answer, so only the order of these counts, never the time between them).
+    pub arrived: u64,
+    /// When it was answered, on the same clock.
+    pub answered: u64,
+}
+
+impl RequestRecord {
+    /// Whether the two were in flight together: each arrived before the other was answered.
+    pub fn overlaps(&self, other: &RequestRecord) -> bool {
+        self.arrived < other.answered && other.arrived < self.answered
+    }
 }
 
 /// The fake kube-apiserver. See the module documentation.

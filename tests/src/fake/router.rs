@@ -118,6 +118,8 @@ pub async fn handle(shared: Arc<Shared>, peer: Arc<PeerIdentity>, req: Request<I
             .map(str::to_owned),
         version: req.version(),
         status: 0,
+        arrived: shared.lock().tick(),
+        answered: 0,
     };
 
     let (tokens, policy) = {
@@ -163,7 +165,11 @@ pub async fn handle(shared: Arc<Shared>, peer: Arc<PeerIdentity>, req: Request<I
         route(ctx, req).await
     };
     record.status = resp.status().as_u16();
-    shared.lock().requests.push(record);
+    {
+        let mut s = shared.lock();
+        record.answered = s.tick();
+        s.requests.push(record);
+    }
     resp
 }
 

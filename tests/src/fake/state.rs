@@ -187,6 +187,8 @@ pub struct State {
     pub sars: Vec<SarRecord>,
     /// TokenReviews answered.
     pub token_reviews: u64,
+    /// The request clock: ticks once at each request's arrival and once at its answer.
+    pub clock: u64,
     /// Every exec started.
     pub execs: Vec<ExecRecord>,
     /// Container logs by (namespace, pod, container).
@@ -214,12 +216,19 @@ impl State {
             requests: Vec::new(),
             sars: Vec::new(),
             token_reviews: 0,
+            clock: 0,
             execs: Vec::new(),
             logs: BTreeMap::new(),
             termination_logs: BTreeMap::new(),
             pdbs: Vec::new(),
             settings: Settings::default(),
         }
+    }
+
+    /// Ticks the request clock; its new time.
+    pub fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
     }
 
     /// Hands out the next resourceVersion.

@@ -8,8 +8,8 @@ use http::{Method, StatusCode};
 use serde_json::json;
 
 use crate::support::{
-    ALICE, BUSYBOX, Sandbox, as_user, enabled, impersonating, message, poll_async, server_direct,
-    targeted,
+    ALICE, BUSYBOX, GV, Sandbox, as_user, enabled, impersonating, message, poll_async,
+    server_direct, targeted,
 };
 
 /// Authorization answers are cached for up to 10s (`--authorization-webhook-cache-*-ttl`):
@@ -139,6 +139,98 @@ async fn images_outside_the_allowed_patterns_are_refused() {
     // An allowed image passes the same policy.
     sb.create_running("ok", &targeted(BUSYBOX, &["sleep", "3600"]))
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_refused_create_says_nothing_of_the_pod_or_node_it_names() {
+    if !enabled() {
+        return;
+    }
+    // The pod or node a create names is read while the request is authorized; a caller the
+    // cluster's RBAC refuses must learn nothing from it. A replica reached as the aggregator
+    // reaches it, so that poddebug's own review (not kube-apiserver's) refuses alice.
+    let sb = Sandbox::new("refused");
+    sb.create_running("dbg", &targeted(BUSYBOX, &["sleep", "3600"]))
+        .await;
+    let replica = crate::sessions::Replica::start(&[]).await;
+    let alice = replica.user(ALICE);
+    let body = targeted(BUSYBOX, &["sleep", "1"]);
+    let missing_pod = format!("{GV}/namespaces/{}/pods/no-such-pod", sb.ns);
+    let cases = [
+        ("a taken name", sb.path("debug/dbg"), body.clone()),
+        ("a free name", sb.path("debug/free"), body.clone()),
+        (
+            "a missing pod",
+            format!("{missing_pod}/debug/dbg"),
+            body.clone(),
+        ),
+        ("a copy", sb.path("copy"), json!({})),
+        (
+            "a copy of a missing pod",
+            format!("{missing_pod}/copy"),
+            json!({}),
+        ),
+        (
+            "a node",
+            format!("{GV}/nodes/localhost/debug/dbg"),
+            json!({"container": {"image": BUSYBOX}}),
+        ),
+        (
+            "a missing node",
+            format!("{GV}/nodes/no-such-node/debug/dbg"),
+            json!({"container": {"image": BUSYBOX}}),
+        ),
+    ];
+    let mut answers = Vec::new();
+    for (what, path, body) in &cases {
+        let (code, status) = alice.post_json(path, body).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{what}: {status}");
+        let m = message(&status);
+        assert!(
+            m.contains("User \"alice\" cannot create resource"),
+            "{what}: {status}"
+        );
+        for leak in [
+            "not found",
+            "already",
+            "running",
+            "Running",
+            "uid",
+            "busybox",
+        ] {
+            assert!(
+                !status.to_string().contains(leak),
+                "{what} tells {leak}: {status}"
+            );
+        }
+        // Beyond the name on the URL, the answer is the same whatever the object's state.
+        let mut shape = status.clone();
+        shape["message"] = json!(null);
+        shape["details"]["name"] = json!(null);
+        answers.push(shape);
+    }
+    assert!(answers.windows(2).all(|w| w[0]["code"] == w[1]["code"]));
+    assert_eq!(answers[0], answers[1], "taken and free names answer alike");
+    assert_eq!(
+        answers[1], answers[2],
+        "existing and missing pods answer alike"
+    );
+    assert_eq!(
+        answers[3], answers[4],
+        "copies of existing and missing pods answer alike"
+    );
+    assert_eq!(
+        answers[5], answers[6],
+        "existing and missing nodes answer alike"
+    );
+    // Nothing was made.
+    let pod = sb.pod().await;
+    assert_eq!(
+        pod["spec"]["ephemeralContainers"].as_array().map(Vec::len),
+        Some(1),
+        "{pod}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
