@@ -246,6 +246,8 @@ async fn run_explained(cli: Cli) -> ExitCode {
         impersonate_groups: g.impersonate_groups.clone(),
         request_timeout: Some(g.request_timeout),
         warnings: Warnings::Stderr,
+        // An unavailable APIService answers 503: say so now, not after minutes of retries.
+        fail_fast: true,
     };
     let code = run(cli, &options).await;
     if UNSERVED.lock().is_ok_and(|k| k.is_some()) {

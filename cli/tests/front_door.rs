@@ -312,5 +312,17 @@ async fn an_api_not_served_is_explained() {
     let (code, _, err) = run(&kc, &["web", "-c", "dbg", "--", "sh"]).await;
     assert_eq!(code, Some(1));
     assert!(err.contains("is not served by this cluster"), "{err}");
-    // Registered but unavailable (discovery answers 503): the unit test of main.rs.
+    // Registered but unavailable: the aggregator answers 503, discovery too; the plugin says so
+    // at once (no retries).
+    fake.inject_faults(http::Method::GET, "/apis/poddebug.dev", 503, 1000);
+    let (code, _, err) = run(&kc, &["list"]).await;
+    assert_eq!(code, Some(1));
+    assert!(
+        err.starts_with("error: the poddebug.dev/v1alpha1 API is registered but not available"),
+        "{err}"
+    );
+    assert!(
+        err.contains("MissingEndpoints") && err.contains("docs/troubleshooting.md"),
+        "{err}"
+    );
 }
