@@ -207,9 +207,11 @@ fn kubectl_command_lines_with_flags_before_the_pod_and_impersonation() {
     );
     let mut get = s.plugin(&["get", "web", "-o", "name"]);
     assert_eq!(get.exit_code(), 0, "{}", get.text());
-    assert!(!get.text().contains("/dry"), "{}", get.text());
+    assert!(!get.text().contains(".dry"), "{}", get.text());
+    // The name `kubectl get poddebugcontainers` takes: POD.NAME.
     assert!(
-        get.text().contains("poddebugcontainer.poddebug.dev/form"),
+        get.text()
+            .contains("poddebugcontainer.poddebug.dev/web.form"),
         "{}",
         get.text()
     );
