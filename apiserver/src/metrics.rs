@@ -363,20 +363,24 @@ impl Metrics {
         }
     }
 
-    /// The debug requests' counters: records ignored (unsigned, forged, replayed) and
-    /// notifications (sent, failed, dropped).
-    pub fn register_requests(&self, r: &crate::requests::Requests) {
+    /// The debug requests' counters: records ignored (unsigned, forged, replayed) and, when
+    /// a notification webhook is configured, notifications (sent, failed, dropped).
+    pub fn register_requests(
+        &self,
+        ignored: Family<poddebug_storage::IgnoredRequestLabels, Counter>,
+        notifications: Option<Family<crate::requests::notify::NotifyLabels, Counter>>,
+    ) {
         if let Ok(mut reg) = self.registry.lock() {
             reg.register(
                 "debug_request_records_ignored",
                 "Debug request records read back from the cluster and ignored, by reason (unsigned, forged, replayed)",
-                r.store().ignored(),
+                ignored,
             );
-            if let Some(n) = r.notifier() {
+            if let Some(n) = notifications {
                 reg.register(
                     "debug_request_notifications",
                     "Notifications of debug requests, by outcome (sent, failed, dropped)",
-                    n.counts(),
+                    n,
                 );
             }
         }

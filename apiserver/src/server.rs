@@ -300,7 +300,10 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         config.node_debug_namespace.clone(),
     );
     requests.spawn(expiry.leading());
-    metrics.register_requests(&requests);
+    metrics.register_requests(
+        requests.store().ignored(),
+        requests.notifier().map(|n| n.counts()),
+    );
     let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
     let backend_for_flush = backend.clone();
     let upstream = Arc::new(

@@ -12,11 +12,119 @@ use crate::output::Format;
 use crate::request::{EnvList, PullPolicy, parse_env, parse_pull_policy};
 use poddebug_client::types::duration::parse as parse_duration;
 
-/// Debug running pods through the poddebug.dev API.
-///
-/// `kubectl poddebug POD -it [-- CMD...]` is short for `kubectl poddebug run POD -it [-- CMD...]`.
+/// The plugin's description, as kubectl's commands open their help.
+const ABOUT: &str =
+    "Debug pods and nodes through the poddebug.dev API, with the cluster's permissions.";
+
+const LONG_ABOUT: &str = "\
+Debug pods and nodes through the poddebug.dev API, with the cluster's permissions.
+
+ 'kubectl poddebug POD' adds a debug container (an ephemeral container) to a running pod, as
+'kubectl debug POD' does, but through the poddebug server: it checks that you may use the
+profile you ask for, applies the cluster's policy (images, time limits) and records who did
+what. With -it it waits for the container, attaches your terminal, and exits with the
+container's exit code; type Ctrl-P Ctrl-Q to detach and leave it running.
+
+ Profiles set what the debug container may do: legacy, general, baseline, restricted,
+netadmin, sysadmin. A pod's debug container gets 'general' unless --profile says otherwise
+(or the server's --default-profile), a node's gets 'sysadmin'. 'kubectl poddebug profiles'
+shows them, the default, and which need the 'use' permission.
+
+ 'kubectl poddebug POD ...' is short for 'kubectl poddebug run POD ...'.";
+
+/// The Examples section of `kubectl poddebug --help`, in kubectl's layout.
+const EXAMPLES: &str = "\
+Examples:
+  # Debug pod web: a shell in a debug container (profile general, the pods' default) that
+  # sees the processes of its container app
+  kubectl poddebug web -it --image=busybox:1.36 --target=app -- sh
+
+  # The same with another profile (see 'kubectl poddebug profiles'), stopped after 30 minutes
+  kubectl poddebug web -it --image=busybox:1.36 --profile=netadmin --ttl=30m -- sh
+
+  # Debug a copy of pod web, named web-debug, with a debug container added to it
+  kubectl poddebug web -it --copy-to=web-debug --image=busybox:1.36 -- sh
+
+  # Debug a copy of pod web whose container app runs a shell instead of its command
+  kubectl poddebug web -it --copy-to=web-debug --container=app -- sh
+
+  # Debug node worker-1: a shell in a pod on the node, in the host's namespaces, with the
+  # node's filesystem at /host (profile sysadmin, the nodes' default: root on the node)
+  kubectl poddebug node/worker-1 -it --image=busybox:1.36 -- chroot /host
+
+  # List debug containers, show pod web's, read one's output, attach to it again
+  kubectl poddebug list
+  kubectl poddebug get web
+  kubectl poddebug logs web debugger-x7k2p
+  kubectl poddebug attach web debugger-x7k2p -it
+
+  # Stop a debug container; delete a copy, or a node debug container
+  kubectl poddebug delete web debugger-x7k2p
+  kubectl poddebug delete web --copy-to=web-debug
+  kubectl poddebug delete node/worker-1 debugger-q8v4n
+
+  # Sessions: who is attached where; watch one, end one
+  kubectl poddebug sessions -A
+  kubectl poddebug join SESSION --observe
+  kubectl poddebug terminate SESSION
+
+  # What the profiles allow, and the policy in force
+  kubectl poddebug profiles -o wide";
+
+/// The Examples of `kubectl poddebug run --help`.
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # A shell in a new debug container of pod web, sharing container app's processes
+  kubectl poddebug run web -it --image=busybox:1.36 --target=app -- sh
+
+  # Create one without attaching, and print it
+  kubectl poddebug run web --image=busybox:1.36 -o yaml -- sleep 3600
+
+  # Ask the server whether it would be allowed, creating nothing
+  kubectl poddebug run web --image=busybox:1.36 --profile=sysadmin --dry-run=server
+
+  # Debug a copy of pod web (deleted with 'kubectl poddebug delete web --copy-to=web-debug')
+  kubectl poddebug run web -it --copy-to=web-debug --image=busybox:1.36 -- sh
+
+  # Debug node worker-1 (profile sysadmin unless --profile says otherwise)
+  kubectl poddebug run node/worker-1 -it --image=busybox:1.36 -- chroot /host";
+
+/// The Examples of `kubectl poddebug delete --help`.
+const DELETE_EXAMPLES: &str = "\
+Examples:
+  # Stop debug container debugger-x7k2p of pod web (a pod keeps its ephemeral containers:
+  # it stays listed, terminated)
+  kubectl poddebug delete web debugger-x7k2p
+
+  # The same, by the name 'kubectl get poddebugcontainers' shows
+  kubectl poddebug delete poddebugcontainer/web.debugger-x7k2p
+
+  # Delete web-debug, a copy of pod web
+  kubectl poddebug delete web --copy-to=web-debug
+
+  # Delete a node debug container (its pod), by node and name or by its listed name
+  kubectl poddebug delete node/worker-1 debugger-q8v4n
+  kubectl poddebug delete nodedebugcontainer/worker-1.debugger-q8v4n";
+
+/// kubectl's help layout: the description, the examples, then usage and flags.
+const HELP_TEMPLATE: &str = "\
+{about}{after-help}
+
+{usage-heading}
+  {usage}
+
+{all-args}";
+
 #[derive(Parser, Debug)]
-#[command(name = "kubectl-poddebug", bin_name = "kubectl poddebug", version)]
+#[command(
+    name = "kubectl-poddebug",
+    bin_name = "kubectl poddebug",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = EXAMPLES,
+    help_template = HELP_TEMPLATE
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -50,6 +158,7 @@ pub struct Global {
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Add a debug container to a pod (the default subcommand), wait for it, attach with -i.
+    #[command(after_help = RUN_EXAMPLES, help_template = HELP_TEMPLATE)]
     Run(Box<RunArgs>),
     /// Show one debug container, or all of a pod's.
     Get {
@@ -85,6 +194,21 @@ pub enum Cmd {
         /// Output format of the stopped object.
         #[arg(short = 'o', long, value_enum)]
         output: Option<Format>,
+    },
+    /// Stop a debug container, or delete a copy of a pod or a node debug container.
+    #[command(after_help = DELETE_EXAMPLES, help_template = HELP_TEMPLATE)]
+    Delete {
+        /// The pod (or node/NODE), or a name as listed: poddebugcontainer/POD.NAME,
+        /// nodedebugcontainer/NODE.NAME.
+        target: String,
+        /// The debug container's name (with POD or node/NODE).
+        name: Option<String>,
+        /// The copy of the pod to delete.
+        #[arg(long, value_name = "NAME", conflicts_with = "name")]
+        copy_to: Option<String>,
+        /// Seconds between SIGTERM and SIGKILL.
+        #[arg(long)]
+        grace_period: Option<u64>,
     },
     /// Attach to a running debug container's console.
     Attach {
@@ -207,8 +331,9 @@ pub struct RequestArgs {
 }
 
 /// Subcommand names; any other first word is a pod for `run`.
-const SUBCOMMANDS: [&str; 15] = [
+const SUBCOMMANDS: [&str; 16] = [
     "run",
+    "delete",
     "get",
     "list",
     "stop",

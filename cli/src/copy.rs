@@ -127,14 +127,13 @@ pub async fn run(client: &kube::Client, ns: &str, pod: &str, args: RunArgs) -> E
     };
     let name = created.metadata.name.clone().unwrap_or(copy_name);
     let attach = args.attach.unwrap_or(args.stdin);
-    let delete_hint = format!(
-        "delete the copy with: kubectl delete --raw /apis/poddebug.dev/v1alpha1/namespaces/{ns}/pods/{pod}/copies/{name}"
-    );
+    let delete_hint = crate::delete::copy_hint(ns, pod, &name);
     let Some(container) = attach_to.filter(|_| attach || args.wait) else {
         if let Some(code) = args.output.and_then(|f| print_serialized(&created, f)) {
             return code;
         }
-        println!("poddebugcopy.poddebug.dev/{name} created from pod {pod}");
+        // The copy is a Pod: `kubectl get pod/NAME` shows it.
+        println!("pod/{name} created (a copy of pod {pod})");
         if !args.quiet {
             eprintln!("{delete_hint}");
         }
@@ -157,7 +156,7 @@ pub async fn run(client: &kube::Client, ns: &str, pod: &str, args: RunArgs) -> E
         .and_then(|s| s.terminated.as_ref())
         .map(|t| t.exit_code);
     if !attach {
-        println!("poddebugcopy.poddebug.dev/{name} created from pod {pod}: {container} running");
+        println!("pod/{name} created (a copy of pod {pod}): container {container} running");
         return ExitCode::SUCCESS;
     }
     if let Some(code) = ended {

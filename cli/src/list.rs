@@ -6,17 +6,28 @@ use std::process::ExitCode;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use poddebug_client::{DebugContainers, ListParams, PodDebugContainer};
 
+use crate::fail;
 use crate::output::{Format, print_serialized};
 use crate::table::{GV, print_table, table};
-use crate::{debug_name, fail};
 
 fn esc(s: &str) -> String {
     utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
 }
 
-fn print_names(items: &[PodDebugContainer]) -> ExitCode {
+/// `-o name`: the names `kubectl get poddebugcontainers` takes (`POD.NAME`); the objects of a
+/// pod's own list are named by the debug container alone.
+fn print_names(items: &[PodDebugContainer], pod: &str) -> ExitCode {
     for o in items {
-        println!("poddebugcontainer.poddebug.dev/{}", debug_name(o));
+        let pod = o
+            .status
+            .as_ref()
+            .map(|s| s.pod_name.as_str())
+            .filter(|p| !p.is_empty())
+            .unwrap_or(pod);
+        println!(
+            "poddebugcontainer.poddebug.dev/{}",
+            crate::run::listed_name(pod, o)
+        );
     }
     ExitCode::SUCCESS
 }
@@ -40,7 +51,7 @@ pub async fn list(
             params = params.labels(s);
         }
         return match api.list(&params).await {
-            Ok(l) if output == Format::Name => print_names(&l.items),
+            Ok(l) if output == Format::Name => print_names(&l.items, ""),
             Ok(l) => print_serialized(&l, output).unwrap_or(ExitCode::SUCCESS),
             Err(e) => fail(&e),
         };
@@ -71,12 +82,12 @@ pub async fn get(
     if matches!(output, Format::Json | Format::Yaml | Format::Name) {
         return match name {
             Some(n) => match api.get(pod, n).await {
-                Ok(o) if output == Format::Name => print_names(&[o]),
+                Ok(o) if output == Format::Name => print_names(&[o], pod),
                 Ok(o) => print_serialized(&o, output).unwrap_or(ExitCode::SUCCESS),
                 Err(e) => fail(&e),
             },
             None => match api.list_in_pod(pod).await {
-                Ok(l) if output == Format::Name => print_names(&l.items),
+                Ok(l) if output == Format::Name => print_names(&l.items, pod),
                 Ok(l) => print_serialized(&l, output).unwrap_or(ExitCode::SUCCESS),
                 Err(e) => fail(&e),
             },

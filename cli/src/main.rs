@@ -8,6 +8,7 @@
 
 mod args;
 mod copy;
+mod delete;
 mod jit;
 mod list;
 mod node;
@@ -29,13 +30,82 @@ use poddebug_client::{
     AttachOutcome, ConnectOptions, DebugContainers, Error, LogParams, PodDebugContainer, Warnings,
 };
 
-/// Print an error as kubectl does and give the exit code.
+/// Print an error as kubectl does and give the exit code. An answer saying that the API may
+/// not be served (a path nothing serves, 503) is kept for [`explain_unserved`] instead.
 pub(crate) fn fail(e: &Error) -> ExitCode {
+    if maybe_unserved(e) {
+        if let Ok(mut kept) = UNSERVED.lock() {
+            kept.get_or_insert_with(|| e.to_string());
+        }
+        return ExitCode::FAILURE;
+    }
     match e {
         Error::Api(_) => eprintln!("{e}"),
         _ => eprintln!("error: {e}"),
     }
     ExitCode::FAILURE
+}
+
+/// The first refusal that may mean the API is not served, until [`explain_unserved`] says.
+static UNSERVED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// kube-apiserver's answer for a group it does not serve (404 "the server could not find the
+/// requested resource", no object named) or for an APIService that is not available (503).
+fn maybe_unserved(e: &Error) -> bool {
+    let Some(s) = e.status() else { return false };
+    let named = s
+        .details
+        .as_ref()
+        .is_some_and(|d| !d.name.is_empty() || !d.kind.is_empty());
+    s.code == 503 || (s.code == 404 && !named && s.message.contains("could not find the requested"))
+}
+
+/// The group version's discovery path, which the aggregator serves only when the APIService is.
+const DISCOVERY: &str = "/apis/poddebug.dev/v1alpha1";
+
+/// After a refusal [`fail`] kept: ask discovery whether poddebug.dev/v1alpha1 is served, and
+/// say what the refusal means and what to check; else print the refusal as it was.
+async fn explain_unserved(client: &kube::Client) {
+    let Some(raw) = UNSERVED.lock().ok().and_then(|mut k| k.take()) else {
+        return;
+    };
+    let probe = http::Request::get(DISCOVERY)
+        .body(Vec::new())
+        .map_err(kube::Error::HttpError);
+    let answer = match probe {
+        Ok(req) => client.request_text(req).await,
+        Err(e) => Err(e),
+    };
+    let code = match &answer {
+        Err(kube::Error::Api(s)) => Some(s.code),
+        _ => None,
+    };
+    match unserved_message(code) {
+        Some(msg) => eprintln!("{msg}\n(the server answered: {raw})"),
+        None => eprintln!("{raw}"),
+    }
+}
+
+/// What discovery's answer `code` (None: served, or no answer at all) says about the API.
+fn unserved_message(code: Option<u16>) -> Option<String> {
+    let check = "kubectl get apiservice v1alpha1.poddebug.dev";
+    match code {
+        Some(404) => Some(format!(
+            "error: the poddebug.dev/v1alpha1 API is not served by this cluster: its APIService \
+             is not registered (is poddebug installed, and is this the right context?).\n\
+             Check with: {check}\n\
+             Install it as docs/operator-guide.md says (kubectl apply -k manifests/)."
+        )),
+        Some(502..=504) => Some(format!(
+            "error: the poddebug.dev/v1alpha1 API is registered but not available: \
+             kube-apiserver cannot reach the poddebug server.\n\
+             Check why with: {check} (its Available condition: MissingEndpoints, \
+             FailedDiscoveryCheck, ServiceNotFound)\n\
+             and the server's pods: kubectl -n poddebug-system get pods,endpointslices \
+             (docs/troubleshooting.md)."
+        )),
+        _ => None,
+    }
 }
 
 pub(crate) fn exit_with(code: i32) -> ExitCode {
@@ -113,17 +183,9 @@ pub(crate) async fn print_logs(
     ExitCode::SUCCESS
 }
 
-async fn run(cli: Cli) -> ExitCode {
+async fn run(cli: Cli, options: &ConnectOptions) -> ExitCode {
     let g = &cli.global;
-    let options = ConnectOptions {
-        kubeconfig: g.kubeconfig.clone(),
-        context: g.context.clone(),
-        impersonate: g.impersonate.clone(),
-        impersonate_groups: g.impersonate_groups.clone(),
-        request_timeout: Some(g.request_timeout),
-        warnings: Warnings::Stderr,
-    };
-    let (client, default_ns) = match poddebug_client::connect(&options).await {
+    let (client, default_ns) = match poddebug_client::connect(options).await {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };
@@ -177,6 +239,33 @@ async fn run(cli: Cli) -> ExitCode {
     }
 }
 
+async fn run_explained(cli: Cli) -> ExitCode {
+    let g = &cli.global;
+    let options = ConnectOptions {
+        kubeconfig: g.kubeconfig.clone(),
+        context: g.context.clone(),
+        impersonate: g.impersonate.clone(),
+        impersonate_groups: g.impersonate_groups.clone(),
+        request_timeout: Some(g.request_timeout),
+        warnings: Warnings::Stderr,
+        // An unavailable APIService answers 503: say so now, not after minutes of retries.
+        fail_fast: true,
+    };
+    let code = run(cli, &options).await;
+    if UNSERVED.lock().is_ok_and(|k| k.is_some()) {
+        match poddebug_client::connect(&options).await {
+            Ok((client, _)) => explain_unserved(&client).await,
+            Err(e) => {
+                if let Some(raw) = UNSERVED.lock().ok().and_then(|mut k| k.take()) {
+                    eprintln!("{raw}");
+                }
+                eprintln!("error: {e}");
+            }
+        }
+    }
+    code
+}
+
 /// Every subcommand but `run`.
 async fn subcommand(client: &kube::Client, ns: &str, command: Cmd) -> ExitCode {
     let api = DebugContainers::new(client.clone(), ns);
@@ -192,6 +281,18 @@ async fn subcommand(client: &kube::Client, ns: &str, command: Cmd) -> ExitCode {
         Cmd::Revoke { name, comment } => {
             jit::review(client, &ns, &name, "revoke", comment.as_deref()).await
         }
+        Cmd::Delete {
+            target,
+            name,
+            copy_to,
+            grace_period,
+        } => match delete::target(&target, name.as_deref(), copy_to.as_deref()) {
+            Ok(t) => delete::run(client, &ns, t, grace_period).await,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Cmd::Attach {
             pod,
             name,
@@ -290,8 +391,50 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = rt.block_on(run(cli));
+    let code = rt.block_on(run_explained(cli));
     // A reader of our stdin may still be blocked on the terminal: do not wait for it.
     rt.shutdown_background();
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, message: &str, name: &str) -> Error {
+        let mut s = poddebug_client::Status::failure(message, "NotFound").with_code(code);
+        if !name.is_empty() {
+            s.details = Some(kube::core::response::StatusDetails {
+                name: name.to_owned(),
+                group: String::new(),
+                kind: "pods".to_owned(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: 0,
+            });
+        }
+        Error::Api(Box::new(s))
+    }
+
+    #[test]
+    fn only_answers_of_an_unserved_api_are_explained() {
+        assert!(maybe_unserved(&status(
+            404,
+            "the server could not find the requested resource",
+            ""
+        )));
+        assert!(maybe_unserved(&status(503, "service unavailable", "")));
+        // A named object that is missing is the server's answer, as it came.
+        assert!(!maybe_unserved(&status(
+            404,
+            "pods \"web\" not found",
+            "web"
+        )));
+        assert!(!maybe_unserved(&status(403, "forbidden", "")));
+        // Discovery answered: the refusal is printed as it came.
+        assert_eq!(unserved_message(None), None);
+        assert_eq!(unserved_message(Some(403)), None);
+        assert!(unserved_message(Some(404)).is_some_and(|m| m.contains("not registered")));
+        assert!(unserved_message(Some(503)).is_some_and(|m| m.contains("not available")));
+    }
 }

@@ -75,23 +75,25 @@ pub async fn run(client: &kube::Client, node: &str, args: RunArgs) -> ExitCode {
         Err(e) => return fail(&e),
     };
     let name = created.metadata.name.clone().unwrap_or_default();
-    let pod = created
+    let (pod, pod_ns) = created
         .status
         .as_ref()
-        .map(|s| s.pod_name.clone())
+        .map(|s| (s.pod_name.clone(), s.pod_namespace.clone()))
         .unwrap_or_default();
     if !args.quiet {
-        eprintln!("Creating debugging pod {pod} with container {name} on node {node}.");
+        eprintln!(
+            "Creating debugging pod {pod} in namespace {pod_ns} with container {name} on node {node}."
+        );
     }
-    let delete_hint = format!(
-        "delete it with: kubectl delete --raw /apis/poddebug.dev/v1alpha1/nodes/{node}/debug/{name}"
-    );
+    // What `kubectl get nodedebugcontainers` lists it as.
+    let listed = poddebug_client::types::node::pod_name(node, &name);
+    let delete_hint = crate::delete::node_hint(node, &name);
     let attach = args.attach.unwrap_or(args.stdin);
     if !attach && !args.wait {
         if let Some(code) = args.output.and_then(|f| print_serialized(&created, f)) {
             return code;
         }
-        println!("nodedebugcontainer.poddebug.dev/{name} created on node {node}");
+        println!("nodedebugcontainer.poddebug.dev/{listed} created on node {node}");
         if !args.quiet {
             eprintln!("{delete_hint}");
         }
@@ -106,7 +108,7 @@ pub async fn run(client: &kube::Client, node: &str, args: RunArgs) -> ExitCode {
         }
     };
     if !attach {
-        println!("nodedebugcontainer.poddebug.dev/{name} running on node {node}");
+        println!("nodedebugcontainer.poddebug.dev/{listed} running on node {node}");
         return ExitCode::SUCCESS;
     }
     if started.status.as_ref().map(|s| s.phase) == Some(DebugPhase::Terminated) {

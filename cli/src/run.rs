@@ -144,14 +144,22 @@ fn print_dry_run(o: &PodDebugContainer, pod: &str, output: Option<Format>, how: 
     if let Some(code) = output.and_then(|f| print_serialized(o, f)) {
         return code;
     }
-    let name = o
-        .metadata
-        .name
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .unwrap_or("<generated>");
-    println!("poddebugcontainer.poddebug.dev/{name} created in pod {pod} {how}");
+    println!(
+        "poddebugcontainer.poddebug.dev/{} created {how}",
+        listed_name(pod, o)
+    );
     ExitCode::SUCCESS
+}
+
+/// The name `kubectl get poddebugcontainers` knows a debug container of `pod` by: `POD.NAME`
+/// (`POD.<generated>` for a client dry run without a name). A debug container's name is a DNS
+/// label, so a name with a dot is one the server already qualified.
+pub fn listed_name(pod: &str, o: &PodDebugContainer) -> String {
+    match o.metadata.name.as_deref().filter(|n| !n.is_empty()) {
+        Some(n) if n.contains('.') => n.to_owned(),
+        Some(n) => poddebug_client::types::resource::collection_name(pod, n),
+        None => poddebug_client::types::resource::collection_name(pod, "<generated>"),
+    }
 }
 
 /// How to stop a debug container that keeps running, and when the server will: only when the

@@ -284,6 +284,13 @@ pub async fn relay_session(
     if tty && !quiet {
         eprintln!("If you don't see a command prompt, try pressing enter.");
     }
+    if !quiet {
+        if local_tty {
+            eprintln!("Detach with Ctrl-P Ctrl-Q: the container keeps running.");
+        } else if stdin && std::io::stdin().is_terminal() {
+            eprintln!("Detach with Ctrl-C: the container keeps running.");
+        }
+    }
     // Entered after the line above; left (by drop) on every way out of this function.
     let raw = local_tty.then(RawMode::enter).flatten();
 

@@ -292,7 +292,7 @@ async fn dry_runs_print_what_would_be_created_and_create_nothing() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(
         out.trim(),
-        "poddebugcontainer.poddebug.dev/dbg3 created in pod web (server dry run)"
+        "poddebugcontainer.poddebug.dev/web.dbg3 created (server dry run)"
     );
     // A client dry run prints the request and sends none.
     fake.clear_requests();

@@ -201,15 +201,17 @@ fn kubectl_command_lines_with_flags_before_the_pod_and_impersonation() {
     assert_eq!(t.exit_code(), 0, "{}", t.text());
     assert!(
         t.text()
-            .contains("poddebugcontainer.poddebug.dev/dry created in pod web (server dry run)"),
+            .contains("poddebugcontainer.poddebug.dev/web.dry created (server dry run)"),
         "{}",
         t.text()
     );
     let mut get = s.plugin(&["get", "web", "-o", "name"]);
     assert_eq!(get.exit_code(), 0, "{}", get.text());
-    assert!(!get.text().contains("/dry"), "{}", get.text());
+    assert!(!get.text().contains(".dry"), "{}", get.text());
+    // The name `kubectl get poddebugcontainers` takes: POD.NAME.
     assert!(
-        get.text().contains("poddebugcontainer.poddebug.dev/form"),
+        get.text()
+            .contains("poddebugcontainer.poddebug.dev/web.form"),
         "{}",
         get.text()
     );
@@ -252,10 +254,19 @@ fn copy_to_debugs_a_crashing_pods_copy_and_exits_with_the_shells_code() {
     t.type_bytes(b"exit 5\r");
     assert_eq!(t.exit_code(), 5, "{}", t.text());
     assert!(t.cooked(), "the terminal is restored");
+    let hint = format!(
+        "delete the copy with: kubectl poddebug delete -n {} crash --copy-to=crash-debug",
+        s.ns
+    );
+    assert!(t.text().contains(&hint), "the delete hint: {}", t.text());
+    // The hint, as printed, deletes the copy.
+    let mut d = s.plugin(&["delete", "crash", "--copy-to=crash-debug"]);
+    assert_eq!(d.exit_code(), 0, "{}", d.text());
     assert!(
-        t.text().contains("copies/crash-debug"),
-        "the delete hint: {}",
-        t.text()
+        d.text()
+            .contains("pod/crash-debug deleted (a copy of pod crash)"),
+        "{}",
+        d.text()
     );
 }
 

@@ -103,6 +103,8 @@ async fn detaching_leaves_it_running() {
             &[POD, "-it", "--image", "busybox:1.36", "--", "sh"],
         );
         t.expect("Defaulting debug container name to debugger-");
+        // How to leave it running is said before the session starts.
+        t.expect("Detach with Ctrl-P Ctrl-Q: the container keeps running.");
         t.expect("resize 80x24");
         t.type_bytes(b"ls\r");
         t.expect("ls");

@@ -31,6 +31,10 @@ pub struct ConnectOptions {
     pub request_timeout: Option<Duration>,
     /// What to do with the `Warning` headers of the server's answers.
     pub warnings: Warnings,
+    /// Answer a 429, 503 or 504 at once, as kubectl does when no `Retry-After` comes with it,
+    /// instead of kube's retries (up to 15, over about five minutes: what a command meets
+    /// while the APIService is unavailable). `false`: kube's retries.
+    pub fail_fast: bool,
 }
 
 /// What becomes of the server's `Warning` headers (RFC 7234 `299 - "text"`, which
@@ -147,6 +151,9 @@ pub async fn config(options: &ConnectOptions) -> Result<kube::Config> {
             .map_err(Error::Kubeconfig)?,
         (None, None) => kube::Config::infer().await.map_err(Error::InferConfig)?,
     };
+    if options.fail_fast {
+        config.default_retry = false;
+    }
     if let Some(user) = &options.impersonate {
         config.auth_info.impersonate = Some(user.clone());
     }
