@@ -32,9 +32,9 @@ use super::table::{column, table_row};
 use crate::authn::Authenticated;
 use crate::authz::Attributes;
 use crate::error::Error;
-use crate::recording::Recorder;
-use crate::recording::store::valid_id;
 use crate::state::AppState;
+use poddebug_recording::Recorder;
+use poddebug_recording::recorder::store::valid_id;
 
 /// Media type of one recording.
 pub const ASCIICAST: &str = "application/x-asciicast";

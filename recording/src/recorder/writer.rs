@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::asciicast::{self, Capped, Header, Utf8Carry};
 use super::memory::Held;
 use super::session::exit_code_of_status;
 use super::store::{Metadata, PART_BYTES, Store, StoreError};
 use super::tap::{Item, TapShared};
+use crate::asciicast::{self, Capped, Header, Utf8Carry};
 
 /// How long a writer, once woken by a chunk, lets more gather before it writes them.
 const BATCH: Duration = Duration::from_millis(10);

@@ -13,13 +13,12 @@
 //! - [`writer`]: the session's writer task, turning queued items into asciicast lines and
 //!   writing them to the store in parts;
 //! - [`session`]: a recording in progress and how it ends (exit code, metadata);
-//! - [`asciicast`], [`store`]: the file format and where recordings are (object layout, list,
-//!   read, retention).
+//! - [`store`]: where recordings are (object layout, list, read, retention); the file format
+//!   is [`crate::asciicast`].
 //!
 //! When the session ends, the metadata sidecar gets the end time, the size and the process's
 //! exit code.
 
-pub mod asciicast;
 pub mod memory;
 pub mod options;
 pub mod quota;
@@ -32,11 +31,14 @@ pub mod writer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
+use crate::asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
 use memory::{Held, RecordingMemory};
 pub use options::{RecordingMode, RecordingOptions};
+use poddebug_storage::UntrustedRecords;
 use poddebug_storage::record_key::SharedRecordKey;
 use poddebug_types::ApiError;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use quota::Quota;
 use rate::RateBudget;
 pub use session::{Finished, Session, exit_code_of_status};
@@ -94,17 +96,15 @@ pub struct SessionInfo {
 
 impl Recorder {
     /// The recorder the flags ask for, if any: its metadata signed and verified with `key`,
-    /// what does not verify counted in `metrics`, and its memory reported there.
+    /// what does not verify counted in `untrusted`, and its memory reported in `memory_gauge`.
     pub fn from_options(
         o: &RecordingOptions,
         key: SharedRecordKey,
-        metrics: &crate::metrics::Metrics,
+        untrusted: UntrustedRecords,
+        memory_gauge: Gauge,
     ) -> Option<Arc<Recorder>> {
         // The flags were validated at start-up: a store that cannot be made stopped it there.
-        let store = o
-            .store()
-            .ok()??
-            .authenticated(key, metrics.untrusted_records.clone());
+        let store = o.store().ok()??.authenticated(key, untrusted);
         let quota = (o.recording_quota_per_user > 0)
             .then(|| Quota::new(o.recording_quota_per_user, store.clone()));
         Some(Arc::new(Recorder {
@@ -115,10 +115,7 @@ impl Recorder {
             max_rate: o.max_recording_rate,
             retention: o.recording_retention,
             part_interval: o.recording_part_interval,
-            memory: Arc::new(RecordingMemory::new(
-                o.max_recording_memory,
-                metrics.recording_memory.clone(),
-            )),
+            memory: Arc::new(RecordingMemory::new(o.max_recording_memory, memory_gauge)),
             quota,
         }))
     }
@@ -169,7 +166,7 @@ impl Recorder {
     pub fn spawn_sweeper(
         self: &Arc<Self>,
         mut leading: tokio::sync::watch::Receiver<bool>,
-        metrics: Arc<crate::metrics::Metrics>,
+        deleted: Counter,
     ) {
         if self.retention.is_zero() {
             return;
@@ -184,7 +181,7 @@ impl Recorder {
                 match me.store.sweep(me.retention).await {
                     Ok(0) => {}
                     Ok(n) => {
-                        metrics.recordings_deleted.inc_by(n as u64);
+                        deleted.inc_by(n as u64);
                         tracing::info!(recordings = n, "recordings past their retention deleted");
                     }
                     Err(e) => tracing::warn!(error = %e, "the recording retention sweep failed"),
@@ -385,7 +382,8 @@ mod tests {
                 recording_quota_per_user: quota,
             },
             SharedRecordKey::loaded(poddebug_storage::record_key::RecordKey::generate()),
-            &crate::metrics::Metrics::new(),
+            UntrustedRecords::default(),
+            Gauge::default(),
         )
         .unwrap();
         (Arc::into_inner(r).unwrap(), dir)
