@@ -1,6 +1,7 @@
 //! poddebug's session recordings, apart from the server's HTTP side.
 //!
-//! - [`asciicast`]: the file format (asciicast v2).
+//! - [`asciicast`]: the file format (asciicast v2);
+//! - [`commands`]: the lines a user submitted, derived from the recorded input.
 //!
 //! With the feature `recorder`, the server's side too ([`recorder`]): the relay's tap, the
 //! writer, the object store, the bounds on memory, rate and quota, and the flags.
@@ -9,6 +10,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod asciicast;
+pub mod commands;
 
 #[cfg(feature = "recorder")]
 pub mod recorder;

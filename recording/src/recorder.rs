@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
+use crate::commands::CommandLog;
 use memory::{Held, RecordingMemory};
 pub use options::{RecordingMode, RecordingOptions};
 use poddebug_storage::UntrustedRecords;
@@ -232,6 +233,7 @@ impl Recorder {
             bytes: 0,
             exit_code: None,
             truncated: false,
+            command_count: self.record_input.then_some(0),
             mac: None,
             verified: false,
         };
@@ -279,6 +281,7 @@ impl Recorder {
                 out_text: Utf8Carry::default(),
                 in_text: Utf8Carry::default(),
                 exit_code: None,
+                commands: self.record_input.then(CommandLog::default),
             },
             started,
             shared: shared.clone(),
@@ -485,6 +488,59 @@ mod tests {
         assert_eq!(last[1], "m");
         assert_eq!(last[2], "recording truncated: size limit reached");
         assert!(r.store().list(Some("ns"), Some("pod")).await.unwrap()[0].truncated);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_commands_typed_are_stored_with_the_recording_and_counted() {
+        let (r, dir) = recorder(0, true).await;
+        let s = r.start(info(), &EndSignal::default()).await.unwrap();
+        let id = s.id().to_owned();
+        let typed = |b: &'static [u8]| vec![Recorded::Input(Bytes::from_static(b))];
+        // An edited line, split across reads; an abandoned one; a recalled one; and a line
+        // still being typed when the session ends, which was never submitted.
+        rec(&s, typed(b"cat /etc/pas")).await;
+        rec(&s, typed(b"swdd\x7f\r")).await;
+        rec(&s, vec![out(b"root:x:0:0\r\n")]).await;
+        rec(&s, typed(b"rm -rf /\x03")).await;
+        rec(&s, typed(b"\x1b[A | wc -l\r")).await;
+        rec(&s, typed(b"unfinished")).await;
+        let f = s.finish(async { Some(0) }).await;
+        assert!(!f.truncated);
+        let list = r
+            .store()
+            .read_commands("ns", "pod", &id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(list.verified);
+        assert_eq!(list.dropped, 0);
+        let lines: Vec<(&str, bool)> = list
+            .items
+            .iter()
+            .map(|c| (c.line.as_str(), c.recalled))
+            .collect();
+        assert_eq!(lines, [("cat /etc/passwd", false), (" | wc -l", true)]);
+        assert!(list.items[0].offset <= list.items[1].offset);
+        let meta = &r.store().list(Some("ns"), Some("pod")).await.unwrap()[0];
+        assert_eq!(meta.command_count, Some(2));
+        // The commands are no part of the asciicast file.
+        let cast = cast_text(&r, &id).await;
+        assert!(
+            cast.lines()
+                .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn without_recorded_input_there_are_no_commands() {
+        let (r, dir) = recorder(0, false).await;
+        let s = r.start(info(), &EndSignal::default()).await.unwrap();
+        rec(&s, vec![out(b"$ ")]).await;
+        s.finish(async { Some(0) }).await;
+        let meta = &r.store().list(Some("ns"), Some("pod")).await.unwrap()[0];
+        assert_eq!(meta.command_count, None);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
