@@ -25,7 +25,7 @@ pub const MAX_LINE: usize = 4096;
 /// Most commands one recording keeps (later ones are counted as dropped).
 pub const MAX_COMMANDS: usize = 10_000;
 /// Most bytes of command lines one recording keeps (later ones are counted as dropped).
-pub const MAX_COMMAND_BYTES: usize = 1 << 20;
+pub const MAX_COMMAND_BYTES: usize = 256 << 10;
 /// Longest escape sequence parsed before it is given up on.
 const MAX_ESCAPE: usize = 32;
 
