@@ -57,7 +57,9 @@ pub struct RecordingOptions {
     /// cannot be opened is refused (503).
     #[arg(long, value_enum, default_value_t = RecordingMode::BestEffort, help_heading = "Session recording")]
     pub recording_mode: RecordingMode,
-    /// Also record what the user typed (input events). Off by default: input may hold secrets.
+    /// Also record what the user typed (input events), and derive from it the lines the user
+    /// submitted (GET …/pods/POD/recordings/ID/commands, status.commandCount). Off by
+    /// default: input may hold secrets.
     #[arg(long, help_heading = "Session recording")]
     pub record_input: bool,
     /// Largest recording of one session, in bytes (0 = no limit). best-effort: a recording
