@@ -37,6 +37,9 @@ pub enum Action {
     Session,
     /// Someone terminated a live session.
     Terminate,
+    /// A debug request was made, reviewed (approved, denied, revoked), withdrawn or expired
+    /// (`outcome` says which; `namespace` is the request's, `pod` the pod or node it names).
+    Request,
     /// The leader found a debug container still running past the bound of its stop or time
     /// limit (it is now unusable through poddebug).
     Unstoppable,
@@ -53,6 +56,7 @@ impl Action {
             Action::Expire => "expire",
             Action::Session => "session",
             Action::Terminate => "terminate",
+            Action::Request => "request",
             Action::Unstoppable => "unstoppable",
             Action::Evict => "evict",
         }
@@ -101,6 +105,14 @@ pub struct AuditRecord {
     pub mode: Option<String>,
     /// How it went, when it did not simply succeed (`in progress`, an error's message).
     pub outcome: Option<String>,
+    /// The debug request it was made under (or that the record is about).
+    pub debug_request: Option<String>,
+    /// The reason it carries.
+    pub reason: Option<String>,
+    /// The ticket it carries.
+    pub ticket: Option<String>,
+    /// Who approved the debug request.
+    pub approvers: Vec<String>,
 }
 
 impl AuditRecord {
@@ -132,7 +144,20 @@ impl AuditRecord {
             session: None,
             mode: None,
             outcome: None,
+            debug_request: None,
+            reason: None,
+            ticket: None,
+            approvers: Vec::new(),
         }
+    }
+
+    /// With the reason, ticket, debug request and approvers of `j`.
+    pub fn justified(mut self, j: &poddebug_types::request::Justification) -> Self {
+        self.debug_request = j.debug_request.clone();
+        self.reason = j.reason.clone();
+        self.ticket = j.ticket.clone();
+        self.approvers = j.approvers.clone();
+        self
     }
 
     /// A record of `action` by `caller` on the debug container `obj` (as a create or stop
@@ -162,6 +187,8 @@ impl AuditRecord {
         let ts = |t: &Option<Timestamp>| t.as_ref().map(ToString::to_string);
         // JSON, so that group names with commas stay apart.
         let groups = serde_json::to_string(&self.groups).unwrap_or_default();
+        let approvers = (!self.approvers.is_empty())
+            .then(|| serde_json::to_string(&self.approvers).unwrap_or_default());
         tracing::info!(
             target: TARGET,
             action = self.action.as_str(),
@@ -183,6 +210,10 @@ impl AuditRecord {
             session = self.session.as_deref(),
             mode = self.mode.as_deref(),
             outcome = self.outcome.as_deref(),
+            debug_request = self.debug_request.as_deref(),
+            reason = self.reason.as_deref(),
+            ticket = self.ticket.as_deref(),
+            approvers = approvers.as_deref(),
             "audit"
         );
     }

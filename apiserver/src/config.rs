@@ -124,6 +124,8 @@ pub struct Config {
     pub session_lease_duration: Duration,
     /// The namespace the session records live in (the server's own).
     pub session_namespace: String,
+    /// Just-in-time access (`--approval-profiles` and the flags beside it).
+    pub requests: crate::requests::RequestPolicy,
     /// The most sessions one user may hold at once (`--max-sessions-per-user`; 0: no limit).
     pub max_sessions_per_user: usize,
 }
@@ -229,6 +231,8 @@ impl Config {
             session_lease_duration: o.session_lease_duration,
             max_sessions_per_user: o.max_sessions_per_user,
             session_namespace: crate::leader::own_namespace(&o.service_namespace),
+            // Validated above.
+            requests: o.requests.policy().unwrap_or_default(),
             expiry: Expiry {
                 check_interval: o.debug_ttl_check_interval,
                 unstoppable_after: o.unstoppable_after,

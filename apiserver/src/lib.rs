@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod options;
 pub mod origin;
 pub mod query;
+pub mod requests;
 pub mod routes;
 pub mod server;
 pub mod serving;

@@ -352,6 +352,25 @@ impl Metrics {
         }
     }
 
+    /// The debug requests' counters: records ignored (unsigned, forged, replayed) and
+    /// notifications (sent, failed, dropped).
+    pub fn register_requests(&self, r: &crate::requests::Requests) {
+        if let Ok(mut reg) = self.registry.lock() {
+            reg.register(
+                "debug_request_records_ignored",
+                "Debug request records read back from the cluster and ignored, by reason (unsigned, forged, replayed)",
+                r.store().ignored(),
+            );
+            if let Some(n) = r.notifier() {
+                reg.register(
+                    "debug_request_notifications",
+                    "Notifications of debug requests, by outcome (sent, failed, dropped)",
+                    n.counts(),
+                );
+            }
+        }
+    }
+
     /// The text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();

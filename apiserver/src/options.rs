@@ -315,6 +315,11 @@ pub struct Options {
     #[arg(long, default_value = "", help_heading = "Leader election")]
     pub leader_elect_resource_namespace: String,
 
+    // ----- Just-in-time access -----
+    /// Debug requests (`--approval-profiles` and the flags beside it).
+    #[command(flatten)]
+    pub requests: crate::requests::RequestOptions,
+
     // ----- Session recording -----
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -489,6 +494,9 @@ impl Options {
         }
         errs.extend(self.validate_ttl_and_leader_election());
         errs.extend(self.recording.validate());
+        if let Err(e) = self.requests.policy() {
+            errs.extend(e);
+        }
         errs
     }
 }

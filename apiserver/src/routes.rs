@@ -7,7 +7,7 @@ use axum::routing::get;
 use crate::filters::handler_chain;
 use crate::handlers::{
     attach, copies, debug, discovery, health, list, log, nodes, not_found, portal, profiles,
-    recordings, sessions,
+    recordings, requests, sessions,
 };
 use crate::state::AppState;
 
@@ -131,6 +131,22 @@ pub fn app(state: AppState) -> Router {
         .route(
             &format!("{GV}/namespaces/{{namespace}}/poddebugcontainers/{{name}}"),
             get(list::get_one),
+        )
+        .route(
+            &format!("{GV}/debugrequests"),
+            get(requests::all_namespaces),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/debugrequests"),
+            get(requests::in_namespace).post(requests::create),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/debugrequests/{{name}}"),
+            get(requests::get).delete(requests::delete),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/debugrequests/{{name}}/approval"),
+            axum::routing::post(requests::approval),
         )
         .route(&format!("{GV}/debugprofiles"), get(profiles::list))
         .route(&format!("{GV}/debugprofiles/{{name}}"), get(profiles::get))

@@ -287,6 +287,19 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         metrics.clone(),
         session_store.clone(),
     );
+    // Debug requests: every replica follows them (its own identity, their records verified
+    // with the record key); the leader of the expiry loop writes their expiries.
+    let requests = crate::requests::Requests::new(
+        poddebug_storage::RequestStore::start(
+            clients.pods.clone(),
+            &config.session_namespace,
+            record_key.clone(),
+        ),
+        config.requests.clone(),
+        config.node_debug_namespace.clone(),
+    );
+    requests.spawn(expiry.leading());
+    metrics.register_requests(&requests);
     let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
     let backend_for_flush = backend.clone();
     let upstream = Arc::new(
@@ -330,6 +343,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         tickets: tickets.clone(),
         sessions: sessions.clone(),
         record_key,
+        requests,
     };
     if let Some(r) = &state.recorder {
         r.spawn_sweeper(expiry.leading(), metrics.recordings_deleted.clone());

@@ -73,4 +73,6 @@ pub struct AppState {
     pub sessions: Arc<crate::sessions::Sessions>,
     /// The key that signs the records poddebug reads back from the cluster and the store.
     pub record_key: poddebug_storage::record_key::SharedRecordKey,
+    /// Debug requests (just-in-time access).
+    pub requests: Arc<crate::requests::Requests>,
 }

@@ -160,10 +160,54 @@ pub enum Cmd {
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
+    /// Ask for a gated profile on a pod (node/NAME, or --copy-to) with a reason, wait for
+    /// someone else to approve, then make the debug container under the request and attach
+    /// (as `run` does).
+    Request(Box<RequestArgs>),
+    /// Approve someone else's debug request (needs approve on debugrequests named after its
+    /// profile).
+    Approve {
+        /// The request.
+        name: String,
+        /// Why (recorded in the request's reviews).
+        #[arg(long)]
+        comment: Option<String>,
+    },
+    /// Deny someone else's pending debug request.
+    Deny {
+        /// The request.
+        name: String,
+        /// Why (recorded in the request's reviews).
+        #[arg(long)]
+        comment: Option<String>,
+    },
+    /// Revoke an approved debug request: what it opened ends at once.
+    Revoke {
+        /// The request.
+        name: String,
+        /// Why (recorded in the request's reviews).
+        #[arg(long)]
+        comment: Option<String>,
+    },
+}
+
+/// `request`: the request's own flags, then `run`'s.
+#[derive(Args, Debug)]
+pub struct RequestArgs {
+    /// How long the access lasts once approved (30m, 1h; the server's default, 1h, when
+    /// absent, and at most the profile's --max-request-durations).
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Give up waiting for a decision after this long (the request stays, pending).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub approval_timeout: Duration,
+    /// What to make once it is approved, as `run` takes it.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// Subcommand names; any other first word is a pod for `run`.
-const SUBCOMMANDS: [&str; 11] = [
+const SUBCOMMANDS: [&str; 15] = [
     "run",
     "get",
     "list",
@@ -174,6 +218,10 @@ const SUBCOMMANDS: [&str; 11] = [
     "terminate",
     "join",
     "profiles",
+    "request",
+    "approve",
+    "deny",
+    "revoke",
     "help",
 ];
 
@@ -189,7 +237,13 @@ const GLOBAL_FLAGS: [&str; 7] = [
 ];
 
 /// Long flags of any subcommand that take their value as the next word (`--image X`).
-const LONG_WITH_VALUE: [&str; 24] = [
+const LONG_WITH_VALUE: [&str; 30] = [
+    "--reason",
+    "--ticket",
+    "--debug-request",
+    "--duration",
+    "--approval-timeout",
+    "--comment",
     "--copy-to",
     "--set-image",
     "--namespace",
@@ -354,6 +408,17 @@ pub struct RunArgs {
     /// Print fewer messages.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Why (recorded with the debug container, its sessions and recordings, and the audit
+    /// trail; required by servers that run with --require-reason).
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// A ticket or incident reference, recorded beside the reason.
+    #[arg(long)]
+    pub ticket: Option<String>,
+    /// Make it under this approved debug request (see `request`): its profile without use on
+    /// it, exactly what the request names, carrying its reason.
+    #[arg(long, value_name = "NAME")]
+    pub debug_request: Option<String>,
     /// Environment variables KEY=VALUE, comma-separated or repeated (as kubectl's --env).
     #[arg(long = "env", value_parser = parse_env)]
     pub env: Vec<EnvList>,

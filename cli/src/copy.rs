@@ -48,6 +48,9 @@ pub fn copy_request(args: &RunArgs) -> Result<(PodDebugCopy, Option<String>), St
         keep_init_containers: args.keep_init_containers,
         profile: pdc.profile.clone(),
         ttl_seconds: pdc.ttl_seconds,
+        debug_request: pdc.debug_request.clone(),
+        reason: pdc.reason.clone(),
+        ticket: pdc.ticket.clone(),
         ..Default::default()
     };
     copy.metadata.name.clone_from(&args.copy_to);

@@ -8,6 +8,7 @@
 
 mod args;
 mod copy;
+mod jit;
 mod list;
 mod node;
 mod output;
@@ -171,6 +172,7 @@ async fn run(cli: Cli) -> ExitCode {
             let api = DebugContainers::new(client.clone(), &ns);
             run::run(&api, &ns, &pod, args).await
         }
+        Cmd::Request(args) => jit::run(&client, &ns, g.namespace.as_deref(), *args).await,
         command => subcommand(&client, &ns, command).await,
     }
 }
@@ -180,7 +182,16 @@ async fn subcommand(client: &kube::Client, ns: &str, command: Cmd) -> ExitCode {
     let api = DebugContainers::new(client.clone(), ns);
     let ns = ns.to_owned();
     match command {
-        Cmd::Run(_) => ExitCode::FAILURE,
+        Cmd::Run(_) | Cmd::Request(_) => ExitCode::FAILURE,
+        Cmd::Approve { name, comment } => {
+            jit::review(client, &ns, &name, "approve", comment.as_deref()).await
+        }
+        Cmd::Deny { name, comment } => {
+            jit::review(client, &ns, &name, "deny", comment.as_deref()).await
+        }
+        Cmd::Revoke { name, comment } => {
+            jit::review(client, &ns, &name, "revoke", comment.as_deref()).await
+        }
         Cmd::Attach {
             pod,
             name,

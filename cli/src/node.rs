@@ -33,6 +33,9 @@ pub fn node_request(args: &RunArgs) -> Result<NodeDebugContainer, String> {
         container: pdc.container,
         profile: pdc.profile,
         ttl_seconds: pdc.ttl_seconds,
+        debug_request: pdc.debug_request,
+        reason: pdc.reason,
+        ticket: pdc.ticket,
         ..Default::default()
     };
     o.metadata.name.clone_from(&args.name);

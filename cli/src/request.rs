@@ -11,7 +11,7 @@ use serde_json::Value;
 /// The debug container the run flags describe, `--custom` read and merged in.
 pub fn debug_container_of(args: &crate::args::RunArgs) -> Result<PodDebugContainer, String> {
     let custom = args.custom.as_deref().map(read_custom).transpose()?;
-    debug_container(&RunSpec {
+    let mut o = debug_container(&RunSpec {
         name: args.name.clone(),
         image: args.image.clone(),
         image_pull_policy: args.image_pull_policy,
@@ -24,7 +24,11 @@ pub fn debug_container_of(args: &crate::args::RunArgs) -> Result<PodDebugContain
         arguments_only: args.arguments_only,
         env: args.env.iter().flat_map(|l| l.0.clone()).collect(),
         custom,
-    })
+    })?;
+    o.reason.clone_from(&args.reason);
+    o.ticket.clone_from(&args.ticket);
+    o.debug_request.clone_from(&args.debug_request);
+    Ok(o)
 }
 
 /// What a run creates.

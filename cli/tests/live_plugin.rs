@@ -289,3 +289,134 @@ fn node_form_debugs_the_node_and_exits_with_the_shells_code() {
     assert_eq!(t.exit_code(), 4, "{}", t.text());
     assert!(t.cooked(), "the terminal is restored");
 }
+
+/// `kubectl poddebug request`: a user without `use` on sysadmin asks for it and waits; another
+/// user approves it with `kubectl poddebug approve`; the first plugin then makes the debug
+/// container under the request, attaches, and exits with its exit code. A second request is
+/// denied (`kubectl poddebug deny --comment`): the waiting plugin says by whom and why, and
+/// exits 1. Needs the server to run with `--approval-profiles=sysadmin:1` (as CI runs it).
+#[test]
+#[ignore = "needs a live cluster with poddebug deployed"]
+fn a_request_waits_for_approval_then_attaches_and_a_denial_ends_it() {
+    let Some(s) = Sandbox::new("request") else {
+        return;
+    };
+    let ns = s.ns.as_str();
+    let alice = format!("jit-plugin-alice-{}", std::process::id());
+    let bob = format!("jit-plugin-bob-{}", std::process::id());
+    for (role, user) in [
+        ("poddebug-debugger", alice.as_str()),
+        ("poddebug:request-approver", bob.as_str()),
+    ] {
+        poddebug_tests::kubectl::kubectl_ok(
+            &[
+                "create",
+                "rolebinding",
+                &format!("{user}-binding"),
+                "-n",
+                ns,
+                &format!("--clusterrole={role}"),
+                &format!("--user={user}"),
+            ],
+            None,
+        );
+    }
+    let as_alice = format!("--as={alice}");
+    let as_bob = format!("--as={bob}");
+    // The name of the one request of the namespace, once there is one (bounded).
+    let wait_request = |skip: &[String]| -> String {
+        for _ in 0..120 {
+            let out = poddebug_tests::kubectl::kubectl_ok(
+                &[
+                    "get",
+                    "debugrequests",
+                    "-n",
+                    ns,
+                    "-o",
+                    "jsonpath={.items[*].metadata.name}",
+                ],
+                None,
+            );
+            if let Some(n) = out
+                .split_whitespace()
+                .find(|n| !skip.iter().any(|s| s == n))
+            {
+                return n.to_owned();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        panic!("no debug request appeared in {ns}");
+    };
+
+    let mut t = s.plugin(&[
+        &as_alice,
+        "--as-group=system:authenticated",
+        "request",
+        "web",
+        "--profile=sysadmin",
+        "--reason=plugin INC-5: inspect the volume",
+        "--ticket=INC-5",
+        "--duration=5m",
+        "-it",
+        "--image=busybox:1.36",
+        "--target=app",
+        "--",
+        "sh",
+    ]);
+    t.expect("waiting for debugrequest/");
+    let name = wait_request(&[]);
+    assert!(name.starts_with("web-sysadmin-"), "{name}");
+    let mut approve = s.plugin(&[
+        &as_bob,
+        "--as-group=system:authenticated",
+        "approve",
+        &name,
+        "--comment",
+        "go ahead",
+    ]);
+    assert_eq!(approve.exit_code(), 0, "{}", approve.text());
+    assert!(
+        approve.text().contains("approved: Approved"),
+        "{}",
+        approve.text()
+    );
+    t.expect(&format!("approved by {bob}: \"go ahead\""));
+    t.expect("If you don't see a command prompt, try pressing enter.");
+    t.type_bytes(b"echo $PODDEBUG_TICKET-ok\r");
+    t.expect("INC-5-ok");
+    t.type_bytes(b"exit 4\r");
+    assert_eq!(t.exit_code(), 4, "{}", t.text());
+    assert!(t.cooked(), "the terminal is restored");
+
+    let mut t = s.plugin(&[
+        &as_alice,
+        "--as-group=system:authenticated",
+        "request",
+        "web",
+        "--profile=sysadmin",
+        "--reason=plugin INC-6",
+        "-it",
+        "--image=busybox:1.36",
+        "--",
+        "sh",
+    ]);
+    t.expect("waiting for debugrequest/");
+    let second = wait_request(std::slice::from_ref(&name));
+    let mut deny = s.plugin(&[
+        &as_bob,
+        "--as-group=system:authenticated",
+        "deny",
+        &second,
+        "--comment",
+        "use the runbook",
+    ]);
+    assert_eq!(deny.exit_code(), 0, "{}", deny.text());
+    assert_eq!(t.exit_code(), 1, "{}", t.text());
+    assert!(
+        t.text()
+            .contains(&format!("is Denied by {bob}: \"use the runbook\"")),
+        "{}",
+        t.text()
+    );
+    let _ = poddebug_tests::kubectl::kubectl(&["delete", "debugrequests", "--all", "-n", ns], None);
+}

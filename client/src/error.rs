@@ -46,6 +46,15 @@ pub enum Error {
     #[error("watch: {0}")]
     Watch(#[source] Box<kube::runtime::watcher::Error>),
 
+    /// A debug request was not decided in time.
+    #[error("debug request {name} was not decided within {}s", .after.as_secs())]
+    NotDecided {
+        /// The request.
+        name: String,
+        /// How long was waited.
+        after: Duration,
+    },
+
     /// The debug container did not start in time.
     #[error("timed out after {}s waiting for debug container {name} to start{}", .after.as_secs(), waiting_suffix(.waiting))]
     Timeout {

@@ -10,6 +10,11 @@
 //! `await_condition` work on it directly ([`DebugContainers::api`]); there it is named
 //! `POD.NAME`, under its pod (`create`, `get`, `stop`, `attach`) just `NAME`.
 //!
+//! Just-in-time access: [`DebugRequests`] files a request for a gated profile with a reason,
+//! waits for someone else's decision, and reviews (approves, denies, revokes) others'; a debug
+//! container, copy or node debug container made under an approved request names it in
+//! `debugRequest`.
+//!
 //! ```no_run
 //! use poddebug_client::{AttachParams, CreateParams, DebugContainers, PodDebugContainer};
 //!
@@ -39,6 +44,7 @@ mod debug_containers;
 mod error;
 mod nodes;
 mod params;
+mod requests;
 mod sessions;
 mod streams;
 
@@ -52,6 +58,7 @@ pub use debug_containers::{DebugContainers, waiting_reason};
 pub use error::{Error, Result, Status};
 pub use nodes::{NodeDebugContainers, outcome_of as node_outcome_of};
 pub use params::{AttachParams, CreateParams, LogParams};
+pub use requests::DebugRequests;
 pub use sessions::Sessions;
 
 pub use kube::api::{ListParams, WatchEvent, WatchParams};
@@ -60,6 +67,7 @@ pub use kube::api::{ListParams, WatchEvent, WatchParams};
 pub use kube::runtime::watcher;
 /// The API types, as the server defines them.
 pub use poddebug_types as types;
+pub use poddebug_types::request::{DebugRequest, DebugRequestList, RequestPhase};
 pub use poddebug_types::{
     DebugPhase, DebugProfile, DebugProfileList, DebugSession, DebugSessionList, PodDebugContainer,
     PodDebugContainerList, PodDebugContainerStatus, SessionMode,

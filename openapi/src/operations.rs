@@ -137,6 +137,7 @@ pub(crate) fn paths() -> Vec<PathItem> {
             } => nested_collection(r, item, item_description),
             Shape::Connect { options } => connect(r, options),
             Shape::Create => create_only(r),
+            Shape::Action { body } => action(r, body),
             Shape::Text { options } => text(r, options),
             Shape::Files {
                 item,
@@ -173,6 +174,7 @@ fn name_description(kind: &str) -> &'static str {
         "PodDebugContainer" => "name of the PodDebugContainer",
         "DebugProfile" => "name of the DebugProfile",
         "DebugSession" => "name of the DebugSession",
+        "DebugRequest" => "name of the DebugRequest",
         _ => "name of the object",
     }
 }
@@ -362,7 +364,12 @@ fn create_operation(r: &Resource, id: String, description: String) -> Operation 
         description,
         action: "post",
         gvk: r.kind,
-        query: vec![WAIT_TIMEOUT_SECONDS, WAIT],
+        // `?wait=true` is a debug container's.
+        query: if r.kind == Gvk::poddebug("PodDebugContainer") {
+            vec![WAIT_TIMEOUT_SECONDS, WAIT]
+        } else {
+            Vec::new()
+        },
         body: definition_name(r.kind),
         responses: created_responses(r.kind),
         consumes: ANY,
@@ -419,6 +426,24 @@ fn create_only(r: &Resource) -> Vec<PathItem> {
                 r.kind.kind, r.parent_kind
             ),
         )],
+    }]
+}
+
+/// `debugrequests/approval`: `POST` on the subresource, with a body of kind `body`, changes
+/// the parent and answers it.
+fn action(r: &Resource, body: Gvk) -> Vec<PathItem> {
+    let (path, params, noun) = subresource_base(r);
+    let (_, sub) = r.split().unwrap_or((r.name, ""));
+    let mut op = create_operation(
+        r,
+        operation_id("create", &noun),
+        format!("create {sub} of the specified {}", r.parent_kind),
+    );
+    op.body = definition_name(body);
+    vec![PathItem {
+        path,
+        params,
+        operations: vec![op],
     }]
 }
 
@@ -705,6 +730,7 @@ mod tests {
             (format!("{p}/debugprofiles"), vec!["get"]),
             (format!("{p}/debugprofiles/{{name}}"), vec!["get"]),
             (format!("{p}/debugrecordings"), vec!["get"]),
+            (format!("{p}/debugrequests"), vec!["get"]),
             (format!("{p}/debugsessions"), vec!["get"]),
             (
                 format!("{p}/namespaces/{{namespace}}/debugrecordings"),
@@ -713,6 +739,18 @@ mod tests {
             (
                 format!("{p}/namespaces/{{namespace}}/debugrecordings/{{name}}"),
                 vec!["get"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/debugrequests"),
+                vec!["get", "post"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/debugrequests/{{name}}"),
+                vec!["get", "delete"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/debugrequests/{{name}}/approval"),
+                vec!["post"],
             ),
             (
                 format!("{p}/namespaces/{{namespace}}/debugsessions"),

@@ -116,6 +116,12 @@ pub enum Shape {
     /// A subresource that only creates: `POST …/{parent}/{name}/{sub}` answers the object made
     /// (`pods/copy`).
     Create,
+    /// A subresource that acts on its parent: `POST …/{parent}/{name}/{sub}` with a body of
+    /// kind `body` answers the parent as changed (`debugrequests/approval`).
+    Action {
+        /// Kind of the body.
+        body: Gvk,
+    },
     /// A subresource answering `GET` with plain text.
     Text {
         /// The query parameters.
@@ -195,6 +201,38 @@ pub const RESOURCES: &[Resource] = &[
         short_names: &[],
         categories: &["debug"],
         shape: Shape::Objects,
+    },
+    Resource {
+        name: "debugrequests",
+        singular_name: "debugrequest",
+        parent_kind: "",
+        scope: Scope::Namespaced,
+        kind: Gvk::poddebug("DebugRequest"),
+        list_kind: Some("DebugRequestList"),
+        verbs: &[
+            Verb::Create,
+            Verb::Delete,
+            Verb::Get,
+            Verb::List,
+            Verb::Watch,
+        ],
+        short_names: &[],
+        categories: &["debug"],
+        shape: Shape::Objects,
+    },
+    Resource {
+        name: "debugrequests/approval",
+        singular_name: "",
+        parent_kind: "DebugRequest",
+        scope: Scope::Namespaced,
+        kind: Gvk::poddebug("DebugRequest"),
+        list_kind: None,
+        verbs: &[Verb::Create],
+        short_names: &[],
+        categories: &[],
+        shape: Shape::Action {
+            body: Gvk::poddebug("DebugRequestApproval"),
+        },
     },
     Resource {
         name: "debugsessions",
@@ -392,9 +430,16 @@ mod tests {
                 Some((parent, _)) => {
                     assert!(r.singular_name.is_empty(), "{}", r.name);
                     assert!(!r.parent_kind.is_empty(), "{}", r.name);
-                    assert!(
-                        RESOURCES.iter().all(|p| p.name != parent),
-                        "{}: the parent must not be listed",
+                    // A subresource of another group's kind (pods, nodes) does not list its
+                    // parent; one of our own kinds does.
+                    let listed = RESOURCES.iter().find(|p| p.name == parent);
+                    assert_eq!(
+                        listed.map(|p| p.kind.kind),
+                        RESOURCES
+                            .iter()
+                            .any(|p| p.kind.kind == r.parent_kind && p.name == parent)
+                            .then_some(r.parent_kind),
+                        "{}: the parent is listed when it is ours",
                         r.name
                     );
                     assert!(r.short_names.is_empty() && r.categories.is_empty());

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use poddebug_types::copy::{PodDebugCopy, PodDebugCopyList};
 use poddebug_types::node::{NodeDebugContainer, NodeDebugContainerList};
+use poddebug_types::request::{Approval, DebugRequest, DebugRequestList};
 use poddebug_types::{
     DebugProfile, DebugProfileList, DebugSession, DebugSessionList, PodDebugContainer,
     PodDebugContainerList, Recording, RecordingCommandList, RecordingList,
@@ -30,7 +31,7 @@ pub(crate) struct KindSchema {
 }
 
 /// Every kind with a definition and `x-kubernetes-group-version-kind`.
-pub(crate) fn kinds() -> [KindSchema; 14] {
+pub(crate) fn kinds() -> [KindSchema; 17] {
     [
         KindSchema {
             gvk: Gvk::poddebug("PodDebugContainer"),
@@ -85,6 +86,18 @@ pub(crate) fn kinds() -> [KindSchema; 14] {
             name: NodeDebugContainerList::schema_name(),
         },
         KindSchema {
+            gvk: Gvk::poddebug("DebugRequest"),
+            name: DebugRequest::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("DebugRequestList"),
+            name: DebugRequestList::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("DebugRequestApproval"),
+            name: Approval::schema_name(),
+        },
+        KindSchema {
             gvk: Gvk::core("Status"),
             name: Status::schema_name(),
         },
@@ -121,6 +134,8 @@ pub(crate) fn definitions(dialect: Dialect) -> Map<String, Value> {
     let _ = generator.subschema_for::<PodDebugCopy>();
     let _ = generator.subschema_for::<PodDebugCopyList>();
     let _ = generator.subschema_for::<NodeDebugContainerList>();
+    let _ = generator.subschema_for::<DebugRequestList>();
+    let _ = generator.subschema_for::<Approval>();
     let _ = generator.subschema_for::<Status>();
     let mut raw = generator.take_definitions(false);
     let ours = PodDebugContainer::schema_name();

@@ -131,6 +131,9 @@ export const paths = {
   nodeAttach: (node, name) => `${GV}/nodes/${enc(node)}/debug/${enc(name)}/attach?stdin=true&stdout=true&tty=true`,
   nodeLog: (node, name) => `${GV}/nodes/${enc(node)}/debug/${enc(name)}/log?tailLines=1000`,
   profiles: () => `${GV}/debugprofiles`,
+  requests: (ns) => `${GV}/namespaces/${enc(ns)}/debugrequests`,
+  request: (ns, name) => `${GV}/namespaces/${enc(ns)}/debugrequests/${enc(name)}`,
+  allRequests: () => `${GV}/debugrequests`,
   ssar: () => '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
 };
 
@@ -189,6 +192,40 @@ export async function usableNodeProfiles() {
     ),
   );
   return (await Promise.all(checks)).filter(Boolean);
+}
+
+// A watch of the list at `path` from `resourceVersion`: `onEvent({type, object})` for every
+// event, until the server ends it (resolves) or `signal` aborts it.
+export async function watch(path, resourceVersion, signal, onEvent) {
+  const sep = path.includes('?') ? '&' : '?';
+  const rv = resourceVersion ? `&resourceVersion=${encodeURIComponent(resourceVersion)}` : '';
+  const resp = await fetch(`${apiRoot()}${path}${sep}watch=true${rv}`, {
+    headers: { Accept: 'application/json' },
+    credentials: 'same-origin',
+    signal,
+  });
+  if (!resp.ok) throw await errorOf(resp);
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let nl = buffer.indexOf('\n');
+    while (nl >= 0) {
+      const line = buffer.slice(0, nl).trim();
+      buffer = buffer.slice(nl + 1);
+      if (line) {
+        try {
+          onEvent(JSON.parse(line));
+        } catch (_) {
+          // a line that is not an event: ignored
+        }
+      }
+      nl = buffer.indexOf('\n');
+    }
+  }
 }
 
 // The WebSocket URL of a path, on the page's own origin.

@@ -1,10 +1,12 @@
 // The poddebug portal: namespace → pod → debug containers, create, terminal, logs, stop,
-// live sessions (join, observe, moderate, terminate), recordings, copies of the pod; and the
-// nodes with their node debug containers. Deep links: #/namespaces/NS,
-// #/namespaces/NS/pods/POD, #/nodes and #/nodes/NODE.
+// live sessions (join, observe, moderate, terminate), recordings, copies of the pod, asking for
+// a profile through a debug request; the nodes with their node debug containers; and the debug
+// requests with their reviews. Deep links: #/namespaces/NS, #/namespaces/NS/pods/POD, #/nodes,
+// #/nodes/NODE, #/requests and #/namespaces/NS/requests.
 
 import { del, get, getOptional, paths, post, sessionRights, usableProfiles } from './api.js';
 import { renderCopies } from './copies.js';
+import { renderRequestForm, requestsView } from './requests.js';
 import { nodesView } from './nodes.js';
 import { endLineFrom, showLogs, showTerminal } from './panel.js';
 import { createTerminal, replay } from './terminal.js';
@@ -120,6 +122,7 @@ async function podView(ns, pod) {
   const recordings = h('section', { id: 'recordings', hidden: true });
   const sessions = h('section', { id: 'sessions' });
   const createBox = h('section', { id: 'create' }, h('p', { class: 'muted' }, 'Loading…'));
+  const requestBox = h('section', { id: 'request-access' });
   const copiesBox = h('section', { id: 'pod-copies' });
   app.replaceChildren(
     h('h2', {}, `Pod ${pod}`),
@@ -135,6 +138,7 @@ async function podView(ns, pod) {
     ),
     sessions,
     createBox,
+    requestBox,
     copiesBox,
     session,
     recordings,
@@ -313,6 +317,11 @@ async function podView(ns, pod) {
     if (tty) openTerminal(name);
     else logs(name);
   }).catch(showError);
+  renderRequestForm(ns, pod, requestBox, context, async (name, tty) => {
+    await refresh();
+    if (tty) openTerminal(name);
+    else logs(name);
+  }).catch(showError);
   renderCopies(ns, pod, copiesBox, session, context).catch(showError);
   renderRecordings(ns, pod, recordings, session).catch(() => {
     // recordings are optional; their absence says nothing to the user
@@ -438,7 +447,9 @@ async function renderRecordings(ns, pod, box, session) {
 function parseRoute(hash) {
   const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   if (parts[0] === 'nodes') return { nodes: true, node: parts[1] };
+  if (parts[0] === 'requests') return { requests: true };
   if (parts[0] === 'namespaces' && parts[1]) {
+    if (parts[2] === 'requests') return { requests: true, ns: parts[1] };
     if (parts[2] === 'pods' && parts[3]) return { ns: parts[1], pod: parts[3] };
     return { ns: parts[1] };
   }
@@ -457,6 +468,7 @@ async function route() {
   }
   try {
     if (r.nodes) await nodesView(app, r.node);
+    else if (r.requests) await requestsView(app, r.ns, () => me, iam);
     else if (r.pod) await podView(r.ns, r.pod);
     else if (r.ns) await podsView(r.ns);
     else await namespacesView();
@@ -483,6 +495,7 @@ async function whoami() {
   }
 }
 
+// Who the page acts as, asked once; the Requests page waits for it (its buttons depend on it).
+const iam = whoami();
 window.addEventListener('hashchange', route);
 route();
-whoami();

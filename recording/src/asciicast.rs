@@ -57,6 +57,9 @@ pub struct HeaderInfo {
     pub session: String,
     /// How the user took part: `owner`, `peer`, `observer`, `moderator`.
     pub mode: String,
+    /// The reason, ticket, debug request and approvers the debug container carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub justification: Option<poddebug_types::request::Justification>,
 }
 
 /// Text of a byte stream, carrying an incomplete trailing UTF-8 sequence to the next call.

@@ -93,6 +93,8 @@ pub struct SessionInfo {
     pub session_id: String,
     /// How the user takes part (`owner`, `peer`, `observer`, `moderator`).
     pub mode: String,
+    /// The reason, ticket, debug request and approvers the debug container carries.
+    pub justification: poddebug_types::request::Justification,
 }
 
 impl Recorder {
@@ -234,6 +236,7 @@ impl Recorder {
             exit_code: None,
             truncated: false,
             command_count: self.record_input.then_some(0),
+            justification: info.justification.clone(),
             mac: None,
             verified: false,
         };
@@ -259,6 +262,7 @@ impl Recorder {
                 recording_mode: self.mode.as_str().to_owned(),
                 session: info.session_id,
                 mode: info.mode,
+                justification: Some(info.justification).filter(|j| !j.is_empty()),
             },
         };
         let strict = self.mode == RecordingMode::Strict;
@@ -408,6 +412,7 @@ mod tests {
             protocol: "websocket/v5.channel.k8s.io".into(),
             session_id: "s0000000000000001".into(),
             mode: "owner".into(),
+            justification: Default::default(),
         }
     }
 

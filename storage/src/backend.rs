@@ -122,6 +122,12 @@ pub struct CreateOptions {
     pub pass_through: PassThroughFields,
     /// The caller's check, run after validation and the server policy.
     pub admission: Option<AdmissionCheck>,
+    /// The reason, ticket, debug request and approvers the container carries (its
+    /// environment, its Event).
+    pub justification: poddebug_types::request::Justification,
+    /// The latest the container may run to (the end of the debug request's window it is made
+    /// under), whatever its own time limit says: its deadline is the earlier of the two.
+    pub deadline: Option<jiff::Timestamp>,
 }
 
 /// A stop request (`DELETE`).
@@ -258,6 +264,10 @@ pub struct StreamTarget {
     /// is what core `pods/attach` and `pods/log` grant, which the caller must hold as well
     /// (labels that mark a pod as poddebug's can be written by whoever may patch it).
     pub regular_container: bool,
+    /// The reason, ticket and debug request the container carries (its environment, or its
+    /// pod's annotations), as recorded at its create. For records and people: a grant is
+    /// decided on the debug request's own signed record, never on these.
+    pub justification: poddebug_types::request::Justification,
 }
 
 /// The caller's check of the pod a create would make, run once the pod is built and the image
@@ -290,6 +300,11 @@ pub struct CopyRequest {
     pub dry_run: bool,
     /// The caller's check of the copy as built (the profiles it amounts to, moderation).
     pub admission: Option<PodAdmission>,
+    /// The reason, ticket, debug request and approvers the copy carries (its annotations).
+    pub justification: poddebug_types::request::Justification,
+    /// The latest the copy may run to (the end of the debug request's window it is made
+    /// under), whatever its own time limit says.
+    pub deadline: Option<jiff::Timestamp>,
 }
 
 /// A node debug container to start (`POST nodes/NODE/debug[/NAME]`), after authorization.
@@ -307,6 +322,11 @@ pub struct NodeDebugRequest {
     pub caller: Caller,
     /// `?dryRun=All`.
     pub dry_run: bool,
+    /// The reason, ticket, debug request and approvers its pod carries (its annotations).
+    pub justification: poddebug_types::request::Justification,
+    /// The latest its pod may run to (the end of the debug request's window it is made
+    /// under), whatever its own time limit says.
+    pub deadline: Option<jiff::Timestamp>,
 }
 
 /// One event of a watch of node debug containers.

@@ -49,6 +49,7 @@ pub(crate) async fn create(
         &shown,
         jiff::Timestamp::now(),
     )?;
+    let expires_at = crate::ttl::earliest(expires_at, req.deadline);
     let ctx = CopyContext {
         name: name.clone(),
         profile: req.profile,
@@ -56,8 +57,9 @@ pub(crate) async fn create(
         created_by: &req.caller.user,
         expires_at,
     };
-    let pod = build_copy(&source, &req.body, &ctx)
+    let mut pod = build_copy(&source, &req.body, &ctx)
         .map_err(|errs| ApiError::invalid(GROUP, KIND_POD_DEBUG_COPY, &shown, errs))?;
+    req.justification.annotate(&mut pod.metadata);
     // Every image the copy would run passes the policy: the original's too, which the server
     // would otherwise start again under another name.
     for image in images_of(&pod) {

@@ -84,6 +84,7 @@ pub(crate) fn plan(
     if !req.caller.user.is_empty() {
         poddebug_types::convert::set_owner(&mut ec, &req.caller.user);
     }
+    poddebug_types::convert::set_justification(&mut ec, &req.options.justification);
     // The command runs as given, never rewritten: a container that is its own PID 1 says in its
     // status that DELETE cannot stop it (poddebug_types::stoppable).
     let index = ephemeral_containers(pod).len();
@@ -342,6 +343,7 @@ pub(crate) async fn create(
         req.name.as_deref().unwrap_or_default(),
         jiff::Timestamp::now(),
     )?;
+    let expires_at = crate::ttl::earliest(expires_at, req.options.deadline);
     let mut conflicts = 0;
     let mut admitted = false;
     // The first read is served from kube-apiserver's watch cache (`resourceVersion=0`: no etcd
@@ -479,6 +481,7 @@ pub(crate) async fn create(
         ec_name,
         plan.ec.image.as_deref().unwrap_or_default(),
         req.profile.as_str(),
+        &req.options.justification,
     );
     // The Event is written beside the answer, not before it: creates do not wait for the
     // events API (issue 9's benchmark).

@@ -147,12 +147,20 @@ pub(crate) fn created_message(
     ec_name: &str,
     image: &str,
     profile: &str,
+    why: &poddebug_types::request::Justification,
 ) -> String {
     format!(
-        "{} created debug container {debug_name:?}{} with image {image:?} and profile {profile:?}",
+        "{} created debug container {debug_name:?}{} with image {image:?} and profile {profile:?}{}",
         who(caller),
         ec_note(debug_name, ec_name),
+        justification_note(why),
     )
+}
+
+/// `, under debug request R approved by bob, reason "…", ticket "…"` (empty for none).
+pub(crate) fn justification_note(why: &poddebug_types::request::Justification) -> String {
+    let d = why.describe();
+    if d.is_empty() { d } else { format!(", {d}") }
 }
 
 /// Message of [`REASON_STOPPED`]: who, which container and the grace period (the Event's
@@ -245,7 +253,14 @@ mod tests {
             ..Default::default()
         };
         let now: jiff::Timestamp = "2026-01-02T03:04:05Z".parse().expect("timestamp");
-        let msg = created_message(&caller, "dbg", "dbg", "busybox:1.36", "general");
+        let msg = created_message(
+            &caller,
+            "dbg",
+            "dbg",
+            "busybox:1.36",
+            "general",
+            &Default::default(),
+        );
         let ev = build_event(
             &reporter(),
             &pod("web", &[]),

@@ -46,6 +46,7 @@ mod nodes;
 mod policy;
 mod read;
 pub mod record_key;
+mod requests;
 mod selector;
 mod sessions;
 mod state;
@@ -79,6 +80,11 @@ pub use expiry::{EXPIRY_USER, Expired, ExpiryResult};
 pub use impersonation::{ImpersonationLayer, impersonation_headers};
 pub use kube_backend::KubeBackend;
 pub use policy::glob_match;
+pub use requests::{
+    Ignored as IgnoredRequestRecord, IgnoredLabels as IgnoredRequestLabels, MAC_ANNOTATION,
+    REQUEST_LABEL, RequestEvent, RequestSelector, RequestStore, StoredRequest,
+    TooOld as RequestHistoryTooOld, lease_name as request_lease_name,
+};
 pub use selector::LabelSelector;
 pub use sessions::{
     ContainerKey, LiveSession, MAC_ANNOTATION as SESSION_MAC_ANNOTATION,

@@ -70,7 +70,8 @@ pub(crate) async fn create(
         &name,
         jiff::Timestamp::now(),
     )?;
-    let built = build_node_pod(
+    let expires_at = crate::ttl::earliest(expires_at, req.deadline);
+    let mut built = build_node_pod(
         &req.body,
         &NodePodContext {
             node: &req.node,
@@ -82,6 +83,7 @@ pub(crate) async fn create(
             expires_at,
         },
     );
+    req.justification.annotate(&mut built.metadata);
     for image in poddebug_types::copy::images_of(&built) {
         crate::policy::check_image_for("nodes/debug", &config.policy, &req.node, &image)?;
     }

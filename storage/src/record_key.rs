@@ -48,6 +48,8 @@ pub enum Purpose {
     Recording,
     /// The commands derived from a recording's input, in the object store.
     RecordingCommands,
+    /// A debug request (just-in-time access) and its reviews.
+    Request,
 }
 
 impl Purpose {
@@ -57,6 +59,7 @@ impl Purpose {
             Purpose::Stop => "poddebug.dev/stop",
             Purpose::Recording => "poddebug.dev/recording",
             Purpose::RecordingCommands => "poddebug.dev/recording-commands",
+            Purpose::Request => "poddebug.dev/debug-request",
         }
     }
 }

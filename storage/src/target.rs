@@ -94,6 +94,7 @@ pub(crate) async fn stream_target(
                 owner: poddebug_types::convert::owner_of(ec),
                 server_identity: false,
                 regular_container: false,
+                justification: poddebug_types::convert::justification_of(ec),
             }
         }
         None => made_pod_target(&pod, namespace, pod_name, container, false).ok_or_else(|| {
@@ -135,6 +136,7 @@ pub(crate) fn made_pod_target(
         owner: annotation(pod, ANNOTATION_CREATED_BY).map(str::to_owned),
         server_identity,
         regular_container: true,
+        justification: poddebug_types::request::Justification::from_annotations(&pod.metadata),
     })
 }
 

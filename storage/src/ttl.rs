@@ -96,6 +96,17 @@ pub(crate) fn deadline_of(
         .map_err(|_| invalid(ttl_seconds.unwrap_or_default(), "is too large".to_owned()))
 }
 
+/// The earlier of a time limit's deadline and a hard one (a debug request's window).
+pub(crate) fn earliest(
+    a: Option<jiff::Timestamp>,
+    b: Option<jiff::Timestamp>,
+) -> Option<jiff::Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

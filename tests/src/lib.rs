@@ -19,6 +19,7 @@ pub mod pki;
 pub mod server;
 pub mod spdy;
 pub mod user_proxy;
+pub mod webhook;
 
 pub use client::{
     ClientError, HttpVersion, StreamingResponse, TestClient, TestClientBuilder, UpgradeResponse,

@@ -55,6 +55,18 @@ pub struct PodDebugContainer {
     /// at creation and shown as `status.expiresAt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<i64>,
+    /// The debug request (in the same namespace) this is made under: its requester may make,
+    /// during its window, exactly what it names without holding `use` on its profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_request: Option<String>,
+    /// Why (required when the server runs with `--require-reason`, unless a debug request
+    /// gives one). Recorded with the container, its sessions and recordings, the audit record
+    /// and the Event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A ticket or incident reference, recorded beside the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
     /// Observed state of the debug container, read from the pod. Read-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<PodDebugContainerStatus>,
@@ -166,6 +178,9 @@ pub struct PodDebugContainerStatus {
     /// recorded it, or by other means). Anyone else attaching joins that user's session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// Who approved the debug request it was made under (see `debugRequest`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
     /// Conditions of the debug container, as the server observed them. One type so far:
     /// [`CONDITION_UNSTOPPABLE`] (`status: "True"`), set once the server found the container
     /// still running past the bound its stop (`DELETE`) or its time limit allowed it; it is
@@ -238,6 +253,14 @@ pub struct DebugProfile {
     pub requires_use_permission: bool,
     /// Whether this is the server's `--default-profile`.
     pub default: bool,
+    /// How many approvals a `DebugRequest` for this profile needs (`--approval-profiles`);
+    /// absent when the profile cannot be requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_required: Option<u32>,
+    /// The longest duration a `DebugRequest` for this profile may ask for (a Go duration);
+    /// absent when the profile cannot be requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_duration: Option<String>,
 }
 
 /// DebugProfileList is a list of debug profiles.

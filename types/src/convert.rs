@@ -37,9 +37,82 @@ pub const PROFILE_ENV: &str = "PODDEBUG_PROFILE";
 /// [`DEBUG_NAME_ENV`].
 pub const OWNER_ENV: &str = "PODDEBUG_OWNER";
 
+/// Environment variables that carry why a debug container was made: its reason, ticket, the
+/// debug request it was made under and that request's approvers (comma-separated). Part of the
+/// immutable spec, as the owner is (the pod's own annotations cannot be written through
+/// `pods/ephemeralcontainers`). Reserved like [`DEBUG_NAME_ENV`]. For people and tools reading
+/// the pod: no gate opens on them (a grant is decided on the debug request's signed record).
+pub const REASON_ENV: &str = "PODDEBUG_REASON";
+/// See [`REASON_ENV`].
+pub const TICKET_ENV: &str = "PODDEBUG_TICKET";
+/// See [`REASON_ENV`].
+pub const DEBUG_REQUEST_ENV: &str = "PODDEBUG_REQUEST";
+/// See [`REASON_ENV`].
+pub const APPROVERS_ENV: &str = "PODDEBUG_APPROVERS";
+
 /// Whether `name` is an environment variable poddebug reserves for its own bookkeeping.
 pub fn is_reserved_env(name: &str) -> bool {
-    name == DEBUG_NAME_ENV || name == EXPIRES_AT_ENV || name == PROFILE_ENV || name == OWNER_ENV
+    matches!(
+        name,
+        DEBUG_NAME_ENV
+            | EXPIRES_AT_ENV
+            | PROFILE_ENV
+            | OWNER_ENV
+            | REASON_ENV
+            | TICKET_ENV
+            | DEBUG_REQUEST_ENV
+            | APPROVERS_ENV
+    )
+}
+
+/// Give `ec` the reason, ticket, request and approvers of `j` ([`REASON_ENV`] and the others),
+/// replacing any it had.
+pub fn set_justification(ec: &mut EphemeralContainer, j: &crate::request::Justification) {
+    let env = ec.env.get_or_insert_with(Vec::new);
+    env.retain(|e| {
+        !matches!(
+            e.name.as_str(),
+            REASON_ENV | TICKET_ENV | DEBUG_REQUEST_ENV | APPROVERS_ENV
+        )
+    });
+    let approvers = Some(j.approvers.join(",")).filter(|a| !a.is_empty());
+    for (name, value) in [
+        (REASON_ENV, j.reason.clone()),
+        (TICKET_ENV, j.ticket.clone()),
+        (DEBUG_REQUEST_ENV, j.debug_request.clone()),
+        (APPROVERS_ENV, approvers),
+    ] {
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
+            env.push(EnvVar {
+                name: name.to_owned(),
+                value: Some(value),
+                value_from: None,
+            });
+        }
+    }
+    if env.is_empty() {
+        ec.env = None;
+    }
+}
+
+/// The reason, ticket, request and approvers an ephemeral container carries.
+pub fn justification_of(ec: &EphemeralContainer) -> crate::request::Justification {
+    let get = |name: &str| {
+        ec.env
+            .iter()
+            .flatten()
+            .find(|e| e.name == name && e.value_from.is_none())
+            .and_then(|e| non_empty(e.value.as_deref()))
+            .map(str::to_owned)
+    };
+    crate::request::Justification {
+        reason: get(REASON_ENV),
+        ticket: get(TICKET_ENV),
+        debug_request: get(DEBUG_REQUEST_ENV),
+        approvers: get(APPROVERS_ENV)
+            .map(|a| a.split(',').map(str::to_owned).collect())
+            .unwrap_or_default(),
+    }
 }
 
 /// Give `ec` its owner `user` ([`OWNER_ENV`]), replacing any it had.
@@ -320,6 +393,7 @@ pub fn from_pod(
 ) -> PodDebugContainer {
     let status = status_of(pod, &ec.name);
     let blocker = stop_blocker(pod, ec);
+    let why = justification_of(ec);
     let creation_timestamp = started_at(status).or_else(|| pod.metadata.creation_timestamp.clone());
     PodDebugContainer {
         api_version: API_VERSION.to_owned(),
@@ -335,6 +409,9 @@ pub fn from_pod(
         target_container_name: ec.target_container_name.clone(),
         profile: profile_of(ec).map(|p| p.as_str().to_owned()),
         ttl_seconds: None,
+        debug_request: why.debug_request,
+        reason: why.reason,
+        ticket: why.ticket,
         status: Some(PodDebugContainerStatus {
             pod_name: pod.metadata.name.clone().unwrap_or_default(),
             ephemeral_container_name: ec.name.clone(),
@@ -350,6 +427,7 @@ pub fn from_pod(
             stoppable_message: blocker.map(str::to_owned),
             expires_at: expires_at_of(ec).map(Time),
             created_by: owner_of(ec),
+            approvers: why.approvers,
             conditions: None,
         }),
     }

@@ -116,6 +116,18 @@ pub struct PodDebugCopy {
     /// `--max-debug-ttl`; 0 = no limit when there is no maximum).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<i64>,
+    /// The debug request (in the same namespace) this is made under: its requester may make,
+    /// during its window, exactly what it names without holding `use` on its profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_request: Option<String>,
+    /// Why (required when the server runs with `--require-reason`, unless a debug request
+    /// gives one). Recorded with the container, its sessions and recordings, the audit record
+    /// and the Event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A ticket or incident reference, recorded beside the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
     /// Observed state, read from the copy. Read-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<PodDebugCopyStatus>,
@@ -146,6 +158,9 @@ pub struct PodDebugCopyStatus {
     /// The user who made the copy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// Who approved the debug request it was made under (see `debugRequest`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
 }
 
 /// PodDebugCopyList is a list of copies.
@@ -384,6 +399,7 @@ pub fn copy_from_pod(pod: &Pod) -> PodDebugCopy {
     let status = pod.status.clone().unwrap_or_default();
     let spec = pod.spec.clone().unwrap_or_default();
     let debug_container = annotation(pod, ANNOTATION_DEBUG_CONTAINER).map(str::to_owned);
+    let why = crate::request::Justification::from_annotations(&pod.metadata);
     PodDebugCopy {
         api_version: API_VERSION.to_owned(),
         kind: KIND_POD_DEBUG_COPY.to_owned(),
@@ -404,6 +420,9 @@ pub fn copy_from_pod(pod: &Pod) -> PodDebugCopy {
             .and_then(|n| spec.containers.iter().find(|c| c.name == n))
             .cloned(),
         profile: annotation(pod, ANNOTATION_PROFILE).map(str::to_owned),
+        debug_request: why.debug_request,
+        reason: why.reason,
+        ticket: why.ticket,
         status: Some(PodDebugCopyStatus {
             source_pod: label(pod, LABEL_COPY_OF).unwrap_or_default().to_owned(),
             phase: status.phase.clone().unwrap_or_else(|| "Pending".to_owned()),
@@ -412,6 +431,7 @@ pub fn copy_from_pod(pod: &Pod) -> PodDebugCopy {
             container_statuses: status.container_statuses.clone().unwrap_or_default(),
             expires_at: expires_at_of_pod(pod).map(Time),
             created_by: annotation(pod, ANNOTATION_CREATED_BY).map(str::to_owned),
+            approvers: why.approvers,
         }),
         ..Default::default()
     }

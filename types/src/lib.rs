@@ -21,6 +21,7 @@ pub mod pod_security;
 pub mod privilege;
 pub mod profile;
 pub mod recording;
+pub mod request;
 pub mod resource;
 pub mod session;
 pub mod status;

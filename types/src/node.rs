@@ -76,6 +76,18 @@ pub struct NodeDebugContainer {
     /// `--max-debug-ttl`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<i64>,
+    /// The debug request (in the same namespace) this is made under: its requester may make,
+    /// during its window, exactly what it names without holding `use` on its profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_request: Option<String>,
+    /// Why (required when the server runs with `--require-reason`, unless a debug request
+    /// gives one). Recorded with the container, its sessions and recordings, the audit record
+    /// and the Event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A ticket or incident reference, recorded beside the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
     /// Observed state, read from the pod. Read-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<NodeDebugContainerStatus>,
@@ -109,6 +121,9 @@ pub struct NodeDebugContainerStatus {
     /// are moderated when it is one of the server's `--moderated-profiles`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effective_profile: Option<String>,
+    /// Who approved the debug request it was made under (see `debugRequest`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
 }
 
 /// NodeDebugContainerList is a list of node debug containers.
@@ -322,6 +337,7 @@ pub fn node_debug_from_pod(pod: &Pod) -> NodeDebugContainer {
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let (node, name) = split_pod_name(&pod_name).unwrap_or(("", pod_name.as_str()));
     let node = annotation(pod, ANNOTATION_NODE).unwrap_or(node).to_owned();
+    let why = crate::request::Justification::from_annotations(&pod.metadata);
     let spec = pod.spec.clone().unwrap_or_default();
     let container = spec
         .containers
@@ -360,6 +376,9 @@ pub fn node_debug_from_pod(pod: &Pod) -> NodeDebugContainer {
         container,
         profile: annotation(pod, ANNOTATION_PROFILE).map(str::to_owned),
         ttl_seconds: None,
+        debug_request: why.debug_request,
+        reason: why.reason,
+        ticket: why.ticket,
         status: Some(NodeDebugContainerStatus {
             node_name: node,
             pod_name: pod_name.clone(),
@@ -368,6 +387,7 @@ pub fn node_debug_from_pod(pod: &Pod) -> NodeDebugContainer {
             state,
             expires_at: expires_at_of_pod(pod).map(Time),
             created_by: annotation(pod, ANNOTATION_CREATED_BY).map(str::to_owned),
+            approvers: why.approvers,
             effective_profile: Some(effective_node_profile(pod).profile.as_str().to_owned()),
         }),
     }

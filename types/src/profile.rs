@@ -130,6 +130,8 @@ impl Profile {
             sets: self.sets(),
             requires_use_permission,
             default: is_default,
+            approvals_required: None,
+            max_request_duration: None,
         }
     }
 

@@ -59,6 +59,12 @@ pub struct RecordingRecord {
     /// recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_count: Option<u32>,
+    /// The reason, ticket, debug request and approvers the debug container carries.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::request::Justification::is_empty"
+    )]
+    pub justification: crate::request::Justification,
     /// The record key's MAC over the record (its location and every other field), as the
     /// server wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,6 +109,9 @@ pub struct RecordingSpec {
     pub user: String,
     /// The stream protocol (`websocket/v5.channel.k8s.io`, `spdy/v4.channel.k8s.io`).
     pub protocol: String,
+    /// The reason, ticket, debug request and approvers the debug container carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub justification: Option<crate::request::Justification>,
 }
 
 /// RecordingStatus is how far a recording got.
@@ -171,6 +180,7 @@ impl RecordingRecord {
                 container: self.container.clone(),
                 user: self.user.clone(),
                 protocol: self.protocol.clone(),
+                justification: Some(self.justification.clone()).filter(|j| !j.is_empty()),
             },
             status: RecordingStatus {
                 start: self.start.clone(),

@@ -104,6 +104,9 @@ pub struct DebugSessionSpec {
     /// Whether the stream sends input.
     #[serde(default)]
     pub stdin: bool,
+    /// The reason, ticket, debug request and approvers of the debug container attached to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub justification: Option<crate::request::Justification>,
 }
 
 /// The observed state of a session.

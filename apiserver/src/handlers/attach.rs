@@ -54,7 +54,15 @@ pub(crate) async fn authorize_profiles(
     auth: &Authenticated,
     target: &StreamTarget,
     container: &str,
-) -> Result<(), Error> {
+) -> Result<Option<crate::requests::Grant>, Error> {
+    // A container made under an approved debug request is reached by its requester, during
+    // the window, without `use` (the request's signed record lists it). A replica that just
+    // started learns the requests first (bounded).
+    if target.justification.debug_request.is_some() {
+        st.requests.synced().await?;
+    }
+    let grant = st.requests.for_stream(&auth.user, target);
+    let mut granted = false;
     for gate in &target.profiles {
         let p = gate.profile;
         if !st.config.profile_requires_permission(p) {
@@ -82,10 +90,10 @@ pub(crate) async fn authorize_profiles(
                 gate.setting
             )
         };
-        crate::filters::check_explained(st, &auth.user, &crate::authz::profile_use(p), Some(&why))
-            .await?;
+        granted |=
+            crate::requests::check_use(st, &auth.user, p, Some(&why), grant.as_ref()).await?;
     }
-    Ok(())
+    Ok(grant.filter(|_| granted))
 }
 
 /// A regular container of a pod poddebug made (a copy) is reached with the core permission
@@ -283,7 +291,7 @@ pub async fn attach(
             &auth.user,
         )
         .await?;
-    authorize_profiles(&st, &auth, &target, &request.options.container).await?;
+    let grant = authorize_profiles(&st, &auth, &target, &request.options.container).await?;
     authorize_regular(&st, &auth, &target, "create", "attach").await?;
     serve(
         st,
@@ -292,6 +300,7 @@ pub async fn attach(
         on_upgrade,
         target,
         SessionScope::pod(&ns, &pod),
+        grant,
     )
     .await
 }
@@ -325,7 +334,8 @@ pub(crate) fn prepare(
 }
 
 /// Attach to a resolved and authorized target: the session mode, the upstream upgrade, the
-/// recording, the session's record, then the relay task; the answer is our 101.
+/// recording, the session's record, then the relay task; the answer is our 101. A session a
+/// debug request's grant opened (`grant`) ends when the grant does.
 pub(crate) async fn serve(
     st: AppState,
     auth: Authenticated,
@@ -333,6 +343,7 @@ pub(crate) async fn serve(
     on_upgrade: hyper::upgrade::OnUpgrade,
     target: StreamTarget,
     scope: SessionScope,
+    grant: Option<crate::requests::Grant>,
 ) -> Result<Response, Error> {
     let mode = session_mode(&st, &auth, &scope, &target, &request).await?;
     // The per-user limit on sessions, before anything is dialled; held until the session's
@@ -347,8 +358,15 @@ pub(crate) async fn serve(
         AttachOutcome::Switched { io, headers } => (io, headers),
     };
     let negotiated = Negotiated::from_switching(request.upgrade, &headers);
-    let session = Live::open(&st, &auth.user, target, &request, negotiated, mode).await?;
+    let mut session = Live::open(&st, &auth.user, target, &request, negotiated, mode).await?;
     drop(admission);
+    session.grant = grant.map(|g| {
+        st.requests.watch_session(
+            &g,
+            session.end.clone(),
+            session.recording.as_ref().map(Recording::marker),
+        )
+    });
     tokio::spawn(session.run(st.clone(), on_upgrade, upstream));
     let mut resp = Response::new(axum::body::Body::empty());
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -371,6 +389,8 @@ struct Live {
     recording: Option<Recording>,
     record: SessionHandle,
     guard: StreamGuard,
+    /// The watch of the debug request whose grant opened the session, if one did.
+    grant: Option<crate::requests::GrantGuard>,
 }
 
 impl Live {
@@ -399,6 +419,7 @@ impl Live {
                     protocol: negotiated.label(),
                     session_id: session_id.clone(),
                     mode: mode.as_str().to_owned(),
+                    justification: target.justification.clone(),
                 };
                 match recorder.start(info, &end).await {
                     Ok(r) => Some(r),
@@ -430,6 +451,7 @@ impl Live {
             moderated: st.sessions.is_moderated(&target.profiles),
             replica: st.sessions.replica().to_owned(),
             started: jiff::Timestamp::now().to_string(),
+            justification: target.justification.clone(),
         };
         let gate = (record.moderated
             && opts.stdin
@@ -476,6 +498,7 @@ impl Live {
             recording,
             record: handle,
             guard,
+            grant: None,
         })
     }
 
@@ -545,8 +568,12 @@ impl Live {
             recording,
             record,
             guard,
+            grant,
             ..
         } = self;
+        // Its grant no longer needs watching.
+        drop(grant);
+        let justification = target.justification.clone();
         // The session is over: its record goes at once, whatever is still written about it.
         let session_id = record.id().to_owned();
         record.close().await;
@@ -577,7 +604,8 @@ impl Live {
             &info.namespace,
             &info.pod,
             &info.container,
-        );
+        )
+        .justified(&justification);
         audit.protocol = Some(info.protocol.clone());
         audit.start = Some(start);
         audit.end = Some(finished_at);

@@ -76,7 +76,45 @@ pub async fn create(
         container: req.container.clone().unwrap_or_default(),
         ..Default::default()
     };
-    super::debug::authorize_profiles(&st, &auth, &as_debug, profile).await?;
+    // The debug request it names: the copy's debug container, and nothing else run in another
+    // image or command, when the request names a container.
+    let other_programs: Vec<String> = req
+        .set_image
+        .keys()
+        .map(|c| format!("setImage[{c}] (another image)"))
+        .chain(
+            req.replace
+                .iter()
+                .filter(|(_, r)| !r.command.is_empty() || !r.args.is_empty())
+                .map(|(c, _)| format!("replace[{c}] (another command)")),
+        )
+        .collect();
+    let jit = st
+        .requests
+        .for_create(
+            &auth.user,
+            &ns,
+            &crate::requests::Asked {
+                reason: req.reason.as_deref(),
+                ticket: req.ticket.as_deref(),
+                debug_request: req.debug_request.as_deref(),
+            },
+            &crate::requests::Wanted {
+                mode: poddebug_types::request::RequestMode::Copy,
+                target: &pod,
+                profile: None,
+                container: req.container.as_ref(),
+                other_programs,
+                default_image: &st.config.policy.default_image,
+            },
+            (
+                KIND_POD_DEBUG_COPY,
+                req.metadata.name.as_deref().unwrap_or(""),
+            ),
+        )
+        .await?;
+    let grant = jit.grant.clone()?;
+    super::debug::authorize_profiles(&st, &auth, &as_debug, profile, grant.as_ref()).await?;
     if !st.config.impersonate {
         crate::filters::check_explained(
             &st,
@@ -86,7 +124,7 @@ pub async fn create(
         )
         .await?;
     }
-    let admission = copy_admission(&st, &auth, &pod, &req);
+    let admission = copy_admission(&st, &auth, &pod, &req, grant.clone());
     let created = st
         .backend
         .create_copy(CopyRequest {
@@ -97,14 +135,21 @@ pub async fn create(
             caller: auth.user.clone(),
             dry_run,
             admission: Some(admission),
+            justification: jit.justification.clone(),
+            deadline: jit.deadline,
         })
         .await?;
     if !dry_run {
         let name = created.metadata.name.clone().unwrap_or_default();
-        let mut record = AuditRecord::new(Action::Create, &auth.user, &ns, &pod, "");
+        let mut record = AuditRecord::new(Action::Create, &auth.user, &ns, &pod, "")
+            .justified(&jit.justification);
         record.profile = Some(profile.as_str().to_owned());
         record.outcome = Some(format!("copy {name} created"));
         record.emit();
+        if let Some(g) = &grant {
+            let made = crate::requests::made(KIND_POD_DEBUG_COPY, &name, &ns, &name, None);
+            st.requests.record_made(g, made, &auth.user).await;
+        }
     }
     json_response(StatusCode::CREATED, &created)
 }
@@ -118,10 +163,12 @@ fn copy_admission(
     auth: &Authenticated,
     original: &str,
     req: &PodDebugCopy,
+    grant: Option<crate::requests::Grant>,
 ) -> PodAdmission {
     let (st, auth, original, req) = (st.clone(), auth.clone(), original.to_owned(), req.clone());
     PodAdmission(Arc::new(move |pod: Pod| {
         let (st, auth, original, req) = (st.clone(), auth.clone(), original.clone(), req.clone());
+        let grant = grant.clone();
         Box::pin(async move {
             let profiles = poddebug_types::privilege::pod_profiles(&pod);
             for e in &profiles {
@@ -137,13 +184,7 @@ fn copy_admission(
                         e.setting
                     )
                 };
-                crate::filters::check_explained(
-                    &st,
-                    &auth.user,
-                    &crate::authz::profile_use(p),
-                    Some(&why),
-                )
-                .await?;
+                crate::requests::check_use(&st, &auth.user, p, Some(&why), grant.as_ref()).await?;
             }
             super::moderated::require_interactive_shell(
                 &st,

@@ -193,16 +193,42 @@ async fn create(
             .ok_or_else(|| ApiError::BadRequest(format!("unknown profile {p:?}")))?,
         None => st.config.default_profile,
     };
+    // The debug request it names (a grant, or the 403 kept for the profile checks) and the
+    // reason it carries.
+    let jit = st
+        .requests
+        .for_create(
+            &auth.user,
+            &ns,
+            &crate::requests::Asked {
+                reason: pdc.reason.as_deref(),
+                ticket: pdc.ticket.as_deref(),
+                debug_request: pdc.debug_request.as_deref(),
+            },
+            &crate::requests::Wanted {
+                mode: poddebug_types::request::RequestMode::Debug,
+                target: &pod,
+                profile: Some(profile),
+                container: Some(&pdc.container),
+                other_programs: Vec::new(),
+                default_image: &st.config.policy.default_image,
+            },
+            ("PodDebugContainer", name.as_deref().unwrap_or("")),
+        )
+        .await?;
     // The profile permissions and the moderated-shell rule are 403s, answered after the
     // container is known valid (422).
     let unknown_fields = decoded.pass_through.paths();
     let admission = {
         let (st, auth, pdc, pod) = (st.clone(), auth.clone(), pdc.clone(), pod.clone());
+        let grant = jit.grant.clone();
         AdmissionCheck(Arc::new(move || {
             let (st, auth, pdc, pod) = (st.clone(), auth.clone(), pdc.clone(), pod.clone());
             let unknown_fields = unknown_fields.clone();
+            let grant = grant.clone();
             Box::pin(async move {
-                authorize_profiles(&st, &auth, &pdc, profile)
+                let grant = grant?;
+                authorize_profiles(&st, &auth, &pdc, profile, grant.as_ref())
                     .await
                     .map_err(|e| e.api_error())?;
                 let mut refusals = poddebug_types::moderated::container_refusals(
@@ -244,14 +270,32 @@ async fn create(
                 dry_run,
                 pass_through: decoded.pass_through,
                 admission: Some(admission),
+                justification: jit.justification.clone(),
+                deadline: jit.deadline,
             },
         })
         .await?;
     if !dry_run {
         let mut record =
-            AuditRecord::for_object(Action::Create, &auth.user, &audit_ns, &audit_pod, &created);
+            AuditRecord::for_object(Action::Create, &auth.user, &audit_ns, &audit_pod, &created)
+                .justified(&jit.justification);
         record.profile = Some(profile.as_str().to_owned());
         record.emit();
+        if let Ok(Some(g)) = &jit.grant {
+            let name = created.metadata.name.clone().unwrap_or_default();
+            let ec = created
+                .status
+                .as_ref()
+                .map(|s| s.ephemeral_container_name.clone());
+            let made = crate::requests::made(
+                "PodDebugContainer",
+                &name,
+                &audit_ns,
+                &audit_pod,
+                Some(ec.as_deref().unwrap_or(&name)),
+            );
+            st.requests.record_made(g, made, &auth.user).await;
+        }
     }
     // kube-apiserver answers a dry-run create 201 as well.
     let mut resp = json_response(StatusCode::CREATED, &created)?;
@@ -296,20 +340,20 @@ pub(crate) async fn authorize_profiles(
     auth: &Authenticated,
     pdc: &poddebug_types::PodDebugContainer,
     profile: Profile,
+    grant: Option<&crate::requests::Grant>,
 ) -> Result<(), Error> {
     for e in debug_container_profiles(pdc, profile) {
         let p = e.profile;
         if !st.config.profile_requires_permission(p) {
             continue;
         }
-        let attrs = crate::authz::profile_use(p);
         let why = (!e.setting.is_empty()).then(|| {
             format!(
                 "the debug container sets {}, which only the {p} profile grants",
                 e.setting
             )
         });
-        crate::filters::check_explained(st, &auth.user, &attrs, why.as_deref()).await?;
+        crate::requests::check_use(st, &auth.user, p, why.as_deref(), grant).await?;
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ pub mod paging;
 pub mod portal;
 pub mod profiles;
 pub mod recordings;
+pub mod requests;
 pub mod selection;
 pub mod sessions;
 pub mod table;

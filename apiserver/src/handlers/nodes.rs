@@ -43,7 +43,8 @@ async fn authorize_profile(
     auth: &Authenticated,
     profile: &Elevation,
     what: &str,
-) -> Result<(), Error> {
+    grant: Option<&crate::requests::Grant>,
+) -> Result<bool, Error> {
     let p = profile.profile;
     let why = if profile.setting.is_empty() {
         format!("{what} a node debug container with the {p} profile needs use on it")
@@ -53,9 +54,7 @@ async fn authorize_profile(
             profile.setting
         )
     };
-    crate::filters::check_explained(st, &auth.user, &crate::authz::profile_use(p), Some(&why))
-        .await?;
-    Ok(())
+    Ok(crate::requests::check_use(st, &auth.user, p, Some(&why), grant).await?)
 }
 
 /// `POST .../nodes/NODE/debug/NAME`.
@@ -123,6 +122,31 @@ async fn create(
     // What the pod gets decides, not the profile named: a baseline container that makes itself
     // privileged is a sysadmin one.
     let effective = effective_profile(&req, profile, &node, &name);
+    // The debug request it names: in the node-debug namespace, for this node, the profile its
+    // pod amounts to.
+    let node_ns = st.config.node_debug_namespace.clone();
+    let jit = st
+        .requests
+        .for_create(
+            &auth.user,
+            &node_ns,
+            &crate::requests::Asked {
+                reason: req.reason.as_deref(),
+                ticket: req.ticket.as_deref(),
+                debug_request: req.debug_request.as_deref(),
+            },
+            &crate::requests::Wanted {
+                mode: poddebug_types::request::RequestMode::Node,
+                target: &node,
+                profile: Some(effective.profile),
+                container: Some(&req.container),
+                other_programs: Vec::new(),
+                default_image: &st.config.policy.default_image,
+            },
+            (KIND_NODE_DEBUG_CONTAINER, &name),
+        )
+        .await?;
+    let grant = jit.grant.clone()?;
     if effective.profile == profile || effective.setting.is_empty() {
         authorize_profile(
             &st,
@@ -132,6 +156,7 @@ async fn create(
                 setting: String::new(),
             },
             "creating",
+            grant.as_ref(),
         )
         .await?;
     } else {
@@ -139,11 +164,12 @@ async fn create(
             "the node debug container gets {}, which the {} profile grants (the least node profile that does)",
             effective.setting, effective.profile
         );
-        crate::filters::check_explained(
+        crate::requests::check_use(
             &st,
             &auth.user,
-            &crate::authz::profile_use(effective.profile),
+            effective.profile,
             Some(&why),
+            grant.as_ref(),
         )
         .await?;
     }
@@ -168,19 +194,22 @@ async fn create(
             profile,
             caller: auth.user.clone(),
             dry_run,
+            justification: jit.justification.clone(),
+            deadline: jit.deadline,
         })
         .await?;
     if !dry_run {
-        let mut record = AuditRecord::new(
-            Action::Create,
-            &auth.user,
-            &st.config.node_debug_namespace,
-            &poddebug_types::node::pod_name(&node, &name),
-            &name,
-        );
+        let pod = poddebug_types::node::pod_name(&node, &name);
+        let mut record = AuditRecord::new(Action::Create, &auth.user, &node_ns, &pod, &name)
+            .justified(&jit.justification);
         record.profile = Some(effective.profile.as_str().to_owned());
         record.image = created.container.image.clone();
         record.emit();
+        if let Some(g) = &grant {
+            let made =
+                crate::requests::made(KIND_NODE_DEBUG_CONTAINER, &name, &node_ns, &pod, None);
+            st.requests.record_made(g, made, &auth.user).await;
+        }
     }
     json_response(StatusCode::CREATED, &created)
 }
@@ -459,11 +488,17 @@ pub async fn attach(
         .backend
         .node_stream_target(&node, &name, Some(st.config.attach_wait_timeout))
         .await?;
+    if target.justification.debug_request.is_some() {
+        st.requests.synced().await?;
+    }
+    let grant = st.requests.for_stream(&auth.user, &target);
+    let mut granted = false;
     for e in &target.profiles {
-        authorize_profile(&st, &auth, e, "attaching to").await?;
+        granted |= authorize_profile(&st, &auth, e, "attaching to", grant.as_ref()).await?;
     }
     let scope = node_scope(&node);
-    super::attach::serve(st, auth, request, on_upgrade, target, scope).await
+    let grant = grant.filter(|_| granted);
+    super::attach::serve(st, auth, request, on_upgrade, target, scope, grant).await
 }
 
 /// `GET .../nodes/NODE/debug/NAME/log`. kube-apiserver's aggregator sees `debug` as the
@@ -480,8 +515,9 @@ pub async fn log(
         return Err(super::attach::shutting_down());
     }
     let target = st.backend.node_stream_target(&node, &name, None).await?;
+    let grant = st.requests.for_stream(&auth.user, &target);
     for e in &target.profiles {
-        authorize_profile(&st, &auth, e, "reading the log of").await?;
+        authorize_profile(&st, &auth, e, "reading the log of", grant.as_ref()).await?;
     }
     super::log::authorize_reader(&st, &auth, &target, &name, &node_scope(&node)).await?;
     super::log::stream(st, auth, &request, target).await

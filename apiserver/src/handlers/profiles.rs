@@ -16,7 +16,12 @@ use crate::state::AppState;
 
 /// The object describing one profile under this server's configuration.
 pub fn describe(p: Profile, cfg: &Config) -> DebugProfile {
-    p.to_debug_profile(cfg.default_profile == p, cfg.profile_requires_permission(p))
+    let mut d = p.to_debug_profile(cfg.default_profile == p, cfg.profile_requires_permission(p));
+    if let Some(n) = cfg.requests.approvals(p) {
+        d.approvals_required = Some(n);
+        d.max_request_duration = Some(crate::filters::go_duration(cfg.requests.max_duration(p)));
+    }
+    d
 }
 
 fn table(items: &[DebugProfile]) -> serde_json::Value {
@@ -28,10 +33,12 @@ fn table(items: &[DebugProfile]) -> serde_json::Value {
             {"name": "Name", "type": "string", "format": "name", "description": "Profile name", "priority": 0},
             {"name": "Default", "type": "boolean", "format": "", "description": "Used when a request names no profile", "priority": 0},
             {"name": "Requires-Use", "type": "boolean", "format": "", "description": "Needs the verb use on debugprofiles/<name>", "priority": 0},
+            {"name": "Approvals", "type": "string", "format": "", "description": "Approvals a DebugRequest for it needs (<none>: it cannot be requested)", "priority": 0},
             {"name": "Description", "type": "string", "format": "", "description": "What the profile does", "priority": 0},
         ],
         "rows": items.iter().map(|p| json!({
-            "cells": [p.metadata.name, p.default, p.requires_use_permission, p.description],
+            "cells": [p.metadata.name, p.default, p.requires_use_permission,
+                p.approvals_required.map_or_else(|| "<none>".to_owned(), |n| n.to_string()), p.description],
             "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": p.metadata},
         })).collect::<Vec<_>>(),
     })

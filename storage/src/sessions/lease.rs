@@ -87,6 +87,12 @@ pub struct SessionRecord {
     pub replica: String,
     /// When the stream was opened (RFC 3339).
     pub started: String,
+    /// The reason, ticket, debug request and approvers of the debug container.
+    #[serde(
+        default,
+        skip_serializing_if = "poddebug_types::request::Justification::is_empty"
+    )]
+    pub justification: poddebug_types::request::Justification,
 }
 
 /// A termination request.
@@ -476,6 +482,7 @@ mod tests {
             moderated: true,
             replica: "r1".into(),
             started: "2026-01-01T00:00:00Z".into(),
+            justification: Default::default(),
         }
     }
 

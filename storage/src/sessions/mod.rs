@@ -781,6 +781,7 @@ mod tests {
             moderated: true,
             replica: "r1".into(),
             started: "2026-01-01T00:00:00Z".into(),
+            justification: Default::default(),
         }
     }
 

@@ -143,6 +143,7 @@ pub fn object_of(session: &LiveSession, peers: &[Arc<LiveSession>]) -> DebugSess
             protocol: r.protocol.clone(),
             tty: r.tty,
             stdin: r.stdin,
+            justification: Some(r.justification.clone()).filter(|j| !j.is_empty()),
         },
         status: Some(DebugSessionStatus {
             replica: r.replica.clone(),
@@ -178,6 +179,7 @@ mod tests {
             moderated: true,
             replica: "r1".into(),
             started: started.into(),
+            justification: Default::default(),
         }
     }
 

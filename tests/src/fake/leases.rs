@@ -2,7 +2,7 @@
 //! label selectors work as for pods): create (409 AlreadyExists), get (404 when absent),
 //! update conditional on `metadata.resourceVersion` (409 Conflict when stale), JSON merge patch
 //! (conditional when the patch names a resourceVersion), and delete (with a resourceVersion
-//! precondition in the DeleteOptions, 409 Conflict when it no longer holds).
+//! or uid precondition in the DeleteOptions, 409 Conflict when it no longer holds).
 
 use http::{Method, Request};
 use hyper::body::Incoming;
@@ -139,6 +139,20 @@ pub async fn object(
                 let Some(old) = s.get(Kind::Lease, ns, name).cloned() else {
                     return Err(status::not_found(GROUP, RESOURCE, name));
                 };
+                // apiserver's storage.Preconditions.Check: the UID first, then the version.
+                let uid = old["metadata"]["uid"].as_str().unwrap_or("");
+                if let Some(want) = opts["preconditions"]["uid"].as_str()
+                    && want != uid
+                {
+                    return Err(status::conflict(
+                        GROUP,
+                        RESOURCE,
+                        name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"
+                        ),
+                    ));
+                }
                 if let Some(rv) = opts["preconditions"]["resourceVersion"].as_str()
                     && rv != rv_of(&old)
                 {

@@ -16,7 +16,8 @@
 //!   `kubernetes`), for `origins::` (.ci/live makes one in a venv).
 //! - The server is expected to run with
 //!   `--allowed-images=busybox:*,docker.io/library/busybox:*,registry.k8s.io/pause:*` (the
-//!   images the test cluster has), as CI runs it.
+//!   images the test cluster has) and `--approval-profiles=sysadmin:1,netadmin:1` (debug
+//!   requests, `requests::`), as CI runs it.
 //!
 //! Every test makes its own namespace (with a running pod `web`, container `app`) and deletes
 //! it at the end; every wait is a poll with a deadline. One module per area.
@@ -38,6 +39,7 @@ mod nodes;
 mod origins;
 mod portal;
 mod recordings;
+mod requests;
 mod sessions;
 mod stop;
 mod streams;

@@ -548,3 +548,104 @@ async fn portal_starts_a_node_debug_container_on_the_nodes_page() {
     .await;
     b.close().await;
 }
+
+/// Just-in-time access in the portal: a user without `use` on sysadmin asks for it from the
+/// pod's page; an approver, in a browser of their own, sees the request in the Requests page's
+/// queue (the Approve and Deny buttons a SelfSubjectAccessReview allows) and approves it; the
+/// user's page, following the request through a watch, makes the debug container under it and
+/// opens its terminal. The user's own Requests page offers no review, only the withdrawal.
+#[tokio::test]
+#[ignore]
+async fn portal_requests_a_profile_and_an_approver_approves_it_from_the_queue() {
+    if !enabled() || !browser::available() {
+        return;
+    }
+    const USER: &str = "portal-jit-user";
+    const APPROVER: &str = "portal-jit-approver";
+    let sb = Sandbox::new("portaljit");
+    let (code, p) = sb
+        .api
+        .get_json("/apis/poddebug.dev/v1alpha1/debugprofiles/sysadmin")
+        .await;
+    assert!(
+        code == http::StatusCode::OK && p["approvalsRequired"] == 1,
+        "the server under test must run with --approval-profiles=sysadmin:1 (as .ci/live runs it): {p}"
+    );
+    sb.bind("edit", USER);
+    sb.bind("poddebug-debugger", USER);
+    sb.bind_cluster("poddebug-viewer", USER);
+    sb.bind("poddebug:request-approver", APPROVER);
+    sb.bind_cluster("poddebug-viewer", APPROVER);
+    let user = Proxy::start(USER);
+    let approver = Proxy::start(APPROVER);
+    let b = Browser::start(1200, 900).await;
+
+    // The pod's page offers the request (the user may not use sysadmin).
+    b.goto(&user.url(&format!("#/namespaces/{}/pods/web", sb.ns)))
+        .await;
+    b.wait_text("#request-form", "sysadmin (1 approval)").await;
+    b.click("#request-form select[name=profile] option[value=sysadmin]")
+        .await;
+    b.set(
+        "#request-form input[name=reason]",
+        "portal INC-9: disk full",
+    )
+    .await;
+    b.set("#request-form input[name=ticket]", "INC-9").await;
+    b.set("#request-form input[name=image]", BUSYBOX).await;
+    b.set("#request-form input[name=command]", "sh").await;
+    b.click("#request-form select[name=target] option[value=app]")
+        .await;
+    b.click("#request-button").await;
+    let status = b.wait_text("#request-status", "waiting for approval").await;
+    let name = status
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    assert!(name.starts_with("web-sysadmin-"), "{status}");
+
+    // The approver's queue, live: Approve and Deny on the pending request.
+    let a = Browser::start(1200, 900).await;
+    a.goto(&approver.url(&format!("#/namespaces/{}/requests", sb.ns)))
+        .await;
+    a.wait_text(&format!("#requests tr[data-name='{name}']"), "Pending")
+        .await;
+    a.wait_for(&format!("button.deny[data-name='{name}']"))
+        .await;
+    a.set("#review-comment", "go ahead").await;
+    a.click(&format!("button.approve[data-name='{name}']"))
+        .await;
+    a.wait_text(&format!("#requests tr[data-name='{name}']"), "Approved")
+        .await;
+    a.wait_for(&format!("button.revoke[data-name='{name}']"))
+        .await;
+    a.close().await;
+
+    // The user's page saw it, made the debug container under it and opened its terminal.
+    b.wait_text("#request-status", "made under it").await;
+    b.wait_for("#terminal[data-state=open] .xterm-rows").await;
+    type_line(&b, "echo jit-$((6*7))").await;
+    b.wait_text("#terminal .xterm-rows", "jit-42").await;
+    b.wait_text("#debug-containers", "sysadmin").await;
+
+    // Her own Requests page: no review of her own request, only its withdrawal.
+    b.goto(&user.url(&format!("#/namespaces/{}/requests", sb.ns)))
+        .await;
+    b.wait_text(&format!("#requests tr[data-name='{name}']"), "Approved")
+        .await;
+    b.wait_for(&format!("button.withdraw[data-name='{name}']"))
+        .await;
+    let buttons = b
+        .eval("return document.querySelectorAll('#requests button.approve, #requests button.deny, #requests button.revoke').length")
+        .await;
+    assert_eq!(
+        buttons,
+        serde_json::json!(0),
+        "no review of one's own request"
+    );
+    b.click(&format!("button.withdraw[data-name='{name}']"))
+        .await;
+    b.wait_text("#requests", "No debug requests").await;
+    b.close().await;
+}

@@ -17,6 +17,7 @@
 
 mod cluster_answer;
 mod cluster_version;
+mod debug_request;
 mod defaults;
 mod env;
 mod ephemeral;
@@ -31,6 +32,10 @@ mod tests;
 
 pub use cluster_answer::{debug_container_field, debug_container_invalid};
 pub use cluster_version::{KubeVersion, apply_version_rules};
+pub use debug_request::{
+    CONTROL_CHARACTERS_DETAIL, validate_comment, validate_debug_request,
+    validate_justification_fields, validate_text,
+};
 pub use defaults::{
     TERMINATION_MESSAGE_PATH_DEFAULT, apply_ephemeral_defaults, default_image_pull_policy,
 };

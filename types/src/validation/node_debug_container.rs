@@ -75,6 +75,11 @@ pub fn validate_node_debug_container(req: &NodeDebugContainer) -> ErrorList {
             NODE_NO_VOLUMES_DETAIL,
         ));
     }
+    errs.extend(super::validate_justification_fields(
+        req.reason.as_deref(),
+        req.ticket.as_deref(),
+        req.debug_request.as_deref(),
+    ));
     errs
 }
 

@@ -19,7 +19,8 @@ use crate::profile::Profile;
 /// * `container.env` may not define `PODDEBUG_NAME`, `PODDEBUG_PROFILE`, `PODDEBUG_OWNER` or
 ///   `PODDEBUG_EXPIRES_AT`, which poddebug
 ///   reserves;
-/// * `ttlSeconds`, if set, may not be negative (the server's maximum is checked on create).
+/// * `ttlSeconds`, if set, may not be negative (the server's maximum is checked on create);
+/// * `reason` and `ticket` are short text without control characters, `debugRequest` a name.
 pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&str>) -> ErrorList {
     let mut errs = ErrorList::new();
     let meta_name = pdc.metadata.name.as_deref().filter(|n| !n.is_empty());
@@ -54,7 +55,8 @@ pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&s
                 crate::convert::DEBUG_NAME_ENV => "the debug container's name",
                 crate::convert::PROFILE_ENV => "the debug container's profile",
                 crate::convert::OWNER_ENV => "the debug container's owner",
-                _ => "the debug container's deadline",
+                crate::convert::EXPIRES_AT_ENV => "the debug container's deadline",
+                _ => "the debug container's reason and debug request",
             };
             errs.push(FieldError::invalid(
                 format!("container.env[{i}].name"),
@@ -81,5 +83,10 @@ pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&s
             &Profile::names(),
         ));
     }
+    errs.extend(super::validate_justification_fields(
+        pdc.reason.as_deref(),
+        pdc.ticket.as_deref(),
+        pdc.debug_request.as_deref(),
+    ));
     errs
 }

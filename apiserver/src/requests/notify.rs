@@ -1,0 +1,373 @@
+//! Notifications of debug requests (`--notify-webhook`): a JSON event POSTed for every change
+//! of a request, with a Slack-compatible `text` (Slack's and Mattermost's incoming webhooks
+//! show it; anything else reads the rest).
+//!
+//! Events are sent by the replica that made the change (the one that served the create, the
+//! review or the delete, or, for an expiry, the replica that wrote it: the leader), so each is
+//! sent once whatever the number of replicas. They leave through a bounded queue
+//! ([`QUEUE`]) served by one task: a request never waits for a receiver, and a full queue drops
+//! the event (counted, logged). A failed POST (no answer, a 5xx, 408, 429) is tried again with
+//! a doubling backoff, [`ATTEMPTS`] times in all; each event carries an id
+//! (`X-Poddebug-Event-Id`, and `id` in the body) a receiver can deduplicate retries with.
+
+use std::time::Duration;
+
+use poddebug_types::request::{DebugRequest, Made, RequestMode};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// Events waiting to be sent, at most.
+pub const QUEUE: usize = 1024;
+/// Tries of one event.
+pub const ATTEMPTS: u32 = 8;
+/// The first pause between tries (doubling, capped at [`MAX_BACKOFF`]).
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// The longest pause between tries.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long one POST may take.
+const POST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What happened to a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// It was made.
+    Created,
+    /// A reviewer approved it (it may need more approvals).
+    Approved,
+    /// A reviewer denied it.
+    Denied,
+    /// A reviewer revoked it.
+    Revoked,
+    /// Its requester (or an approver) deleted it.
+    Withdrawn,
+    /// Its window (or its pending lifetime) passed.
+    Expired,
+    /// Something was made under it.
+    Used,
+}
+
+impl EventKind {
+    /// The `event` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Created => "created",
+            EventKind::Approved => "approved",
+            EventKind::Denied => "denied",
+            EventKind::Revoked => "revoked",
+            EventKind::Withdrawn => "withdrawn",
+            EventKind::Expired => "expired",
+            EventKind::Used => "used",
+        }
+    }
+}
+
+/// One event.
+#[derive(Clone, Debug)]
+pub struct Notification {
+    /// What happened.
+    pub kind: EventKind,
+    /// The request after it.
+    pub request: DebugRequest,
+    /// Who did it (the server itself for an expiry).
+    pub actor: String,
+    /// The reviewer's comment.
+    pub comment: Option<String>,
+    /// What was made, for `used`.
+    pub made: Option<Made>,
+    /// When.
+    pub time: jiff::Timestamp,
+}
+
+/// Labels of the counter of notifications.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NotifyLabels {
+    /// `sent`, `failed` (every try failed) or `dropped` (the queue was full).
+    pub outcome: String,
+}
+
+/// The sender (module docs). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Notifier {
+    tx: mpsc::Sender<Notification>,
+    counts: Family<NotifyLabels, Counter>,
+}
+
+fn target(r: &DebugRequest) -> String {
+    match r.spec.mode {
+        RequestMode::Node => format!("node {}", r.target()),
+        _ => format!("pod {}/{}", r.namespace(), r.target()),
+    }
+}
+
+fn what(r: &DebugRequest) -> String {
+    let mode = match r.spec.mode {
+        RequestMode::Debug => "a debug container",
+        RequestMode::Copy => "a copy",
+        RequestMode::Node => "a node debug container",
+    };
+    format!(
+        "{} ({} in {}, profile {})",
+        r.name(),
+        mode,
+        target(r),
+        r.spec.profile
+    )
+}
+
+/// The Slack-compatible line of an event.
+pub fn text(n: &Notification) -> String {
+    let r = &n.request;
+    let requester = r.spec.requester.as_deref().unwrap_or_default();
+    let duration = r.spec.duration.as_deref().unwrap_or("1h");
+    let comment = n
+        .comment
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .map(|c| format!(": {c:?}"))
+        .unwrap_or_default();
+    let ticket = r
+        .spec
+        .ticket
+        .as_deref()
+        .map(|t| format!(" (ticket {t})"))
+        .unwrap_or_default();
+    let st = r.status.clone().unwrap_or_default();
+    match n.kind {
+        EventKind::Created => format!(
+            "{requester} requests {} {} in {} for {duration}: {:?}{ticket}. Review with `kubectl poddebug approve {} -n {}` (or deny).",
+            r.spec.profile,
+            match r.spec.mode {
+                RequestMode::Debug => "debug container",
+                RequestMode::Copy => "copy",
+                RequestMode::Node => "node debug container",
+            },
+            target(r),
+            r.spec.reason,
+            r.name(),
+            r.namespace()
+        ),
+        EventKind::Approved => {
+            let got = r.approvers().len();
+            let need = st.approvals_required.max(1) as usize;
+            if got >= need {
+                let until = st
+                    .expires_at
+                    .map(|t| format!(" until {}", t.0))
+                    .unwrap_or_default();
+                format!(
+                    "{} approved debug request {} of {requester}{comment}: usable{until}.",
+                    n.actor,
+                    what(r)
+                )
+            } else {
+                format!(
+                    "{} approved debug request {} of {requester}{comment} ({got} of {need} approvals).",
+                    n.actor,
+                    what(r)
+                )
+            }
+        }
+        EventKind::Denied => format!(
+            "{} denied debug request {} of {requester}{comment}.",
+            n.actor,
+            what(r)
+        ),
+        EventKind::Revoked => format!(
+            "{} revoked debug request {} of {requester}{comment}: its sessions end now.",
+            n.actor,
+            what(r)
+        ),
+        EventKind::Withdrawn => format!("{} withdrew debug request {}.", n.actor, what(r)),
+        EventKind::Expired => format!("Debug request {} of {requester} expired.", what(r)),
+        EventKind::Used => {
+            let m = n
+                .made
+                .as_ref()
+                .map(|m| format!("{} {} in pod {}/{}", m.kind, m.name, m.namespace, m.pod))
+                .unwrap_or_default();
+            format!("{requester} made {m} under debug request {}.", what(r))
+        }
+    }
+}
+
+/// The id of an event: the request's uid, the event, and how far the request got (reviews,
+/// things made), so retries of one event share it and two events never do.
+pub fn event_id(n: &Notification) -> String {
+    let st = n.request.status.clone().unwrap_or_default();
+    format!(
+        "{}/{}/{}.{}",
+        n.request.metadata.uid.as_deref().unwrap_or_default(),
+        n.kind.as_str(),
+        st.reviews.len(),
+        st.made.len()
+    )
+}
+
+/// The body POSTed for an event.
+pub fn body(n: &Notification) -> Value {
+    json!({
+        "id": event_id(n),
+        "event": n.kind.as_str(),
+        "text": text(n),
+        "time": n.time.to_string(),
+        "actor": n.actor,
+        "comment": n.comment,
+        "request": n.request,
+        "made": n.made,
+    })
+}
+
+/// Whether a failed try may pass if tried again.
+fn retryable(code: u16) -> bool {
+    code >= 500 || code == 408 || code == 429
+}
+
+impl Notifier {
+    /// Start the sender of `url`.
+    pub fn start(url: url::Url) -> Notifier {
+        let (tx, mut rx) = mpsc::channel::<Notification>(QUEUE);
+        let counts: Family<NotifyLabels, Counter> = Family::default();
+        let me = Notifier {
+            tx,
+            counts: counts.clone(),
+        };
+        tokio::spawn(async move {
+            let client = match reqwest::Client::builder().timeout(POST_TIMEOUT).build() {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(error = %e, "the notification client cannot be made; notifications are off");
+                    return;
+                }
+            };
+            let count = |outcome: &str| {
+                counts
+                    .get_or_create(&NotifyLabels {
+                        outcome: outcome.to_owned(),
+                    })
+                    .inc();
+            };
+            while let Some(n) = rx.recv().await {
+                let id = event_id(&n);
+                let payload = serde_json::to_vec(&body(&n)).unwrap_or_default();
+                let mut backoff = FIRST_BACKOFF;
+                let mut sent = false;
+                for attempt in 1..=ATTEMPTS {
+                    let res = client
+                        .post(url.clone())
+                        .header("x-poddebug-event-id", &id)
+                        .header("content-type", "application/json")
+                        .body(payload.clone())
+                        .send()
+                        .await;
+                    let retry = match res {
+                        Ok(r) if r.status().is_success() => {
+                            sent = true;
+                            break;
+                        }
+                        Ok(r) => {
+                            let code = r.status().as_u16();
+                            tracing::warn!(event = %id, code, attempt, "the notification webhook refused an event");
+                            retryable(code)
+                        }
+                        Err(e) => {
+                            tracing::warn!(event = %id, error = %e, attempt, "the notification webhook cannot be reached");
+                            true
+                        }
+                    };
+                    if !retry || attempt == ATTEMPTS {
+                        break;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+                count(if sent { "sent" } else { "failed" });
+            }
+        });
+        me
+    }
+
+    /// Queue an event; never waits (a full queue drops it).
+    pub fn send(&self, n: Notification) {
+        if let Err(e) = self.tx.try_send(n) {
+            let n = match e {
+                mpsc::error::TrySendError::Full(n) | mpsc::error::TrySendError::Closed(n) => n,
+            };
+            self.counts
+                .get_or_create(&NotifyLabels {
+                    outcome: "dropped".to_owned(),
+                })
+                .inc();
+            tracing::warn!(event = %event_id(&n), "the notification queue is full; an event was dropped");
+        }
+    }
+
+    /// The counter of notifications by outcome, to register in a metrics registry.
+    pub fn counts(&self) -> Family<NotifyLabels, Counter> {
+        self.counts.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use poddebug_types::request::DebugRequestSpec;
+
+    fn request() -> DebugRequest {
+        let mut r = DebugRequest {
+            spec: DebugRequestSpec {
+                pod: Some("web".into()),
+                profile: "sysadmin".into(),
+                reason: "INC-7: disk full".into(),
+                ticket: Some("INC-7".into()),
+                duration: Some("30m".into()),
+                requester: Some("alice".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        r.metadata.name = Some("web-sysadmin".into());
+        r.metadata.namespace = Some("shop".into());
+        r.metadata.uid = Some("u1".into());
+        r
+    }
+
+    #[test]
+    fn events_read_as_a_line_and_carry_the_request() {
+        let n = Notification {
+            kind: EventKind::Created,
+            request: request(),
+            actor: "alice".into(),
+            comment: None,
+            made: None,
+            time: "2026-01-01T00:00:00Z".parse().unwrap(),
+        };
+        assert_eq!(
+            text(&n),
+            "alice requests sysadmin debug container in pod shop/web for 30m: \"INC-7: disk full\" (ticket INC-7). Review with `kubectl poddebug approve web-sysadmin -n shop` (or deny)."
+        );
+        let b = body(&n);
+        assert_eq!(b["event"], "created");
+        assert_eq!(b["id"], "u1/created/0.0");
+        assert_eq!(b["request"]["spec"]["reason"], "INC-7: disk full");
+        let denied = Notification {
+            kind: EventKind::Denied,
+            actor: "bob".into(),
+            comment: Some("use the runbook".into()),
+            ..n
+        };
+        assert_eq!(
+            text(&denied),
+            "bob denied debug request web-sysadmin (a debug container in pod shop/web, profile sysadmin) of alice: \"use the runbook\"."
+        );
+        assert_ne!(event_id(&denied), "u1/created/0.0");
+    }
+
+    #[test]
+    fn only_failures_that_may_pass_are_retried() {
+        assert!(retryable(503) && retryable(429) && retryable(408));
+        assert!(!retryable(400) && !retryable(404));
+    }
+}
