@@ -115,7 +115,7 @@ pub struct Config {
     /// Namespace of node debug pods (`--node-debug-namespace`).
     pub node_debug_namespace: String,
     /// Session recording (`--recording-dir` and the flags beside it).
-    pub recording: crate::recording::RecordingOptions,
+    pub recording: poddebug_recording::RecordingOptions,
     /// Profiles whose sessions are moderated (`--moderated-profiles`).
     pub moderated_profiles: Vec<Profile>,
     /// The shells a container under a moderated profile may run (`--moderated-shells`).

@@ -26,7 +26,6 @@ pub mod metrics;
 pub mod options;
 pub mod origin;
 pub mod query;
-pub mod recording;
 pub mod requests;
 pub mod routes;
 pub mod server;

@@ -326,7 +326,7 @@ pub struct Options {
     // ----- Session recording -----
     #[command(flatten)]
     #[allow(missing_docs)]
-    pub recording: crate::recording::RecordingOptions,
+    pub recording: poddebug_recording::RecordingOptions,
 
     // ----- Logging -----
     /// Log format: text or json.

@@ -105,6 +105,10 @@ pub fn app(state: AppState) -> Router {
             get(recordings::get),
         )
         .route(
+            &format!("{ns_pods}/recordings/{{id}}/commands"),
+            get(recordings::commands),
+        )
+        .route(
             &format!("{GV}/debugrecordings"),
             get(recordings::all_namespaces),
         )

@@ -337,10 +337,11 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         drain: drain_rx,
         watch_drain: watch_drain_rx,
         upstream,
-        recorder: crate::recording::Recorder::from_options(
+        recorder: poddebug_recording::Recorder::from_options(
             &config.recording,
             record_key.clone(),
-            &metrics,
+            metrics.untrusted_records.clone(),
+            metrics.recording_memory.clone(),
         ),
         api_server_origins,
         tickets: tickets.clone(),
@@ -349,7 +350,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         requests,
     };
     if let Some(r) = &state.recorder {
-        r.spawn_sweeper(expiry.leading(), metrics.clone());
+        r.spawn_sweeper(expiry.leading(), metrics.recordings_deleted.clone());
     }
     let app = routes::app(state);
     spawn_background(

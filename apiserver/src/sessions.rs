@@ -27,7 +27,7 @@
 //! can pass the limit by what the other replicas admitted in that window, at most the limit per
 //! other replica, and can open no more until back under it. Over the limit: 429
 //! TooManyRequests with `Retry-After`. With recording in strict mode, a user whose recordings
-//! fill their quota in the store is refused too (403, [`crate::recording::Recorder::admit`]).
+//! fill their quota in the store is refused too (403, [`poddebug_recording::Recorder::admit`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -41,8 +41,8 @@ use poddebug_stream::websocket::frame::CLOSE_POLICY_VIOLATION;
 use poddebug_stream::{EndSignal, Ending, Gate};
 
 use crate::error::Error;
-use crate::recording::Marker;
 use crate::state::AppState;
+use poddebug_recording::Marker;
 
 /// A session relayed here.
 struct Local {

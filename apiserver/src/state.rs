@@ -64,7 +64,7 @@ pub struct AppState {
     /// Upstream attach dialer (streams).
     pub upstream: Arc<crate::upstream::Upstream>,
     /// Session recorder (`--recording-dir`), if recording is on.
-    pub recorder: Option<Arc<crate::recording::Recorder>>,
+    pub recorder: Option<Arc<poddebug_recording::Recorder>>,
     /// The origins of the cluster's own API server (learned from the cluster).
     pub api_server_origins: Arc<crate::api_server_origins::ApiServerOrigins>,
     /// The attach tickets same-origin pages prove themselves with in WebSocket handshakes.

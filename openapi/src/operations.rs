@@ -143,7 +143,8 @@ pub(crate) fn paths() -> Vec<PathItem> {
                 item,
                 item_description,
                 media_types,
-            } => files(r, item, item_description, media_types),
+                derived,
+            } => files(r, item, item_description, media_types, derived),
         };
         for item in generated {
             match items.iter_mut().find(|i| i.path == item.path) {
@@ -605,12 +606,14 @@ fn text(r: &Resource, options: &'static [Param]) -> Vec<PathItem> {
     }]
 }
 
-/// `pods/recordings`: `get` of the list (JSON) and of one file (its own media type).
+/// `pods/recordings`: `get` of the list (JSON), of one file (its own media type), and of what is
+/// derived from one file (JSON).
 fn files(
     r: &Resource,
     item: &'static str,
     item_description: &'static str,
     media_types: &'static [&'static str],
+    derived: &'static [(&'static str, &'static str)],
 ) -> Vec<PathItem> {
     let (path, params, noun) = subresource_base(r);
     let (_, sub) = r.split().unwrap_or((r.name, ""));
@@ -647,7 +650,7 @@ fn files(
         ty: ParamType::String,
         description: item_description,
     });
-    vec![
+    let mut items = vec![
         PathItem {
             path: path.clone(),
             params,
@@ -655,10 +658,33 @@ fn files(
         },
         PathItem {
             path: format!("{path}/{{{item}}}"),
-            params: item_params,
+            params: item_params.clone(),
             operations: vec![one],
         },
-    ]
+    ];
+    for (name, kind) in derived {
+        let gvk = Gvk::poddebug(kind);
+        items.push(PathItem {
+            path: format!("{path}/{{{item}}}/{name}"),
+            params: item_params.clone(),
+            operations: vec![Operation {
+                method: Method::Get,
+                id: operation_id("read", &format!("{noun}With{}{}", title(item), title(name))),
+                description: format!(
+                    "read the {name} of one of the {sub} of the specified {}",
+                    r.parent_kind
+                ),
+                action: "get",
+                gvk,
+                query: Vec::new(),
+                body: None,
+                responses: vec![ok(object_payload(gvk)), unauthorized()],
+                consumes: ANY,
+                produces: JSON,
+            }],
+        });
+    }
+    items
 }
 
 /// The `paths` object of either dialect: every path item with its shared path parameters and
@@ -776,6 +802,10 @@ mod tests {
             ),
             (
                 format!("{p}/namespaces/{{namespace}}/pods/{{name}}/recordings/{{id}}"),
+                vec!["get"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/pods/{{name}}/recordings/{{id}}/commands"),
                 vec!["get"],
             ),
             (
@@ -904,7 +934,8 @@ mod tests {
                     (Method::Get, _)
                         if item.path.ends_with('}')
                             || item.path.ends_with("/log")
-                            || item.path.ends_with("/recordings") =>
+                            || item.path.ends_with("/recordings")
+                            || item.path.ends_with("/commands") =>
                     {
                         "get"
                     }

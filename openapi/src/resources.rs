@@ -110,6 +110,8 @@ pub enum Shape {
         item_description: &'static str,
         /// Media types of one file.
         media_types: &'static [&'static str],
+        /// What is derived from one file, as JSON: `…/{item}/{name}` answers `kind`.
+        derived: &'static [(&'static str, &'static str)],
     },
     /// A subresource that only creates: `POST …/{parent}/{name}/{sub}` answers the object made
     /// (`pods/copy`).
@@ -381,6 +383,7 @@ pub const RESOURCES: &[Resource] = &[
             item: "id",
             item_description: "id of the recording",
             media_types: &["application/x-asciicast"],
+            derived: &[("commands", "RecordingCommandList")],
         },
     },
     Resource {

@@ -13,7 +13,7 @@ use poddebug_types::node::{NodeDebugContainer, NodeDebugContainerList};
 use poddebug_types::request::{Approval, DebugRequest, DebugRequestList};
 use poddebug_types::{
     DebugProfile, DebugProfileList, DebugSession, DebugSessionList, PodDebugContainer,
-    PodDebugContainerList, Recording, RecordingList,
+    PodDebugContainerList, Recording, RecordingCommandList, RecordingList,
 };
 use schemars::JsonSchema;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -31,7 +31,7 @@ pub(crate) struct KindSchema {
 }
 
 /// Every kind with a definition and `x-kubernetes-group-version-kind`.
-pub(crate) fn kinds() -> [KindSchema; 16] {
+pub(crate) fn kinds() -> [KindSchema; 17] {
     [
         KindSchema {
             gvk: Gvk::poddebug("PodDebugContainer"),
@@ -56,6 +56,10 @@ pub(crate) fn kinds() -> [KindSchema; 16] {
         KindSchema {
             gvk: Gvk::poddebug("RecordingList"),
             name: RecordingList::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("RecordingCommandList"),
+            name: RecordingCommandList::schema_name(),
         },
         KindSchema {
             gvk: Gvk::poddebug("DebugSession"),
@@ -125,6 +129,7 @@ pub(crate) fn definitions(dialect: Dialect) -> Map<String, Value> {
     let _ = generator.subschema_for::<DebugProfile>();
     let _ = generator.subschema_for::<DebugProfileList>();
     let _ = generator.subschema_for::<RecordingList>();
+    let _ = generator.subschema_for::<RecordingCommandList>();
     let _ = generator.subschema_for::<DebugSessionList>();
     let _ = generator.subschema_for::<PodDebugCopy>();
     let _ = generator.subschema_for::<PodDebugCopyList>();

@@ -46,6 +46,8 @@ pub enum Purpose {
     Stop,
     /// A recording's metadata in the object store.
     Recording,
+    /// The commands derived from a recording's input, in the object store.
+    RecordingCommands,
     /// A debug request (just-in-time access) and its reviews.
     Request,
 }
@@ -56,6 +58,7 @@ impl Purpose {
             Purpose::Session => "poddebug.dev/session",
             Purpose::Stop => "poddebug.dev/stop",
             Purpose::Recording => "poddebug.dev/recording",
+            Purpose::RecordingCommands => "poddebug.dev/recording-commands",
             Purpose::Request => "poddebug.dev/debug-request",
         }
     }

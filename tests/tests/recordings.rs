@@ -299,6 +299,92 @@ async fn a_spdy_session_is_recorded_with_input_when_asked() {
 }
 
 #[tokio::test]
+async fn the_commands_typed_are_derived_from_the_input_counted_and_served() {
+    let e = env(&["--record-input"]).await;
+    let mut c = ws(&e.client, TTY).await;
+    // A line edited with Backspace and Ctrl-W, one abandoned with Ctrl-C, one recalled from
+    // history and extended: sent in pieces, as a terminal sends keys.
+    for keys in [
+        &b"cat /etc/pas"[..],
+        b"swdd\x7f\r",
+        b"rm -rf / tmp\x17\x17\x03",
+        b"\x1b[A | wc -l\r",
+        b"echo done\r",
+    ] {
+        c.stdin(keys).await.expect("send");
+    }
+    c.read_until(T, |t| t.stdout_text().contains("echo done"))
+        .await;
+    c.close_channel(ch::STDIN).await.expect("close stdin");
+    c.finish(T).await;
+
+    let items = ended_recordings(&e.client, 1).await;
+    assert_eq!(items[0]["status"]["commandCount"], 3, "{}", items[0]);
+    let id = items[0]["metadata"]["name"].as_str().expect("id");
+    let (code, list) = e
+        .client
+        .get_json(&format!("{BASE}/recordings/{id}/commands"))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(list["kind"], "RecordingCommandList");
+    assert_eq!(list["apiVersion"], "poddebug.dev/v1alpha1");
+    assert_eq!(list["verified"], true);
+    assert_eq!(list["dropped"], 0);
+    let got: Vec<(String, bool)> = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|c| {
+            assert!(c["offset"].as_f64().is_some_and(|o| o >= 0.0), "{c}");
+            (
+                c["line"].as_str().unwrap_or_default().to_owned(),
+                c["recalled"].as_bool().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("cat /etc/passwd".to_owned(), false),
+            (" | wc -l".to_owned(), true),
+            ("echo done".to_owned(), false),
+        ]
+    );
+    // A recording that is not there, and an id that is not one.
+    for id in ["20260101t000000z-0123456789abcdef", "..%2F..%2Fsecret"] {
+        let (code, status) = e
+            .client
+            .get_json(&format!("{BASE}/recordings/{id}/commands"))
+            .await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{id}: {status}");
+        assert_eq!(status["reason"], "NotFound");
+    }
+}
+
+#[tokio::test]
+async fn without_recorded_input_a_recording_has_no_commands() {
+    let e = env(&[]).await;
+    let mut c = ws(&e.client, TTY).await;
+    c.stdin(b"id\r").await.expect("send");
+    c.read_until(T, |t| t.stdout_text().contains("id")).await;
+    c.close_channel(ch::STDIN).await.expect("close stdin");
+    c.finish(T).await;
+    let items = ended_recordings(&e.client, 1).await;
+    assert!(
+        items[0]["status"].get("commandCount").is_none(),
+        "{}",
+        items[0]
+    );
+    let id = items[0]["metadata"]["name"].as_str().expect("id");
+    let (code, status) = e
+        .client
+        .get_json(&format!("{BASE}/recordings/{id}/commands"))
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{status}");
+    assert_eq!(status["kind"], "Status");
+}
+
+#[tokio::test]
 async fn reading_recordings_is_its_own_permission() {
     let e = env(&[]).await;
     let bob = e
@@ -314,6 +400,7 @@ async fn reading_recordings_is_its_own_permission() {
     for path in [
         format!("{BASE}/recordings"),
         format!("{BASE}/recordings/{id}"),
+        format!("{BASE}/recordings/{id}/commands"),
     ] {
         let (code, status) = bob.get_json(&path).await;
         assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {status}");

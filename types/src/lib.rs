@@ -35,8 +35,8 @@ pub use api::{
 pub use field::{ErrorList, FieldError, FieldErrorKind, FieldValue};
 pub use profile::Profile;
 pub use recording::{
-    KIND_RECORDING, KIND_RECORDING_LIST, Recording, RecordingList, RecordingRecord, RecordingSpec,
-    RecordingStatus,
+    KIND_RECORDING, KIND_RECORDING_COMMAND_LIST, KIND_RECORDING_LIST, Recording, RecordingCommand,
+    RecordingCommandList, RecordingList, RecordingRecord, RecordingSpec, RecordingStatus,
 };
 pub use session::{
     DebugSession, DebugSessionList, DebugSessionSpec, DebugSessionStatus, KIND_DEBUG_SESSION,

@@ -14,6 +14,8 @@ use crate::API_VERSION;
 pub const KIND_RECORDING: &str = "Recording";
 /// Kind of a list of recordings.
 pub const KIND_RECORDING_LIST: &str = "RecordingList";
+/// Kind of the list of a recording's commands.
+pub const KIND_RECORDING_COMMAND_LIST: &str = "RecordingCommandList";
 
 /// RecordingRecord is what the store keeps for one recorded attach session (its `ID.json`):
 /// written when the session starts, renewed while it runs, completed when it ends. The API
@@ -53,6 +55,10 @@ pub struct RecordingRecord {
     /// The recording stops before the session did.
     #[serde(default)]
     pub truncated: bool,
+    /// Lines the user submitted, derived from the recorded input (absent when input was not
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_count: Option<u32>,
     /// The reason, ticket, debug request and approvers the debug container carries.
     #[serde(
         default,
@@ -133,6 +139,10 @@ pub struct RecordingStatus {
     /// vouched for.
     #[serde(default)]
     pub verified: bool,
+    /// How many lines the user submitted, derived from the recorded input (present when input
+    /// was recorded, `--record-input`); they are at `…/pods/POD/recordings/NAME/commands`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_count: Option<u32>,
 }
 
 /// RecordingList is a list of recordings, oldest first.
@@ -179,6 +189,7 @@ impl RecordingRecord {
                 exit_code: self.exit_code,
                 truncated: self.truncated,
                 verified: self.verified,
+                command_count: self.command_count,
             },
         }
     }
@@ -191,6 +202,61 @@ impl RecordingList {
             api_version: API_VERSION.to_owned(),
             kind: KIND_RECORDING_LIST.to_owned(),
             metadata,
+            items,
+        }
+    }
+}
+
+/// RecordingCommand is one line the user submitted, derived from the recorded input as the
+/// terminal's line editing left it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.poddebug.v1alpha1.RecordingCommand")]
+pub struct RecordingCommand {
+    /// Session time when it was submitted (seconds from the start).
+    pub offset: f64,
+    /// The line as the terminal's line editing left it. With `recalled`, only what was typed
+    /// after the recall: the recalled text is the shell's, which the input does not show.
+    pub line: String,
+    /// The line was recalled from the shell's history (arrow keys, Ctrl-R, ...) before it was
+    /// submitted: its start is not in the input.
+    pub recalled: bool,
+}
+
+/// RecordingCommandList is the commands of one recording
+/// (`GET …/pods/POD/recordings/ID/commands`), in the order they were submitted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.poddebug.v1alpha1.RecordingCommandList")]
+pub struct RecordingCommandList {
+    /// `poddebug.dev/v1alpha1`.
+    pub api_version: String,
+    /// `RecordingCommandList`.
+    pub kind: String,
+    /// Standard list metadata.
+    #[serde(default)]
+    pub metadata: ListMeta,
+    /// Commands submitted past the bound on what one recording keeps (the first ones are
+    /// kept).
+    #[serde(default)]
+    pub dropped: u64,
+    /// The commands carry a valid MAC of the server's record key: poddebug wrote them. False
+    /// when someone else wrote or changed them in the store: then they are not vouched for.
+    #[serde(default)]
+    pub verified: bool,
+    /// The commands, in the order they were submitted.
+    pub items: Vec<RecordingCommand>,
+}
+
+impl RecordingCommandList {
+    /// A list of `items`.
+    pub fn new(items: Vec<RecordingCommand>, dropped: u64, verified: bool) -> RecordingCommandList {
+        RecordingCommandList {
+            api_version: API_VERSION.to_owned(),
+            kind: KIND_RECORDING_COMMAND_LIST.to_owned(),
+            metadata: ListMeta::default(),
+            dropped,
+            verified,
             items,
         }
     }

@@ -30,11 +30,11 @@ use crate::audit::{Action, AuditRecord};
 use crate::authn::Authenticated;
 use crate::error::Error;
 use crate::query::query_map;
-use crate::recording::{Session as Recording, SessionInfo};
 use crate::sessions::SessionHandle;
 use crate::state::AppState;
 use crate::stream_guard::{StreamGuard, StreamInfo};
 use crate::upstream::AttachOutcome;
+use poddebug_recording::{Session as Recording, SessionInfo};
 
 /// How long the client's side of the upgrade may take to complete after our 101.
 const CLIENT_UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);

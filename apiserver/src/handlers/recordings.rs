@@ -1,8 +1,10 @@
 //! Session recordings as API objects: `GET …/namespaces/NS/pods/POD/recordings` (one pod's),
 //! `GET …/namespaces/NS/debugrecordings` (a namespace's) and `GET …/debugrecordings` (every
 //! namespace's), lists of kind `Recording` (JSON or a Table, with `labelSelector`, `limit` and
-//! `continue`), and `GET …/namespaces/NS/pods/POD/recordings/ID`, the recording itself
-//! (`application/x-asciicast`, streamed from the store).
+//! `continue`), `GET …/namespaces/NS/pods/POD/recordings/ID`, the recording itself
+//! (`application/x-asciicast`, streamed from the store), and
+//! `GET …/namespaces/NS/pods/POD/recordings/ID/commands`, the lines the user submitted, derived
+//! from the recorded input (a `RecordingCommandList`; 404 when input was not recorded).
 //!
 //! Authorization: one permission decides who reads recordings whichever path is used, `get`
 //! (one pod's list, one recording) or `list` (the namespace's, the cluster's) on
@@ -32,9 +34,9 @@ use super::table::{column, table_row};
 use crate::authn::Authenticated;
 use crate::authz::Attributes;
 use crate::error::Error;
-use crate::recording::Recorder;
-use crate::recording::store::valid_id;
 use crate::state::AppState;
+use poddebug_recording::Recorder;
+use poddebug_recording::recorder::store::valid_id;
 
 /// Media type of one recording.
 pub const ASCIICAST: &str = "application/x-asciicast";
@@ -306,6 +308,34 @@ pub async fn get(
         HeaderValue::from_static("default-src 'none'; sandbox"),
     );
     Ok(resp)
+}
+
+/// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/pods/POD/recordings/ID/commands`: authorized
+/// by the handler chain as the recording is (`get` on `pods/recordings`).
+pub async fn commands(
+    State(st): State<AppState>,
+    Path((ns, pod, id)): Path<(String, String, String)>,
+) -> Result<Response, Error> {
+    let store = recorder(&st)?.store();
+    let not_found = || Error::from(ApiError::not_found("recordings", GROUP, &id));
+    if !valid_id(&id) {
+        return Err(not_found());
+    }
+    let meta = store
+        .read_meta(&ns, &pod, &id)
+        .await
+        .map_err(|e| storage_failed(&e))?
+        .ok_or_else(not_found)?;
+    if meta.command_count.is_none() {
+        // Its input was not recorded: there is nothing commands could be derived from.
+        return Err(ApiError::not_found("recordings", GROUP, &format!("{id}/commands")).into());
+    }
+    let list = store
+        .read_commands(&ns, &pod, &id)
+        .await
+        .map_err(|e| storage_failed(&e))?
+        .ok_or_else(|| storage_failed(&"the commands object is unreadable"))?;
+    json_response(StatusCode::OK, &list)
 }
 
 #[cfg(test)]

@@ -39,8 +39,8 @@ pub use notify::{EventKind, Notification, Notifier};
 pub use options::{RequestOptions, RequestPolicy};
 
 use crate::audit::{Action, AuditRecord};
-use crate::recording::Marker;
 use crate::state::AppState;
+use poddebug_recording::Marker;
 
 /// How long a request waits for a replica that just started to know the requests.
 const SYNC_WAIT: Duration = Duration::from_secs(5);

@@ -1,6 +1,7 @@
 //! The fuzz targets, one file per parser family.
 
 mod body;
+mod commands;
 mod names;
 mod origins;
 mod request;
@@ -31,6 +32,12 @@ pub const TARGETS: &[Target] = &[
         about: "method + path + query: authorization attributes, query map, attach/log options, field selectors",
         run: request::run,
         seeds: request::seeds,
+    },
+    Target {
+        name: "commands",
+        about: "the line editor that derives a session's commands from its recorded input: any split gives the same lines, within their bounds",
+        run: commands::run,
+        seeds: commands::seeds,
     },
     Target {
         name: "names",

@@ -763,6 +763,83 @@ async fn recording_text(client: &TestClient, sb: &Sandbox, id: &str) -> Result<S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG) and PODDEBUG_LIVE_RECORDING_STORE"]
+async fn the_commands_typed_through_one_replica_are_served_edited_through_another() {
+    if !enabled() {
+        return;
+    }
+    let Ok(store) = std::env::var("PODDEBUG_LIVE_RECORDING_STORE") else {
+        eprintln!("skipped: PODDEBUG_LIVE_RECORDING_STORE names no store the replicas share");
+        return;
+    };
+    let sb = Sandbox::new("reccmd");
+    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:auditor", ALICE);
+    let alice = as_user(&sb.api, ALICE);
+    shell_of(&sb, &alice, None).await;
+    let flag = format!("--recording-store={store}");
+    let one = Replica::start(&[&flag, "--record-input"]).await;
+    let two = Replica::start(&[&flag]).await;
+
+    // A line edited as it is typed to busybox's shell: a word rubbed out with Ctrl-W, a typo
+    // with Backspace. The shell runs what the editing left, and so do the commands say.
+    let mut s = attach_settled(&one.user(ALICE), &sb.path(TTY)).await;
+    s.stdin(b"echo typo\x17fixed-$((1+x").await.expect("type");
+    s.stdin(b"\x7f2))\r").await.expect("type");
+    s.read_until(T, stdout_has("fixed-3")).await;
+    s.close().await.expect("close");
+    let ended = poll_async(
+        "the ended recording is listed through replica 2",
+        T,
+        Duration::from_millis(250),
+        || async {
+            let items = recordings_of(&two.user(ALICE), &sb).await?;
+            match items.iter().find(|i| i["status"]["end"].is_string()) {
+                Some(i) => Ok(i.clone()),
+                None => Err(format!("{items:?}")),
+            }
+        },
+    )
+    .await;
+    let id = id_of(&ended);
+    let (code, list) = two
+        .user(ALICE)
+        .get_json(&format!(
+            "{GV}/namespaces/{}/pods/web/recordings/{id}/commands",
+            sb.ns
+        ))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(list["kind"], "RecordingCommandList", "{list}");
+    assert_eq!(list["verified"], true, "{list}");
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    assert!(
+        items
+            .iter()
+            .any(|c| c["line"] == "echo fixed-$((1+2))" && c["recalled"] == false),
+        "{list}"
+    );
+    assert_eq!(
+        ended["status"]["commandCount"].as_u64(),
+        Some(items.len() as u64),
+        "{ended}"
+    );
+    // Through the aggregator too, as kubectl reads it.
+    let raw = poddebug_tests::kubectl::kubectl_ok(
+        &[
+            "get",
+            "--raw",
+            &format!(
+                "{GV}/namespaces/{}/pods/web/recordings/{id}/commands",
+                sb.ns
+            ),
+        ],
+        None,
+    );
+    assert!(raw.contains("echo fixed-$((1+2))"), "{raw}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG) and PODDEBUG_LIVE_RECORDING_STORE"]
 async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads_truncated() {
     if !enabled() {
         return;

@@ -9,10 +9,14 @@
 //!   runs, each a whole object: the recording is the parts in name order. A part is written once
 //!   [`PART_BYTES`] have gathered or the part interval has passed, so a replica killed
 //!   mid-session loses at most that much (and the metadata, no longer renewed, then reads
-//!   `truncated`).
+//!   `truncated`);
+//! - `NAMESPACE/POD/ID/commands.json`: the commands derived from the recorded input (with
+//!   `--record-input`), rewritten with the part that holds the input they came from; bounded
+//!   ([`crate::commands::MAX_COMMANDS`], [`crate::commands::MAX_COMMAND_BYTES`]).
 //!
 //! The metadata carries the record key's MAC ([`Purpose::Recording`]) over its location and its
-//! content, written anew with each rewrite. A list says whether each verified: metadata that
+//! content, written anew with each rewrite; so do the commands
+//! ([`Purpose::RecordingCommands`]). A list says whether each verified: metadata that
 //! does not (someone with access to the store wrote or changed it, or an earlier version wrote
 //! it) is listed with `status.verified: false`, counted in
 //! `poddebug_untrusted_records_total{kind="recording"}` and logged once per object version, and
@@ -34,6 +38,8 @@ use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use poddebug_storage::record_key::{Purpose, SharedRecordKey};
 use poddebug_storage::{RecordKind, UntrustedRecords};
+use poddebug_types::{RecordingCommand, RecordingCommandList};
+use serde::{Deserialize, Serialize};
 
 /// The metadata of one recording (the `ID.json` object and one item of the list).
 pub type Metadata = poddebug_types::RecordingRecord;
@@ -51,6 +57,32 @@ const LIST_READS: usize = 16;
 pub const MAX_SCANNED: usize = 1_000_000;
 /// Version of what a metadata MAC covers.
 const META_CONTENT: &str = "recording/v1";
+/// Version of what a commands MAC covers.
+const COMMANDS_CONTENT: &str = "recording-commands/v1";
+/// Name of the commands object in a recording's folder.
+const COMMANDS_FILE: &str = "commands.json";
+/// Largest commands object read back (what the writer writes is bounded well below it).
+const MAX_COMMANDS_OBJECT: u64 = 8 << 20;
+
+/// The commands object (`ID/commands.json`).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredCommands {
+    items: Vec<RecordingCommand>,
+    #[serde(default)]
+    dropped: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mac: Option<String>,
+}
+
+/// What a commands MAC covers: the recording's location and the commands.
+fn commands_content(
+    (namespace, pod, id): (&str, &str, &str),
+    items: &[RecordingCommand],
+    dropped: u64,
+) -> Vec<u8> {
+    serde_json::to_vec(&(COMMANDS_CONTENT, namespace, pod, id, items, dropped)).unwrap_or_default()
+}
 
 /// A fresh id: the start time (UTC, to the second) and 64 random bits,
 /// `20260102t030405z-0123456789abcdef`: lower case, so that it is a valid object name (DNS-1123
@@ -251,6 +283,102 @@ impl Store {
             )
             .await
             .map(|_| ())
+    }
+
+    fn commands_key(&self, namespace: &str, pod: &str, id: &str) -> Key {
+        self.key(&[namespace, pod, id, COMMANDS_FILE])
+    }
+
+    /// Write the commands of a recording, signed (one PUT). Fails while the record key is not
+    /// loaded.
+    pub async fn write_commands(
+        &self,
+        m: &Metadata,
+        items: &[RecordingCommand],
+        dropped: u64,
+    ) -> Result<(), StoreError> {
+        let generic = |e: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
+            store: "recordings",
+            source: e,
+        };
+        let key = self
+            .key
+            .get()
+            .ok_or_else(|| generic("the record key is not loaded yet".into()))?;
+        let place = (m.namespace.as_str(), m.pod.as_str(), m.id.as_str());
+        let mac = key.sign(
+            Purpose::RecordingCommands,
+            &commands_content(place, items, dropped),
+        );
+        let body = serde_json::to_vec(&StoredCommands {
+            items: items.to_vec(),
+            dropped,
+            mac: Some(mac),
+        })
+        .map_err(|e| generic(Box::new(e)))?;
+        self.os
+            .put(
+                &self.commands_key(&m.namespace, &m.pod, &m.id),
+                PutPayload::from(body),
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// The commands of one recording, their MAC verified against where they were read (those
+    /// that do not verify are counted and logged once per object version). No object: none
+    /// yet (an empty list). Unreadable: `None`.
+    pub async fn read_commands(
+        &self,
+        namespace: &str,
+        pod: &str,
+        id: &str,
+    ) -> Result<Option<RecordingCommandList>, StoreError> {
+        let k = self.commands_key(namespace, pod, id);
+        let r = match self.os.get(&k).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Ok(Some(RecordingCommandList::new(Vec::new(), 0, true)));
+            }
+            Err(e) => return Err(e),
+        };
+        if r.meta.size > MAX_COMMANDS_OBJECT {
+            tracing::warn!(key = %k, size = r.meta.size, "recording commands too large to read");
+            return Ok(None);
+        }
+        let version = r
+            .meta
+            .e_tag
+            .clone()
+            .unwrap_or_else(|| r.meta.last_modified.timestamp_micros().to_string());
+        let body = r.bytes().await?;
+        let Ok(stored) = serde_json::from_slice::<StoredCommands>(&body) else {
+            tracing::warn!(key = %k, "unreadable recording commands");
+            return Ok(None);
+        };
+        let content = commands_content((namespace, pod, id), &stored.items, stored.dropped);
+        let verified = stored.mac.as_deref().is_some_and(|mac| {
+            self.key
+                .get()
+                .is_some_and(|key| key.verify(Purpose::RecordingCommands, &content, mac))
+        });
+        if !verified {
+            self.untrusted.note(
+                RecordKind::Recording,
+                &format!("{namespace}/{pod}/{id}/{COMMANDS_FILE}"),
+                &version,
+                if stored.mac.is_none() {
+                    "no MAC"
+                } else {
+                    "the MAC does not verify"
+                },
+            );
+        }
+        Ok(Some(RecordingCommandList::new(
+            stored.items,
+            stored.dropped,
+            verified,
+        )))
     }
 
     /// Write part `seq` of a recording.
@@ -577,6 +705,65 @@ mod tests {
         let s = store.read("ns", "pod", id).await.unwrap()?;
         let chunks: Vec<Bytes> = s.try_collect().await.unwrap();
         Some(chunks.concat())
+    }
+
+    #[tokio::test]
+    async fn commands_someone_else_wrote_or_moved_do_not_verify() {
+        let (store, dir) = temp_store("commands");
+        let m = meta(&new_id(jiff::Timestamp::now()), "2026-01-01T00:00:00Z");
+        let none = store
+            .read_commands("ns", "pod", &m.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(none.items.is_empty() && none.verified, "none written yet");
+        let items = vec![RecordingCommand {
+            offset: 1.5,
+            line: "id".into(),
+            recalled: false,
+        }];
+        store.write_commands(&m, &items, 2).await.unwrap();
+        let read = store
+            .read_commands("ns", "pod", &m.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (read.items.clone(), read.dropped, read.verified),
+            (items, 2, true)
+        );
+        // Edited in the bucket: the line changed, the MAC kept.
+        let file = dir.join("ns").join("pod").join(&m.id).join(COMMANDS_FILE);
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, text.replace("\"id\"", "\"ls\"")).unwrap();
+        let edited = store
+            .read_commands("ns", "pod", &m.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(edited.items[0].line, "ls");
+        assert!(!edited.verified);
+        // Another recording's commands copied over this one's do not verify either.
+        let other = meta(&new_id(jiff::Timestamp::now()), "2026-01-01T00:00:00Z");
+        store.write_commands(&other, &[], 0).await.unwrap();
+        let theirs = dir
+            .join("ns")
+            .join("pod")
+            .join(&other.id)
+            .join(COMMANDS_FILE);
+        std::fs::copy(&theirs, &file).unwrap();
+        assert!(
+            !store
+                .read_commands("ns", "pod", &m.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .verified
+        );
+        // The commands are the recording's: not a part, and swept with it.
+        store.write_meta(&m).await.unwrap();
+        assert_eq!(read_all(&store, &m.id).await.unwrap(), b"");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]

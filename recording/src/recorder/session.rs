@@ -72,6 +72,7 @@ impl Session {
                     stored: 0,
                     truncated: true,
                     exit_code: None,
+                    command_count: None,
                 }
             }
         };
@@ -89,6 +90,8 @@ impl Session {
         meta.renewed = None;
         meta.exit_code = exit_code;
         meta.truncated = end.truncated;
+        // A writer that did not finish in time leaves the count of its last renewal unknown.
+        meta.command_count = end.command_count;
         if let Err(e) = store.write_meta(&meta).await {
             tracing::warn!(id = %meta.id, error = %e, "recording metadata could not be written");
         }

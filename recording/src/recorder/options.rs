@@ -57,7 +57,9 @@ pub struct RecordingOptions {
     /// cannot be opened is refused (503).
     #[arg(long, value_enum, default_value_t = RecordingMode::BestEffort, help_heading = "Session recording")]
     pub recording_mode: RecordingMode,
-    /// Also record what the user typed (input events). Off by default: input may hold secrets.
+    /// Also record what the user typed (input events), and derive from it the lines the user
+    /// submitted (GET …/pods/POD/recordings/ID/commands, status.commandCount). Off by
+    /// default: input may hold secrets.
     #[arg(long, help_heading = "Session recording")]
     pub record_input: bool,
     /// Largest recording of one session, in bytes (0 = no limit). best-effort: a recording
@@ -76,7 +78,7 @@ pub struct RecordingOptions {
     /// How often a session's recording is written to the store while it runs: what gathered
     /// goes out as the next part at least this often (and at once past 1 MiB). A replica killed
     /// mid-session loses at most this much of it (1s to 60s).
-    #[arg(long, default_value = "5s", value_parser = crate::options::parse_duration, help_heading = "Session recording")]
+    #[arg(long, default_value = "5s", value_parser = poddebug_types::duration::parse, help_heading = "Session recording")]
     pub recording_part_interval: Duration,
     /// Most memory the recordings of this replica hold at once, in bytes, all sessions
     /// together: what the relays queued and the writers have not yet written to the store
@@ -94,7 +96,7 @@ pub struct RecordingOptions {
     pub recording_quota_per_user: u64,
     /// Recordings last written longer ago than this are deleted by a periodic sweep of the
     /// leader (the replica holding the expiry Lease); 0 keeps them forever.
-    #[arg(long, default_value = "0", value_parser = crate::options::parse_duration, help_heading = "Session recording")]
+    #[arg(long, default_value = "0", value_parser = poddebug_types::duration::parse, help_heading = "Session recording")]
     pub recording_retention: Duration,
 }
 

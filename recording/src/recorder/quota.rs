@@ -208,7 +208,7 @@ impl Quota {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recording::store::Metadata;
+    use crate::recorder::store::Metadata;
     use bytes::Bytes;
     use poddebug_storage::UntrustedRecords;
     use poddebug_storage::record_key::{RecordKey, SharedRecordKey};

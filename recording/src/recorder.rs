@@ -13,13 +13,12 @@
 //! - [`writer`]: the session's writer task, turning queued items into asciicast lines and
 //!   writing them to the store in parts;
 //! - [`session`]: a recording in progress and how it ends (exit code, metadata);
-//! - [`asciicast`], [`store`]: the file format and where recordings are (object layout, list,
-//!   read, retention).
+//! - [`store`]: where recordings are (object layout, list, read, retention); the file format
+//!   is [`crate::asciicast`].
 //!
 //! When the session ends, the metadata sidecar gets the end time, the size and the process's
 //! exit code.
 
-pub mod asciicast;
 pub mod memory;
 pub mod options;
 pub mod quota;
@@ -32,11 +31,15 @@ pub mod writer;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
+use crate::asciicast::{Capped, Header, HeaderInfo, Utf8Carry};
+use crate::commands::CommandLog;
 use memory::{Held, RecordingMemory};
 pub use options::{RecordingMode, RecordingOptions};
+use poddebug_storage::UntrustedRecords;
 use poddebug_storage::record_key::SharedRecordKey;
 use poddebug_types::ApiError;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use quota::Quota;
 use rate::RateBudget;
 pub use session::{Finished, Session, exit_code_of_status};
@@ -96,17 +99,15 @@ pub struct SessionInfo {
 
 impl Recorder {
     /// The recorder the flags ask for, if any: its metadata signed and verified with `key`,
-    /// what does not verify counted in `metrics`, and its memory reported there.
+    /// what does not verify counted in `untrusted`, and its memory reported in `memory_gauge`.
     pub fn from_options(
         o: &RecordingOptions,
         key: SharedRecordKey,
-        metrics: &crate::metrics::Metrics,
+        untrusted: UntrustedRecords,
+        memory_gauge: Gauge,
     ) -> Option<Arc<Recorder>> {
         // The flags were validated at start-up: a store that cannot be made stopped it there.
-        let store = o
-            .store()
-            .ok()??
-            .authenticated(key, metrics.untrusted_records.clone());
+        let store = o.store().ok()??.authenticated(key, untrusted);
         let quota = (o.recording_quota_per_user > 0)
             .then(|| Quota::new(o.recording_quota_per_user, store.clone()));
         Some(Arc::new(Recorder {
@@ -117,10 +118,7 @@ impl Recorder {
             max_rate: o.max_recording_rate,
             retention: o.recording_retention,
             part_interval: o.recording_part_interval,
-            memory: Arc::new(RecordingMemory::new(
-                o.max_recording_memory,
-                metrics.recording_memory.clone(),
-            )),
+            memory: Arc::new(RecordingMemory::new(o.max_recording_memory, memory_gauge)),
             quota,
         }))
     }
@@ -171,7 +169,7 @@ impl Recorder {
     pub fn spawn_sweeper(
         self: &Arc<Self>,
         mut leading: tokio::sync::watch::Receiver<bool>,
-        metrics: Arc<crate::metrics::Metrics>,
+        deleted: Counter,
     ) {
         if self.retention.is_zero() {
             return;
@@ -186,7 +184,7 @@ impl Recorder {
                 match me.store.sweep(me.retention).await {
                     Ok(0) => {}
                     Ok(n) => {
-                        metrics.recordings_deleted.inc_by(n as u64);
+                        deleted.inc_by(n as u64);
                         tracing::info!(recordings = n, "recordings past their retention deleted");
                     }
                     Err(e) => tracing::warn!(error = %e, "the recording retention sweep failed"),
@@ -237,6 +235,7 @@ impl Recorder {
             bytes: 0,
             exit_code: None,
             truncated: false,
+            command_count: self.record_input.then_some(0),
             justification: info.justification.clone(),
             mac: None,
             verified: false,
@@ -286,6 +285,7 @@ impl Recorder {
                 out_text: Utf8Carry::default(),
                 in_text: Utf8Carry::default(),
                 exit_code: None,
+                commands: self.record_input.then(CommandLog::default),
             },
             started,
             shared: shared.clone(),
@@ -389,7 +389,8 @@ mod tests {
                 recording_quota_per_user: quota,
             },
             SharedRecordKey::loaded(poddebug_storage::record_key::RecordKey::generate()),
-            &crate::metrics::Metrics::new(),
+            UntrustedRecords::default(),
+            Gauge::default(),
         )
         .unwrap();
         (Arc::into_inner(r).unwrap(), dir)
@@ -492,6 +493,59 @@ mod tests {
         assert_eq!(last[1], "m");
         assert_eq!(last[2], "recording truncated: size limit reached");
         assert!(r.store().list(Some("ns"), Some("pod")).await.unwrap()[0].truncated);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_commands_typed_are_stored_with_the_recording_and_counted() {
+        let (r, dir) = recorder(0, true).await;
+        let s = r.start(info(), &EndSignal::default()).await.unwrap();
+        let id = s.id().to_owned();
+        let typed = |b: &'static [u8]| vec![Recorded::Input(Bytes::from_static(b))];
+        // An edited line, split across reads; an abandoned one; a recalled one; and a line
+        // still being typed when the session ends, which was never submitted.
+        rec(&s, typed(b"cat /etc/pas")).await;
+        rec(&s, typed(b"swdd\x7f\r")).await;
+        rec(&s, vec![out(b"root:x:0:0\r\n")]).await;
+        rec(&s, typed(b"rm -rf /\x03")).await;
+        rec(&s, typed(b"\x1b[A | wc -l\r")).await;
+        rec(&s, typed(b"unfinished")).await;
+        let f = s.finish(async { Some(0) }).await;
+        assert!(!f.truncated);
+        let list = r
+            .store()
+            .read_commands("ns", "pod", &id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(list.verified);
+        assert_eq!(list.dropped, 0);
+        let lines: Vec<(&str, bool)> = list
+            .items
+            .iter()
+            .map(|c| (c.line.as_str(), c.recalled))
+            .collect();
+        assert_eq!(lines, [("cat /etc/passwd", false), (" | wc -l", true)]);
+        assert!(list.items[0].offset <= list.items[1].offset);
+        let meta = &r.store().list(Some("ns"), Some("pod")).await.unwrap()[0];
+        assert_eq!(meta.command_count, Some(2));
+        // The commands are no part of the asciicast file.
+        let cast = cast_text(&r, &id).await;
+        assert!(
+            cast.lines()
+                .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn without_recorded_input_there_are_no_commands() {
+        let (r, dir) = recorder(0, false).await;
+        let s = r.start(info(), &EndSignal::default()).await.unwrap();
+        rec(&s, vec![out(b"$ ")]).await;
+        s.finish(async { Some(0) }).await;
+        let meta = &r.store().list(Some("ns"), Some("pod")).await.unwrap()[0];
+        assert_eq!(meta.command_count, None);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

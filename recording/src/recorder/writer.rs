@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::asciicast::{self, Capped, Header, Utf8Carry};
 use super::memory::Held;
 use super::session::exit_code_of_status;
 use super::store::{Metadata, PART_BYTES, Store, StoreError};
 use super::tap::{Item, TapShared};
+use crate::asciicast::{self, Capped, Header, Utf8Carry};
+use crate::commands::CommandLog;
 
 /// How long a writer, once woken by a chunk, lets more gather before it writes them.
 const BATCH: Duration = Duration::from_millis(10);
@@ -28,6 +29,8 @@ pub(super) struct WriterEnd {
     pub(super) stored: u64,
     pub(super) truncated: bool,
     pub(super) exit_code: Option<i32>,
+    /// Commands submitted (with `--record-input`).
+    pub(super) command_count: Option<u32>,
 }
 
 /// The writer writes what it has gathered once this much is waiting (and after each batch).
@@ -37,7 +40,8 @@ const FLUSH_AT: usize = 1 << 20;
 /// [`PART_BYTES`] have gathered or the part interval has passed; the metadata is renewed with
 /// each part (and every interval while the session is idle), so that a recording whose replica
 /// died is told from one still being written. A session holds at most about `PART_BYTES` plus
-/// one batch ([`FLUSH_AT`]) in memory.
+/// one batch ([`FLUSH_AT`]) in memory. The commands derived from the input are written before
+/// the metadata that counts them, each time new ones were submitted.
 pub(super) struct PartSink {
     store: Store,
     meta: Metadata,
@@ -62,8 +66,13 @@ impl PartSink {
     }
 
     /// Write what has gathered as the next part when it is big or old enough (every time with
-    /// `end`), and renew the metadata (not at the end: the session completes it).
-    async fn sync(&mut self, end: bool) -> Result<(), StoreError> {
+    /// `end`), then the commands if new ones were submitted, and renew the metadata (not at
+    /// the end: the session completes it).
+    async fn sync(
+        &mut self,
+        end: bool,
+        commands: Option<&mut CommandLog>,
+    ) -> Result<(), StoreError> {
         let due = end || self.pending.len() >= PART_BYTES || self.last.elapsed() >= self.interval;
         if !due {
             return Ok(());
@@ -76,6 +85,19 @@ impl PartSink {
             self.stored += n;
         }
         self.last = Instant::now();
+        if let Some(log) = commands {
+            if log.take_changed()
+                && let Err(e) = self
+                    .store
+                    .write_commands(&self.meta, log.items(), log.dropped())
+                    .await
+            {
+                // Written again with the next part.
+                log.mark_changed();
+                return Err(e);
+            }
+            self.meta.command_count = Some(log.count());
+        }
         if !end {
             self.meta.bytes = self.stored;
             self.meta.renewed = Some(jiff::Timestamp::now().to_string());
@@ -111,6 +133,8 @@ pub(super) struct Lines {
     pub(super) out_text: Utf8Carry,
     pub(super) in_text: Utf8Carry,
     pub(super) exit_code: Option<i32>,
+    /// The commands derived from the input (with `--record-input`).
+    pub(super) commands: Option<CommandLog>,
 }
 
 impl Lines {
@@ -118,7 +142,17 @@ impl Lines {
     fn item(&mut self, t: f64, item: Item) {
         match item {
             // The tap queues input only with --record-input.
-            Item::Text { input, data } => self.text_event(t, if input { "i" } else { "o" }, &data),
+            Item::Text { input: true, data } => {
+                self.text_event(t, "i", &data);
+                // Commands come from the input the recording holds, not from what its cap left
+                // out.
+                if let Some(log) = &mut self.commands
+                    && !self.capped.truncated()
+                {
+                    log.push(t, &data);
+                }
+            }
+            Item::Text { input: false, data } => self.text_event(t, "o", &data),
             Item::Resize { width, height } if !self.header_written => {
                 self.header.width = width;
                 self.header.height = height;
@@ -257,7 +291,7 @@ impl Writer {
             // A burst is over: give its room back.
             self.lines.buf = Vec::new();
         }
-        let synced = self.sink.sync(end).await;
+        let synced = self.sink.sync(end, self.lines.commands.as_mut()).await;
         // What is held now: the lines not yet in a part.
         self.held
             .set((self.lines.buf.len() + self.sink.pending.len()) as u64);
@@ -319,6 +353,7 @@ impl Writer {
             stored: self.sink.stored,
             truncated: why.is_some(),
             exit_code: self.lines.exit_code,
+            command_count: self.lines.commands.as_ref().map(CommandLog::count),
         }
     }
 }
