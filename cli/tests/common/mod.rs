@@ -3,6 +3,7 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,8 @@ pub struct Terminal {
     writer: Box<dyn Write + Send>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
     output: Arc<Mutex<Vec<u8>>>,
+    /// Set once everything the plugin wrote has been read (the pty's end).
+    drained: Arc<AtomicBool>,
 }
 
 impl Terminal {
@@ -55,6 +58,8 @@ impl Terminal {
         let writer = pty.master.take_writer().expect("writer");
         let output = Arc::new(Mutex::new(Vec::new()));
         let sink = output.clone();
+        let drained = Arc::new(AtomicBool::new(false));
+        let done = drained.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = reader.read(&mut buf) {
@@ -65,12 +70,14 @@ impl Terminal {
                     .unwrap_or_else(|e| e.into_inner())
                     .extend_from_slice(&buf[..n]);
             }
+            done.store(true, Ordering::Release);
         });
         Terminal {
             master: pty.master,
             writer,
             child,
             output,
+            drained,
         }
     }
 
@@ -124,11 +131,15 @@ impl Terminal {
             .expect("resize");
     }
 
-    /// The plugin's exit code once it ended.
+    /// The plugin's exit code once it ended, and everything it wrote has been read (what it
+    /// printed just before it exited may still be in the pty when it exits).
     pub fn exit_code(&mut self) -> u32 {
         let deadline = Instant::now() + GUARD;
         while Instant::now() < deadline {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
+                while !self.drained.load(Ordering::Acquire) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 return status.exit_code();
             }
             std::thread::sleep(Duration::from_millis(50));
