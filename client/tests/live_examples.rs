@@ -71,16 +71,31 @@ fn the_examples_create_attach_watch_and_stop() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the example (built by cargo test)");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
+    let mut input = child.stdin.take().expect("stdin");
+    let stdout = read_in_background(child.stdout.take().expect("stdout"));
+    let stderr = read_in_background(child.stderr.take().expect("stderr"));
+    // The shell's output reaches an attach only once the runtime has attached its output, which
+    // may be a moment after its input (kubectl's "If you don't see a command prompt, try pressing
+    // enter"): ask until an answer comes, as a user presses enter, then give the real input.
+    let mut attached = false;
+    for _ in 0..60 {
+        if input.write_all(b"echo ready-$((20+22))\n").is_err() {
+            break;
+        }
+        if wait_for(&stdout, "ready-42", Duration::from_secs(2)) {
+            attached = true;
+            break;
+        }
+    }
+    assert!(attached, "{}\n{}", text(&stdout), text(&stderr));
+    input
         .write_all(b"echo from-the-example; exit 7\n")
         .expect("input");
-    let out = child.wait_with_output().expect("example");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(7), "{stdout}\n{stderr}");
+    let status = wait_exit(&mut child);
+    // The pipes end with the example.
+    wait_for(&stdout, "\u{0}", Duration::from_secs(5));
+    let (stdout, stderr) = (text(&stdout), text(&stderr));
+    assert_eq!(status, Some(7), "{stdout}\n{stderr}");
     assert!(stdout.contains("from-the-example"), "{stdout}\n{stderr}");
     let name = stderr
         .lines()
@@ -129,4 +144,61 @@ fn the_examples_create_attach_watch_and_stop() {
         !String::from_utf8_lossy(&out.stdout).contains(&want),
         "{out:?}"
     );
+}
+
+/// What a pipe gave so far, read by a thread of its own; a NUL is appended at its end.
+type Pipe = std::sync::Arc<std::sync::Mutex<String>>;
+
+fn read_in_background(mut r: impl std::io::Read + Send + 'static) -> Pipe {
+    let text = Pipe::default();
+    let sink = text.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        sink.lock().unwrap_or_else(|e| e.into_inner()).push('\u{0}');
+    });
+    text
+}
+
+fn text(p: &Pipe) -> String {
+    p.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .trim_end_matches('\u{0}')
+        .to_owned()
+}
+
+/// Wait (bounded) until the pipe shows `needle`.
+fn wait_for(p: &Pipe, needle: &str, bound: Duration) -> bool {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if p.lock().unwrap_or_else(|e| e.into_inner()).contains(needle) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The child's exit code once it ended (killed past the guard).
+fn wait_exit(child: &mut std::process::Child) -> Option<i32> {
+    let deadline = std::time::Instant::now() + GUARD;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.code();
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            return child.wait().ok().and_then(|s| s.code());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
