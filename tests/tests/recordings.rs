@@ -1459,26 +1459,5 @@ async fn audit_events_reach_the_webhook_once_as_valid_ocsf() {
         "{cmd} {attach}"
     );
 
-    match std::env::var_os("PODDEBUG_OCSF_PYTHON") {
-        Some(python) => {
-            let file = e.dir.0.join("events.jsonl");
-            let lines: String = events.iter().map(|e| format!("{e}\n")).collect();
-            std::fs::write(&file, lines).expect("write the events");
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ocsf/validate.py");
-            let out = std::process::Command::new(python)
-                .arg(script)
-                .arg(&file)
-                .output()
-                .expect("run the OCSF validator");
-            assert!(
-                out.status.success(),
-                "the events are not valid OCSF: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        None => eprintln!(
-            "PODDEBUG_OCSF_PYTHON is not set: the OCSF schema check is skipped (CI sets it)"
-        ),
-    }
+    poddebug_tests::ocsf::assert_valid(&events);
 }
