@@ -127,11 +127,14 @@ pub fn api_activity(r: &AuditRecord, uid: &str, now: Timestamp) -> Value {
     let resource_type = match r.action {
         Action::Request => "debugrequest",
         Action::RecordingFinished => "recording",
+        // A copy of a pod is a pod of its own, named by `pod`.
+        _ if r.container.is_empty() => "pod",
         _ => "debug container",
     };
     let resource_name = match (r.action, &r.recording_id, &r.debug_request) {
         (Action::RecordingFinished, Some(id), _) => id.clone(),
         (Action::Request, _, Some(name)) => name.clone(),
+        _ if r.container.is_empty() => r.pod.clone(),
         _ => r.container.clone(),
     };
     let src = if server_initiated(r) {
@@ -274,6 +277,13 @@ mod tests {
         }
         let ev = api_activity(&record(Action::Expire), "e2", now);
         assert_eq!(ev["src_endpoint"]["svc_name"], "poddebug-apiserver");
+        // A copy's record names its pod.
+        let mut copy = record(Action::Create);
+        copy.container = String::new();
+        copy.pod = "web-copy".into();
+        let ev = api_activity(&copy, "e3", now);
+        assert_eq!(ev["resources"][0]["type"], "pod");
+        assert_eq!(ev["resources"][0]["name"], "web-copy");
     }
 
     #[test]
