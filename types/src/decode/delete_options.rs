@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
-use super::scan::{KeySeed, Skip};
+use super::scan::{KeySeed, Seen, Skip};
 use crate::status::ApiError;
 
 /// The fields of a `DeleteOptions` body that poddebug uses.
@@ -71,7 +71,9 @@ impl<'de> Visitor<'de> for Options {
         while let Some(key) = map.next_key_seed(KeySeed)? {
             match key.as_ref() {
                 "gracePeriodSeconds" => out.grace_period_seconds = map.next_value_seed(Seconds)?,
-                "dryRun" => out.dry_run = map.next_value_seed(NonEmptyArray)?,
+                "dryRun" => {
+                    out.dry_run = map.next_value_seed(Skip)? == Seen::NonEmptyArray;
+                }
                 _ => {
                     map.next_value_seed(Skip)?;
                 }
@@ -129,59 +131,6 @@ impl<'de> Visitor<'de> for Seconds {
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<u64>, A::Error> {
         Skip.visit_map(map).map(|_| None)
-    }
-}
-
-/// Whether a value is a non-empty array.
-struct NonEmptyArray;
-
-impl<'de> DeserializeSeed<'de> for NonEmptyArray {
-    type Value = bool;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_any(NonEmptyArray)
-    }
-}
-
-impl<'de> Visitor<'de> for NonEmptyArray {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_unit<E>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        let any = seq.next_element_seed(Skip)?.is_some();
-        while seq.next_element_seed(Skip)?.is_some() {}
-        Ok(any)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
-        Skip.visit_map(map).map(|_| false)
     }
 }
 

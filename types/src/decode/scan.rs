@@ -112,7 +112,7 @@ impl<'de> Visitor<'de> for ShapeVisitor {
                     }
                     null
                 }
-                _ => map.next_value_seed(Skip)?,
+                _ => map.next_value_seed(Skip)? == Seen::Null,
             };
             if null {
                 let word = ordinal / 64;
@@ -230,59 +230,78 @@ impl<'de> Visitor<'de> for TypeMetaSeed {
     }
 }
 
-/// A value walked to its end (so that serde_json counts its nesting), kept nowhere. Tells
-/// whether it was `null`.
+/// What [`Skip`] saw of a value: enough to answer the questions the decoders ask of values
+/// they keep nothing of (is it `null`, is it a non-empty array).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// `null`.
+    Null,
+    /// A boolean, number or string.
+    Scalar,
+    /// `[]`.
+    EmptyArray,
+    /// An array with at least one element.
+    NonEmptyArray,
+    /// An object.
+    Object,
+}
+
+/// A value walked to its end (so that serde_json counts its nesting), kept nowhere. Tells its
+/// [`Seen`].
 pub(crate) struct Skip;
 
 impl<'de> DeserializeSeed<'de> for Skip {
-    type Value = bool;
+    type Value = Seen;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Seen, D::Error> {
         d.deserialize_any(Skip)
     }
 }
 
 impl<'de> Visitor<'de> for Skip {
-    type Value = bool;
+    type Value = Seen;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
+    fn visit_bool<E>(self, _: bool) -> Result<Seen, E> {
+        Ok(Seen::Scalar)
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
+    fn visit_i64<E>(self, _: i64) -> Result<Seen, E> {
+        Ok(Seen::Scalar)
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
+    fn visit_u64<E>(self, _: u64) -> Result<Seen, E> {
+        Ok(Seen::Scalar)
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
+    fn visit_f64<E>(self, _: f64) -> Result<Seen, E> {
+        Ok(Seen::Scalar)
     }
 
-    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
+    fn visit_str<E>(self, _: &str) -> Result<Seen, E> {
+        Ok(Seen::Scalar)
     }
 
-    fn visit_unit<E>(self) -> Result<bool, E> {
-        Ok(true)
+    fn visit_unit<E>(self) -> Result<Seen, E> {
+        Ok(Seen::Null)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        while seq.next_element_seed(Skip)?.is_some() {}
-        Ok(false)
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Seen, A::Error> {
+        let mut shape = Seen::EmptyArray;
+        while seq.next_element_seed(Skip)?.is_some() {
+            shape = Seen::NonEmptyArray;
+        }
+        Ok(shape)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Seen, A::Error> {
         while map.next_key::<IgnoredAny>()?.is_some() {
             map.next_value_seed(Skip)?;
         }
-        Ok(false)
+        Ok(Seen::Object)
     }
 }
 
