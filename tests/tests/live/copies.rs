@@ -199,7 +199,7 @@ async fn a_copy_needs_the_callers_own_create_pods() {
     let body = json!({"metadata": {"name": "web-copy"}, "container": {"image": BUSYBOX}});
 
     // create pods/copy (the debugger role) without the core create pods: 403.
-    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
     let refusal: Value = poll_async(
         "alice's copy is refused for want of create pods",
         RBAC_SETTLE,
@@ -247,7 +247,7 @@ async fn a_copy_needs_the_callers_own_create_pods() {
     // The copy's containers are regular ones: poddebug's pods/log alone (the debugger role)
     // does not reach them, the core pods/log does.
     let carol = as_user(&sb.api, "carol");
-    sb.bind("poddebug-debugger", "carol");
+    sb.bind("poddebug:debugger", "carol");
     let log = format!(
         "{GV}/namespaces/{}/pods/web-copy/log?container=debugger",
         sb.ns

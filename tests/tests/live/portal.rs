@@ -103,11 +103,11 @@ async fn portal_debugs_a_pod_through_kubectl_proxy() {
     let sb = Sandbox::new("portal");
     // Its own user (kubectl proxy impersonates it): other tests grant alice cluster-wide
     // profile rights while this one runs.
-    // edit for the core pod reads the portal makes; poddebug-debugger is bound on its own (it is
+    // edit for the core pod reads the portal makes; poddebug:debugger is bound on its own (it is
     // not aggregated into edit).
     sb.bind("edit", PORTAL_USER);
-    sb.bind("poddebug-debugger", PORTAL_USER);
-    sb.bind_cluster("poddebug-viewer", PORTAL_USER);
+    sb.bind("poddebug:debugger", PORTAL_USER);
+    sb.bind_cluster("poddebug:viewer", PORTAL_USER);
     let proxy = Proxy::start(PORTAL_USER);
     let b = Browser::start(1100, 800).await;
 
@@ -257,10 +257,10 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
     const USER: &str = "portal-victim";
     let sb = Sandbox::new("xsite");
     sb.bind("edit", USER);
-    sb.bind("poddebug-debugger", USER);
+    sb.bind("poddebug:debugger", USER);
     sb.bind("poddebug:auditor", USER);
     // The portal page itself is cluster-scoped.
-    sb.bind_cluster("poddebug-viewer", USER);
+    sb.bind_cluster("poddebug:viewer", USER);
     // A shell the attacker would like to type into.
     sb.create_running(
         "victim",
@@ -271,7 +271,7 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
     // What a copy or a node debug container needs, so that only the browser check stands in
     // the page's way.
     sb.bind_cluster("poddebug:node-debugger", USER);
-    sb.bind_cluster("poddebug-privileged-profiles", USER);
+    sb.bind_cluster("poddebug:privileged-profiles", USER);
     let node_debug = format!("pwn-node-{}", std::process::id());
     let _node_cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(node_debug.clone());
     // The user's own shell on the node, which the page would like to type into.
@@ -572,10 +572,10 @@ async fn portal_requests_a_profile_and_an_approver_approves_it_from_the_queue() 
         "the server under test must run with --approval-profiles=sysadmin:1 (as .ci/live runs it): {p}"
     );
     sb.bind("edit", USER);
-    sb.bind("poddebug-debugger", USER);
-    sb.bind_cluster("poddebug-viewer", USER);
+    sb.bind("poddebug:debugger", USER);
+    sb.bind_cluster("poddebug:viewer", USER);
     sb.bind("poddebug:request-approver", APPROVER);
-    sb.bind_cluster("poddebug-viewer", APPROVER);
+    sb.bind_cluster("poddebug:viewer", APPROVER);
     let user = Proxy::start(USER);
     let approver = Proxy::start(APPROVER);
     let b = Browser::start(1200, 900).await;
