@@ -59,6 +59,8 @@ pub fn core_equivalents(attrs: &Attributes) -> Vec<Attributes> {
         ("pods", "log", _) => vec![core("get", "pods", "log", namespace, name)],
         ("poddebugcontainers", "", "get") => vec![core("get", "pods", "", namespace, "")],
         ("poddebugcontainers", "", v) => vec![core(v, "pods", "", namespace, "")],
+        // A copy is a pod: reading copies is reading pods.
+        ("poddebugcopies", "", v) => vec![core(v, "pods", "", namespace, name)],
         _ => Vec::new(),
     }
 }

@@ -738,7 +738,7 @@ async fn recordings_of(client: &TestClient, sb: &Sandbox) -> Result<Vec<Value>, 
     if code != StatusCode::OK {
         return Err(format!("{code} {list}"));
     }
-    assert_eq!(list["kind"], "RecordingList", "{list}");
+    assert_eq!(list["kind"], "DebugRecordingList", "{list}");
     Ok(list["items"].as_array().cloned().unwrap_or_default())
 }
 
@@ -809,7 +809,7 @@ async fn the_commands_typed_through_one_replica_are_served_edited_through_anothe
         ))
         .await;
     assert_eq!(code, StatusCode::OK, "{list}");
-    assert_eq!(list["kind"], "RecordingCommandList", "{list}");
+    assert_eq!(list["kind"], "DebugRecordingCommandList", "{list}");
     assert_eq!(list["verified"], true, "{list}");
     let items = list["items"].as_array().cloned().unwrap_or_default();
     assert!(
@@ -877,7 +877,7 @@ async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads
         },
     )
     .await;
-    assert_eq!(ended["kind"], "Recording", "{ended}");
+    assert_eq!(ended["kind"], "DebugRecording", "{ended}");
     assert_eq!(ended["metadata"]["namespace"], sb.ns.as_str(), "{ended}");
     assert_eq!(ended["spec"]["user"], ALICE, "{ended}");
     assert_eq!(ended["status"]["truncated"], false, "{ended}");
