@@ -129,6 +129,11 @@ mod tests {
             label(&core_equivalents(&pd("watch", "poddebugcontainers", ""))),
             ["watch /pods/ "]
         );
+        // A copy is a pod of that name.
+        assert_eq!(
+            label(&core_equivalents(&pd("get", "poddebugcopies", ""))),
+            ["get /pods/ web"]
+        );
         assert!(core_equivalents(&pd("list", "debugprofiles", "")).is_empty());
         assert!(
             core_equivalents(&Attributes::NonResource {
