@@ -128,6 +128,10 @@ pub struct Config {
     pub requests: crate::requests::RequestPolicy,
     /// The most sessions one user may hold at once (`--max-sessions-per-user`; 0: no limit).
     pub max_sessions_per_user: usize,
+    /// `--audit-stdout`.
+    pub audit_stdout: bool,
+    /// `--audit-webhook`.
+    pub audit_webhook: Option<url::Url>,
 }
 
 /// The expiry loop's settings (`--debug-ttl-check-interval`, `--leader-elect*`,
@@ -230,6 +234,9 @@ impl Config {
             moderated_shells: o.moderated_shells.clone(),
             session_lease_duration: o.session_lease_duration,
             max_sessions_per_user: o.max_sessions_per_user,
+            audit_stdout: o.audit_stdout,
+            // Validated above.
+            audit_webhook: o.audit_webhook_url().ok().flatten(),
             session_namespace: crate::leader::own_namespace(&o.service_namespace),
             // Validated above.
             requests: o.requests.policy().unwrap_or_default(),

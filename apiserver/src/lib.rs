@@ -35,6 +35,7 @@ pub mod state;
 pub mod stream_guard;
 pub mod upstream;
 pub mod upstream_metrics;
+pub mod webhook;
 
 use crate::config::Config;
 use crate::error::StartupError;

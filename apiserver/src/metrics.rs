@@ -368,7 +368,7 @@ impl Metrics {
     pub fn register_requests(
         &self,
         ignored: Family<poddebug_storage::IgnoredRequestLabels, Counter>,
-        notifications: Option<Family<crate::requests::notify::NotifyLabels, Counter>>,
+        notifications: Option<Family<crate::webhook::OutcomeLabels, Counter>>,
     ) {
         if let Ok(mut reg) = self.registry.lock() {
             reg.register(
@@ -381,6 +381,29 @@ impl Metrics {
                     "debug_request_notifications",
                     "Notifications of debug requests, by outcome (sent, failed, dropped)",
                     n,
+                );
+            }
+        }
+    }
+
+    /// The audit export's counters: events by sink and outcome (stdout; the webhook's drops),
+    /// and the webhook's deliveries by outcome.
+    pub fn register_audit_export(
+        &self,
+        events: Family<crate::audit::export::ExportLabels, Counter>,
+        webhook: Option<Family<crate::webhook::OutcomeLabels, Counter>>,
+    ) {
+        if let Ok(mut reg) = self.product.lock() {
+            reg.register(
+                "audit_events",
+                "Audit events exported as OCSF to stdout, by sink and outcome (sent, failed, dropped)",
+                events,
+            );
+            if let Some(w) = webhook {
+                reg.register(
+                    "audit_webhook_events",
+                    "Audit events POSTed to --audit-webhook, by outcome (sent, failed, dropped)",
+                    w,
                 );
             }
         }

@@ -328,6 +328,17 @@ pub struct Options {
     #[allow(missing_docs)]
     pub recording: poddebug_recording::RecordingOptions,
 
+    // ----- Audit export -----
+    /// Write every audit event to stdout as one OCSF JSON line (API Activity; Process
+    /// Activity for the commands of a recorded session). Logs stay on stderr.
+    #[arg(long, help_heading = "Audit export")]
+    pub audit_stdout: bool,
+    /// POST every audit event, as OCSF JSON, to this URL (http:// or https://): from a bounded
+    /// queue, with retries and backoff; never delays or fails a request (a full queue drops
+    /// the event, counted in poddebug_audit_events_total).
+    #[arg(long, value_name = "URL", help_heading = "Audit export")]
+    pub audit_webhook: Option<String>,
+
     // ----- Logging -----
     /// Log format: text or json.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
@@ -495,6 +506,9 @@ impl Options {
                 ));
             }
         }
+        if let Err(e) = self.audit_webhook_url() {
+            errs.push(e);
+        }
         errs.extend(self.validate_ttl_and_leader_election());
         errs.extend(self.recording.validate());
         if let Err(e) = self.requests.policy() {
@@ -505,6 +519,21 @@ impl Options {
 }
 
 impl Options {
+    /// `--audit-webhook` as a URL.
+    pub fn audit_webhook_url(&self) -> Result<Option<url::Url>, String> {
+        match self.audit_webhook.as_deref() {
+            None => Ok(None),
+            Some(u) => match url::Url::parse(u) {
+                Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
+                    Ok(Some(url))
+                }
+                _ => Err(format!(
+                    "--audit-webhook: {u:?} is not an http:// or https:// URL"
+                )),
+            },
+        }
+    }
+
     /// The problems of the time-limit and leader-election flags.
     fn validate_ttl_and_leader_election(&self) -> Vec<String> {
         let mut errs = Vec::new();

@@ -304,6 +304,13 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         requests.store().ignored(),
         requests.notifier().map(|n| n.counts()),
     );
+    // The audit trail's OCSF sinks (--audit-stdout, --audit-webhook).
+    if let Some(e) =
+        crate::audit::export::Exporter::start(config.audit_stdout, config.audit_webhook.clone())
+    {
+        metrics.register_audit_export(e.counts(), e.webhook_outcomes());
+        crate::audit::export::install(e);
+    }
     let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
     let backend_for_flush = backend.clone();
     let upstream = Arc::new(

@@ -40,11 +40,19 @@ fn registered() -> BTreeSet<String> {
         .inc();
     let notifications: prometheus_client::metrics::family::Family<_, Counter> = Default::default();
     notifications
-        .get_or_create(&poddebug_apiserver::requests::notify::NotifyLabels {
+        .get_or_create(&poddebug_apiserver::webhook::OutcomeLabels {
             outcome: "sent".to_owned(),
         })
         .inc();
-    m.register_requests(ignored, Some(notifications));
+    m.register_requests(ignored, Some(notifications.clone()));
+    let exported: prometheus_client::metrics::family::Family<_, Counter> = Default::default();
+    exported
+        .get_or_create(&poddebug_apiserver::audit::export::ExportLabels {
+            sink: "stdout".to_owned(),
+            outcome: "sent".to_owned(),
+        })
+        .inc();
+    m.register_audit_export(exported, Some(notifications));
     m.encode()
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))

@@ -29,6 +29,7 @@ mod backend;
 #[cfg(test)]
 mod backend_tests;
 mod cache;
+mod change_log;
 mod cluster;
 mod cluster_version;
 mod config;

@@ -24,7 +24,7 @@
 //! its namespace's Leases, and a request is small (its record is bounded by the sizes the
 //! validation allows).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -42,6 +42,8 @@ use prometheus_client::metrics::family::Family;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use crate::change_log::{ChangeLog, Numbered};
+
 use crate::StorageError;
 use crate::record_key::{Purpose, SharedRecordKey};
 use crate::sessions::label_value;
@@ -53,8 +55,6 @@ pub const RECORD_ANNOTATION: &str = "poddebug.dev/debug-request";
 /// The annotation holding the record's MAC.
 pub const MAC_ANNOTATION: &str = "poddebug.dev/debug-request-mac";
 
-/// Changes kept for watches that resume from a resourceVersion.
-const HISTORY: usize = 4096;
 /// Changes buffered per running watch.
 const BROADCAST: usize = 1024;
 /// Tries of a conditional update that keeps meeting newer versions.
@@ -100,9 +100,13 @@ pub struct RequestEvent {
     pub deleted: bool,
 }
 
-/// A resourceVersion older than the changes kept.
-#[derive(Debug)]
-pub struct TooOld;
+impl Numbered for RequestEvent {
+    fn rv(&self) -> u64 {
+        self.rv
+    }
+}
+
+pub use crate::change_log::HistoryTooOld as TooOld;
 
 /// Why a record was ignored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,9 +144,7 @@ struct State {
     by_lease: HashMap<String, (String, String)>,
     /// The highest revision seen of each Lease (by uid).
     revisions: HashMap<String, u64>,
-    rv: u64,
-    oldest: u64,
-    history: VecDeque<RequestEvent>,
+    log: ChangeLog<RequestEvent>,
 }
 
 #[derive(Debug)]
@@ -318,13 +320,7 @@ impl RequestStore {
     }
 
     fn push(&self, state: &mut State, event: RequestEvent) {
-        state.rv = state.rv.max(event.rv);
-        state.history.push_back(event.clone());
-        while state.history.len() > HISTORY {
-            if let Some(old) = state.history.pop_front() {
-                state.oldest = state.oldest.max(old.rv);
-            }
-        }
+        state.log.push(event.clone());
         let _ = self.inner.tx.send(event);
     }
 
@@ -362,7 +358,7 @@ impl RequestStore {
                         },
                     );
                 } else {
-                    state.rv = state.rv.max(rv);
+                    state.log.saw(rv);
                 }
                 return;
             }
@@ -440,9 +436,7 @@ impl RequestStore {
             .collect();
         state.requests = now;
         state.by_lease = by_lease;
-        state.rv = state.rv.max(rv);
-        state.oldest = state.rv;
-        state.history.clear();
+        state.log.restart(rv);
         for request in gone {
             let _ = self.inner.tx.send(RequestEvent {
                 rv,
@@ -470,7 +464,7 @@ impl RequestStore {
     pub fn snapshot(&self) -> (Vec<DebugRequest>, u64) {
         let state = self.state();
         let all = state.requests.values().map(|s| s.request.clone()).collect();
-        (all, state.rv)
+        (all, state.log.rv())
     }
 
     /// One request.
@@ -488,16 +482,7 @@ impl RequestStore {
 
     /// The changes after `rv`, or [`TooOld`] when they are no longer kept.
     pub fn since(&self, rv: u64) -> Result<Vec<RequestEvent>, TooOld> {
-        let state = self.state();
-        if rv < state.oldest {
-            return Err(TooOld);
-        }
-        Ok(state
-            .history
-            .iter()
-            .filter(|e| e.rv > rv)
-            .cloned()
-            .collect())
+        self.state().log.since(rv)
     }
 
     fn key(&self) -> Result<&crate::record_key::RecordKey, StorageError> {
@@ -626,7 +611,7 @@ impl RequestStore {
                     .remove(&(namespace.to_owned(), name.to_owned()))
                 {
                     state.by_lease.remove(&lease);
-                    let rv = state.rv;
+                    let rv = state.log.rv();
                     self.push(
                         &mut state,
                         RequestEvent {
@@ -731,7 +716,7 @@ impl RequestStore {
             .remove(&(namespace.to_owned(), name.to_owned()))
         {
             state.by_lease.remove(&lease);
-            let rv = state.rv;
+            let rv = state.log.rv();
             self.push(
                 &mut state,
                 RequestEvent {

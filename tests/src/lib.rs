@@ -14,6 +14,7 @@ pub mod client;
 pub mod fake;
 pub mod kubeconfig;
 pub mod kubectl;
+pub mod ocsf;
 pub mod page_server;
 pub mod pki;
 pub mod server;

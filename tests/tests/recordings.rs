@@ -1364,3 +1364,100 @@ async fn a_best_effort_recording_stops_at_its_users_quota_and_the_session_goes_o
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// The audit trail as OCSF: a create and a recorded session reach `--audit-webhook` as API
+/// Activity events (the session's, and its recording's end) and Process Activity events (its
+/// commands), each once although the receiver refused the first POST; `--audit-stdout` writes
+/// the same events as lines. With `PODDEBUG_OCSF_PYTHON` (a Python with the PyPI packages
+/// `ocsf-json-schema` and `jsonschema`, as CI installs), every event is validated against the
+/// OCSF schema of its class (`tests/ocsf/validate.py`).
+#[tokio::test]
+async fn audit_events_reach_the_webhook_once_as_valid_ocsf() {
+    let hook = poddebug_tests::webhook::WebhookReceiver::start(1).await;
+    let flag = format!("--audit-webhook={}", hook.url());
+    let e = env(&["--record-input", &flag, "--audit-stdout"]).await;
+    let (code, dc) = e
+        .client
+        .post_json(
+            &format!("{BASE}/debug/probe"),
+            &json!({"container": {"image": "busybox:1.36"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{dc}");
+    let mut c = ws(&e.client, TTY).await;
+    for keys in [&b"ls /ett\x7fc\r"[..], b"echo done\r"] {
+        c.stdin(keys).await.expect("send");
+    }
+    c.read_until(T, |t| t.stdout_text().contains("echo done"))
+        .await;
+    c.close_channel(ch::STDIN).await.expect("close stdin");
+    c.finish(T).await;
+
+    let op = |e: &Value| {
+        e["api"]["operation"]
+            .as_str()
+            .or_else(|| e["process"]["cmd_line"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let want = [
+        "create",
+        "attach",
+        "recording.finished",
+        "ls /etc",
+        "echo done",
+    ];
+    // The session's events leave once its exit code is known (a bounded lookup after the end).
+    let events = hook
+        .wait_for(3 * T, |got| {
+            want.iter().all(|w| got.iter().any(|e| op(e) == *w))
+        })
+        .await
+        .unwrap_or_else(|got| panic!("not every event arrived: {got:?}"));
+    assert_eq!(
+        hook.refused(),
+        1,
+        "the first POST was refused and tried again"
+    );
+    let ops: Vec<String> = events.iter().map(op).collect();
+    for w in want {
+        assert_eq!(
+            ops.iter().filter(|o| *o == w).count(),
+            1,
+            "{w} once: {ops:?}"
+        );
+    }
+    let uids: std::collections::BTreeSet<&str> = events
+        .iter()
+        .filter_map(|e| e["metadata"]["uid"].as_str())
+        .collect();
+    assert_eq!(uids.len(), events.len(), "distinct ids");
+    let create = events.iter().find(|e| op(e) == "create").expect("create");
+    assert_eq!(create["class_uid"], 6003);
+    assert_eq!(create["activity_id"], 1);
+    assert_eq!(create["actor"]["user"]["name"], "alice");
+    assert_eq!(create["resources"][0]["name"], "probe");
+    assert_eq!(create["unmapped"]["pod"], POD);
+    // The same event, with the same id, is a line of stdout.
+    let uid = create["metadata"]["uid"].as_str().expect("uid");
+    let on_stdout = e.server.logs().iter().any(|l| {
+        serde_json::from_str::<Value>(l)
+            .is_ok_and(|v| v["metadata"]["uid"] == uid && op(&v) == "create")
+    });
+    assert!(
+        on_stdout,
+        "the create's event on stdout: {:?}",
+        e.server.logs()
+    );
+    let cmd = events.iter().find(|e| op(e) == "ls /etc").expect("command");
+    assert_eq!(cmd["class_uid"], 1007);
+    assert_eq!(cmd["type_uid"], 100701);
+    let attach = events.iter().find(|e| op(e) == "attach").expect("attach");
+    // A command's time is the recording's start plus its offset: within the session.
+    assert!(
+        cmd["time"].as_i64() <= attach["end_time"].as_i64(),
+        "{cmd} {attach}"
+    );
+
+    poddebug_tests::ocsf::assert_valid(&events);
+}

@@ -589,12 +589,12 @@ impl Live {
                 None
             }
         };
-        let (recording_id, exit_code) = match recording {
+        let (recording_id, exit_code, finished) = match recording {
             Some(r) => {
                 let f = r.finish(fallback).await;
-                (Some(f.id), f.exit_code)
+                (Some(f.id.clone()), f.exit_code, Some(f))
             }
-            None => (None, fallback.await),
+            None => (None, fallback.await, None),
         };
         let (bytes_in, bytes_out) = guard.bytes();
         let info = guard.info();
@@ -619,6 +619,14 @@ impl Live {
             .current()
             .map(|e| format!("ended by the server: {}", e.error.message()));
         audit.emit();
+        if let Some(f) = finished {
+            // The recording is complete: its own event, and one for each command it derived.
+            let mut done = audit.clone();
+            done.action = Action::RecordingFinished;
+            done.outcome = f.truncated.then(|| "truncated".to_owned());
+            done.emit();
+            crate::audit::export::commands(&audit, f.start.unwrap_or(start), &f.commands);
+        }
     }
 }
 

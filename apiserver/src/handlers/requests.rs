@@ -15,10 +15,9 @@ use std::time::Duration;
 use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
-use futures::StreamExt;
-use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use http::{HeaderMap, StatusCode, Uri};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Time};
 use poddebug_storage::{RequestHistoryTooOld, RequestSelector};
@@ -39,8 +38,6 @@ use crate::error::Error;
 use crate::requests::EventKind;
 use crate::state::AppState;
 
-/// Longest watch before the client is asked to re-watch.
-const MAX_WATCH: Duration = Duration::from_secs(1800);
 /// Tries of a create whose generated name is taken.
 const GENERATE_TRIES: usize = 3;
 
@@ -426,27 +423,11 @@ fn watch(
     wants_table: bool,
     q: &BTreeMap<String, String>,
 ) -> Result<Response, Error> {
-    let timeout = match q.get("timeoutSeconds").map(|v| v.parse::<u64>()) {
-        None | Some(Ok(0)) => MAX_WATCH,
-        Some(Ok(n)) => Duration::from_secs(n).min(MAX_WATCH),
-        Some(Err(_)) => {
-            return Err(ApiError::BadRequest("timeoutSeconds: invalid value".to_owned()).into());
-        }
-    };
+    let timeout = super::watch::watch_length(q)?;
     let store = st.requests.store().clone();
     // Subscribe before reading what to send first, so nothing falls between.
     let rx = store.subscribe();
-    let resume = q
-        .get("resourceVersion")
-        .filter(|v| !v.is_empty() && *v != "0")
-        .map(|v| {
-            v.parse::<u64>().map_err(|_| {
-                Error::from(ApiError::BadRequest(format!(
-                    "resourceVersion: invalid value {v:?}"
-                )))
-            })
-        })
-        .transpose()?;
+    let resume = super::watch::resume_from(q)?;
     let now = Timestamp::now();
     let mut first: Vec<Bytes> = Vec::new();
     let mut known: BTreeMap<(String, String), ()> = BTreeMap::new();
@@ -510,27 +491,12 @@ fn watch(
                     "MODIFIED"
                 };
                 if let Some(line) = event_line(ty, &ev.request.as_seen_at(now), wants_table) {
-                    return Some((
-                        Ok::<Bytes, std::io::Error>(line),
-                        (rx, known, scope, last_rv),
-                    ));
+                    return Some((line, (rx, known, scope, last_rv)));
                 }
             }
         },
     );
-    let mut drain = st.watch_drain.clone();
-    let body = futures::stream::iter(first.into_iter().map(Ok::<Bytes, std::io::Error>))
-        .chain(stream)
-        .take_until(Box::pin(async move {
-            let _ = drain.wait_for(|d| *d).await;
-        }))
-        .take_until(tokio::time::sleep(timeout));
-    let mut resp = (StatusCode::OK, Body::from_stream(body)).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(resp)
+    Ok(super::watch::streamed(&st, first, stream, timeout))
 }
 
 /// `DELETE …/namespaces/NS/debugrequests/NAME`: withdraw it. Its grant ends at once: what was

@@ -15,12 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
-use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
-use futures::StreamExt;
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderMap, StatusCode};
 use jiff::Timestamp;
 use poddebug_storage::{LiveSession, SessionHistoryTooOld, SessionSelector, session_object};
 use poddebug_types::{ApiError, DebugSession, DebugSessionList, GROUP, VERSION};
@@ -36,8 +34,6 @@ use crate::state::AppState;
 
 /// How long a termination waits for the relaying replica to end the stream.
 const TERMINATION_WAIT: Duration = Duration::from_secs(2);
-/// Longest watch before the client is asked to re-watch.
-const MAX_WATCH: Duration = Duration::from_secs(1800);
 
 /// Which sessions a request is about.
 #[derive(Clone, Debug, Default)]
@@ -256,28 +252,12 @@ async fn watch(
     wants_table: bool,
     q: &BTreeMap<String, String>,
 ) -> Result<Response, Error> {
-    let timeout = match q.get("timeoutSeconds").map(|v| v.parse::<u64>()) {
-        None | Some(Ok(0)) => MAX_WATCH,
-        Some(Ok(n)) => Duration::from_secs(n).min(MAX_WATCH),
-        Some(Err(_)) => {
-            return Err(ApiError::BadRequest("timeoutSeconds: invalid value".to_owned()).into());
-        }
-    };
+    let timeout = super::watch::watch_length(q)?;
     let (all, _) = live(&st, &scope).await?;
     let store = st.sessions.store().clone();
     // Subscribe before reading what to replay, so nothing falls between.
     let rx = store.subscribe();
-    let resume = q
-        .get("resourceVersion")
-        .filter(|v| !v.is_empty() && *v != "0")
-        .map(|v| {
-            v.parse::<u64>().map_err(|_| {
-                Error::from(ApiError::BadRequest(format!(
-                    "resourceVersion: invalid value {v:?}"
-                )))
-            })
-        })
-        .transpose()?;
+    let resume = super::watch::resume_from(q)?;
     let mut first: Vec<Bytes> = Vec::new();
     // What each known session looked like when last sent (renewals alone are not sent).
     let mut known: BTreeMap<String, DebugSession> = BTreeMap::new();
@@ -309,7 +289,6 @@ async fn watch(
             );
         }
     }
-    let drain = st.watch_drain.clone();
     let stream = futures::stream::unfold(
         (rx, known, store, scope, last_rv),
         move |(mut rx, mut known, store, scope, last_rv)| async move {
@@ -355,27 +334,12 @@ async fn watch(
                     send(session_object(other, &peers), false, &mut out);
                 }
                 if !out.is_empty() {
-                    return Some((
-                        Ok::<Bytes, std::io::Error>(Bytes::from(out)),
-                        (rx, known, store, scope, last_rv),
-                    ));
+                    return Some((Bytes::from(out), (rx, known, store, scope, last_rv)));
                 }
             }
         },
     );
-    let mut drain = drain;
-    let body = futures::stream::iter(first.into_iter().map(Ok::<Bytes, std::io::Error>))
-        .chain(stream)
-        .take_until(Box::pin(async move {
-            let _ = drain.wait_for(|d| *d).await;
-        }))
-        .take_until(tokio::time::sleep(timeout));
-    let mut resp = (StatusCode::OK, Body::from_stream(body)).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(resp)
+    Ok(super::watch::streamed(&st, first, stream, timeout))
 }
 
 /// `GET …/namespaces/NS/pods/POD/sessions`.

@@ -114,18 +114,7 @@ pub async fn respond(
     qualify: bool,
     names: super::selection::NameSelector,
 ) -> Result<Response, Error> {
-    // No value, or 0, means the server's default, as in kube-apiserver.
-    let timeout = match q.get("timeoutSeconds") {
-        Some(v) => v
-            .parse::<u64>()
-            .map_err(|_| ApiError::BadRequest(format!("timeoutSeconds: invalid value {v:?}")))?,
-        None => 0,
-    };
-    let timeout = if timeout == 0 {
-        default_watch_length()
-    } else {
-        Duration::from_secs(timeout).min(MAX_WATCH)
-    };
+    let timeout = watch_length(&q)?;
     let send_initial_events = check_streaming_list(&q)?;
     let opts = WatchOptions {
         list,
@@ -138,36 +127,76 @@ pub async fn respond(
         send_initial_events,
     };
     let events = st.backend.watch(&opts, &auth.user).await?;
-    let mut drain = st.watch_drain.clone();
-    let stream = events
-        .filter_map(move |ev| {
-            let typed = |ty: &str, mut o: poddebug_types::PodDebugContainer| {
-                if qualify {
-                    super::selection::qualify(&mut o);
-                }
-                if names.matches(&o) {
-                    encode_typed(ty, o, table)
-                } else {
-                    None
-                }
-            };
-            let out = match ev {
-                DebugWatchEvent::Added(o) => typed("ADDED", o),
-                DebugWatchEvent::Modified(o) => typed("MODIFIED", o),
-                DebugWatchEvent::Deleted(o) => typed("DELETED", o),
-                other => encode_marker(other, table),
-            };
-            futures::future::ready(out.map(Ok::<Bytes, std::io::Error>))
+    let stream = events.filter_map(move |ev| {
+        let typed = |ty: &str, mut o: poddebug_types::PodDebugContainer| {
+            if qualify {
+                super::selection::qualify(&mut o);
+            }
+            if names.matches(&o) {
+                encode_typed(ty, o, table)
+            } else {
+                None
+            }
+        };
+        let out = match ev {
+            DebugWatchEvent::Added(o) => typed("ADDED", o),
+            DebugWatchEvent::Modified(o) => typed("MODIFIED", o),
+            DebugWatchEvent::Deleted(o) => typed("DELETED", o),
+            other => encode_marker(other, table),
+        };
+        futures::future::ready(out)
+    });
+    Ok(streamed(&st, Vec::new(), stream, timeout))
+}
+
+/// The length of a watch asked for by `timeoutSeconds`: none, or 0, is the server's default
+/// (as in kube-apiserver), and no watch is longer than [`MAX_WATCH`].
+pub(super) fn watch_length(q: &BTreeMap<String, String>) -> Result<Duration, ApiError> {
+    let seconds = match q.get("timeoutSeconds") {
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| ApiError::BadRequest(format!("timeoutSeconds: invalid value {v:?}")))?,
+        None => 0,
+    };
+    Ok(if seconds == 0 {
+        default_watch_length()
+    } else {
+        Duration::from_secs(seconds).min(MAX_WATCH)
+    })
+}
+
+/// The resourceVersion a watch of records this server numbers itself (sessions, requests)
+/// resumes from: none for no value, `""` or `"0"` (start from the current state).
+pub(super) fn resume_from(q: &BTreeMap<String, String>) -> Result<Option<u64>, ApiError> {
+    q.get("resourceVersion")
+        .filter(|v| !v.is_empty() && *v != "0")
+        .map(|v| {
+            v.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("resourceVersion: invalid value {v:?}")))
         })
+        .transpose()
+}
+
+/// The answer to a watch: the `first` event lines, then the lines of `events`, until the
+/// server begins its shutdown (clients re-watch another replica) or `length` has passed.
+pub(super) fn streamed(
+    st: &AppState,
+    first: Vec<Bytes>,
+    events: impl futures::Stream<Item = Bytes> + Send + 'static,
+    length: Duration,
+) -> Response {
+    let mut drain = st.watch_drain.clone();
+    let body = futures::stream::iter(first)
+        .chain(events)
+        .map(Ok::<Bytes, std::io::Error>)
         .take_until(Box::pin(async move {
-            // End the watch when shutdown begins; clients re-watch another replica.
             let _ = drain.wait_for(|d| *d).await;
         }))
-        .take_until(tokio::time::sleep(timeout));
-    let mut resp = (StatusCode::OK, Body::from_stream(stream)).into_response();
+        .take_until(tokio::time::sleep(length));
+    let mut resp = (StatusCode::OK, Body::from_stream(body)).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    Ok(resp)
+    resp
 }

@@ -4,31 +4,16 @@
 //!
 //! Events are sent by the replica that made the change (the one that served the create, the
 //! review or the delete, or, for an expiry, the replica that wrote it: the leader), so each is
-//! sent once whatever the number of replicas. They leave through a bounded queue
-//! ([`QUEUE`]) served by one task: a request never waits for a receiver, and a full queue drops
-//! the event (counted, logged). A failed POST (no answer, a 5xx, 408, 429) is tried again with
-//! a doubling backoff, [`ATTEMPTS`] times in all; each event carries an id
-//! (`X-Poddebug-Event-Id`, and `id` in the body) a receiver can deduplicate retries with.
-
-use std::time::Duration;
+//! sent once whatever the number of replicas. They leave through the bounded, retrying queue
+//! of [`crate::webhook`]; each carries an id (`X-Poddebug-Event-Id`, and `id` in the body) a
+//! receiver can deduplicate retries with.
 
 use poddebug_types::request::{DebugRequest, Made, RequestMode};
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
-/// Events waiting to be sent, at most.
-pub const QUEUE: usize = 1024;
-/// Tries of one event.
-pub const ATTEMPTS: u32 = 8;
-/// The first pause between tries (doubling, capped at [`MAX_BACKOFF`]).
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-/// The longest pause between tries.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// How long one POST may take.
-const POST_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::webhook::{OutcomeLabels, WebhookQueue};
 
 /// What happened to a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,18 +66,10 @@ pub struct Notification {
     pub time: jiff::Timestamp,
 }
 
-/// Labels of the counter of notifications.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct NotifyLabels {
-    /// `sent`, `failed` (every try failed) or `dropped` (the queue was full).
-    pub outcome: String,
-}
-
 /// The sender (module docs). Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Notifier {
-    tx: mpsc::Sender<Notification>,
-    counts: Family<NotifyLabels, Counter>,
+    queue: WebhookQueue,
 }
 
 fn target(r: &DebugRequest) -> String {
@@ -220,93 +197,23 @@ pub fn body(n: &Notification) -> Value {
     })
 }
 
-/// Whether a failed try may pass if tried again.
-fn retryable(code: u16) -> bool {
-    code >= 500 || code == 408 || code == 429
-}
-
 impl Notifier {
     /// Start the sender of `url`.
     pub fn start(url: url::Url) -> Notifier {
-        let (tx, mut rx) = mpsc::channel::<Notification>(QUEUE);
-        let counts: Family<NotifyLabels, Counter> = Family::default();
-        let me = Notifier {
-            tx,
-            counts: counts.clone(),
-        };
-        tokio::spawn(async move {
-            let client = match reqwest::Client::builder().timeout(POST_TIMEOUT).build() {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!(error = %e, "the notification client cannot be made; notifications are off");
-                    return;
-                }
-            };
-            let count = |outcome: &str| {
-                counts
-                    .get_or_create(&NotifyLabels {
-                        outcome: outcome.to_owned(),
-                    })
-                    .inc();
-            };
-            while let Some(n) = rx.recv().await {
-                let id = event_id(&n);
-                let payload = serde_json::to_vec(&body(&n)).unwrap_or_default();
-                let mut backoff = FIRST_BACKOFF;
-                let mut sent = false;
-                for attempt in 1..=ATTEMPTS {
-                    let res = client
-                        .post(url.clone())
-                        .header("x-poddebug-event-id", &id)
-                        .header("content-type", "application/json")
-                        .body(payload.clone())
-                        .send()
-                        .await;
-                    let retry = match res {
-                        Ok(r) if r.status().is_success() => {
-                            sent = true;
-                            break;
-                        }
-                        Ok(r) => {
-                            let code = r.status().as_u16();
-                            tracing::warn!(event = %id, code, attempt, "the notification webhook refused an event");
-                            retryable(code)
-                        }
-                        Err(e) => {
-                            tracing::warn!(event = %id, error = %e, attempt, "the notification webhook cannot be reached");
-                            true
-                        }
-                    };
-                    if !retry || attempt == ATTEMPTS {
-                        break;
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                }
-                count(if sent { "sent" } else { "failed" });
-            }
-        });
-        me
+        Notifier {
+            queue: WebhookQueue::start(url, "notification"),
+        }
     }
 
     /// Queue an event; never waits (a full queue drops it).
     pub fn send(&self, n: Notification) {
-        if let Err(e) = self.tx.try_send(n) {
-            let n = match e {
-                mpsc::error::TrySendError::Full(n) | mpsc::error::TrySendError::Closed(n) => n,
-            };
-            self.counts
-                .get_or_create(&NotifyLabels {
-                    outcome: "dropped".to_owned(),
-                })
-                .inc();
-            tracing::warn!(event = %event_id(&n), "the notification queue is full; an event was dropped");
-        }
+        let payload = serde_json::to_vec(&body(&n)).unwrap_or_default();
+        self.queue.send(event_id(&n), payload);
     }
 
     /// The counter of notifications by outcome, to register in a metrics registry.
-    pub fn counts(&self) -> Family<NotifyLabels, Counter> {
-        self.counts.clone()
+    pub fn counts(&self) -> Family<OutcomeLabels, Counter> {
+        self.queue.outcomes()
     }
 }
 
@@ -363,11 +270,5 @@ mod tests {
             "bob denied debug request web-sysadmin (a debug container in pod shop/web, profile sysadmin) of alice: \"use the runbook\"."
         );
         assert_ne!(event_id(&denied), "u1/created/0.0");
-    }
-
-    #[test]
-    fn only_failures_that_may_pass_are_retried() {
-        assert!(retryable(503) && retryable(429) && retryable(408));
-        assert!(!retryable(400) && !retryable(404));
     }
 }

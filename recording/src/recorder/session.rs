@@ -28,6 +28,11 @@ pub struct Finished {
     pub exit_code: Option<i32>,
     /// Whether the recording was truncated.
     pub truncated: bool,
+    /// When the recording started.
+    pub start: Option<jiff::Timestamp>,
+    /// The commands derived from the input (with `--record-input`; the first ones, within the
+    /// bound of what a recording keeps), with their time from `start`.
+    pub commands: Vec<poddebug_types::recording::RecordingCommand>,
 }
 
 impl Session {
@@ -73,6 +78,7 @@ impl Session {
                     truncated: true,
                     exit_code: None,
                     command_count: None,
+                    commands: Vec::new(),
                 }
             }
         };
@@ -100,9 +106,11 @@ impl Session {
             q.invalidate();
         }
         Finished {
+            start: meta.start.parse().ok(),
             id: meta.id,
             exit_code,
             truncated: end.truncated,
+            commands: end.commands,
         }
     }
 }

@@ -31,6 +31,8 @@ pub(super) struct WriterEnd {
     pub(super) exit_code: Option<i32>,
     /// Commands submitted (with `--record-input`).
     pub(super) command_count: Option<u32>,
+    /// The commands kept (the first ones, within the bound of what a recording keeps).
+    pub(super) commands: Vec<poddebug_types::recording::RecordingCommand>,
 }
 
 /// The writer writes what it has gathered once this much is waiting (and after each batch).
@@ -354,6 +356,12 @@ impl Writer {
             truncated: why.is_some(),
             exit_code: self.lines.exit_code,
             command_count: self.lines.commands.as_ref().map(CommandLog::count),
+            commands: self
+                .lines
+                .commands
+                .as_ref()
+                .map(|c| c.items().to_vec())
+                .unwrap_or_default(),
         }
     }
 }

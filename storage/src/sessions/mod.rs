@@ -32,7 +32,7 @@
 mod lease;
 mod objects;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -44,6 +44,8 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use poddebug_types::{ApiError, GROUP};
 use tokio::sync::broadcast;
+
+use crate::change_log::{ChangeLog, Numbered};
 
 use crate::StorageError;
 use crate::record_key::{RecordKey, SharedRecordKey};
@@ -58,8 +60,6 @@ pub use objects::{SessionSelector, object_of};
 /// The resource sessions are named as in API answers.
 pub const RESOURCE: &str = "sessions";
 
-/// Changes kept for watches that resume from a resourceVersion.
-const HISTORY: usize = 4096;
 /// Changes buffered per running watch.
 const BROADCAST: usize = 1024;
 /// How often the watch looks again for the record key while it is not loaded yet.
@@ -76,9 +76,13 @@ pub struct SessionEvent {
     pub deleted: bool,
 }
 
-/// A resourceVersion older than the changes kept.
-#[derive(Debug)]
-pub struct TooOld;
+impl Numbered for SessionEvent {
+    fn rv(&self) -> u64 {
+        self.rv
+    }
+}
+
+pub use crate::change_log::HistoryTooOld as TooOld;
 
 /// The replica's copy of the trusted records, indexed.
 #[derive(Debug, Default)]
@@ -91,9 +95,7 @@ struct State {
     /// Records created by a replica and not confirmed yet: relied on by nobody, deleted once
     /// expired (their replica died before confirming them).
     unconfirmed: HashMap<String, Arc<LiveSession>>,
-    rv: u64,
-    oldest: u64,
-    history: VecDeque<SessionEvent>,
+    log: ChangeLog<SessionEvent>,
 }
 
 impl State {
@@ -323,13 +325,7 @@ impl SessionStore {
     }
 
     fn push(&self, state: &mut State, event: SessionEvent) {
-        state.rv = state.rv.max(event.rv);
-        state.history.push_back(event.clone());
-        while state.history.len() > HISTORY {
-            if let Some(old) = state.history.pop_front() {
-                state.oldest = state.oldest.max(old.rv);
-            }
-        }
+        state.log.push(event.clone());
         let _ = self.inner.tx.send(event);
     }
 
@@ -426,7 +422,7 @@ impl SessionStore {
                         deleted: true,
                     },
                 ),
-                None => state.rv = state.rv.max(rv),
+                None => state.log.saw(rv),
             },
         }
     }
@@ -460,11 +456,11 @@ impl SessionStore {
             .cloned()
             .collect();
         let mut fresh = State {
-            rv: state.rv.max(rv),
+            log: std::mem::take(&mut state.log),
             unconfirmed,
             ..State::default()
         };
-        fresh.oldest = fresh.rv;
+        fresh.log.restart(rv);
         for s in now.into_values() {
             fresh.insert(s);
         }
@@ -496,7 +492,7 @@ impl SessionStore {
     /// this view is at.
     pub fn snapshot(&self, now: jiff::Timestamp) -> (Vec<Arc<LiveSession>>, u64) {
         let state = self.read_state();
-        (state.live_in(state.containers.iter(), now), state.rv)
+        (state.live_in(state.containers.iter(), now), state.log.rv())
     }
 
     /// The sessions held at `now` in `namespace` (all: None) and, within it, on `pod` (all:
@@ -520,7 +516,7 @@ impl SessionStore {
             .containers
             .range(from..)
             .take_while(|(k, _)| k.namespace == ns && pod.is_none_or(|p| k.pod == p));
-        (state.live_in(keys, now), state.rv)
+        (state.live_in(keys, now), state.log.rv())
     }
 
     /// The sessions held at `now` on debug container `key`.
@@ -557,16 +553,7 @@ impl SessionStore {
 
     /// The changes after `rv`, or [`TooOld`] when they are no longer kept.
     pub fn since(&self, rv: u64) -> Result<Vec<SessionEvent>, TooOld> {
-        let state = self.read_state();
-        if rv < state.oldest {
-            return Err(TooOld);
-        }
-        Ok(state
-            .history
-            .iter()
-            .filter(|e| e.rv > rv)
-            .cloned()
-            .collect())
+        self.read_state().log.since(rv)
     }
 
     /// Record a new session (create its Lease, then confirm it with a first renewal that binds

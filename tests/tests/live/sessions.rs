@@ -777,7 +777,11 @@ async fn the_commands_typed_through_one_replica_are_served_edited_through_anothe
     let alice = as_user(&sb.api, ALICE);
     shell_of(&sb, &alice, None).await;
     let flag = format!("--recording-store={store}");
-    let one = Replica::start(&[&flag, "--record-input"]).await;
+    // Replica one also exports its audit trail as OCSF to a receiver that refuses the first
+    // POST: each event of the session still arrives once.
+    let hook = poddebug_tests::webhook::WebhookReceiver::start(1).await;
+    let hook_flag = format!("--audit-webhook={}", hook.url());
+    let one = Replica::start(&[&flag, "--record-input", &hook_flag]).await;
     let two = Replica::start(&[&flag]).await;
 
     // A line edited as it is typed to busybox's shell: a word rubbed out with Ctrl-W, a typo
@@ -836,6 +840,37 @@ async fn the_commands_typed_through_one_replica_are_served_edited_through_anothe
         None,
     );
     assert!(raw.contains("echo fixed-$((1+2))"), "{raw}");
+
+    // The session, its recording and the edited command reached the webhook, each once, as
+    // valid OCSF.
+    let op = |e: &Value| {
+        e["api"]["operation"]
+            .as_str()
+            .or_else(|| e["process"]["cmd_line"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let want = ["attach", "recording.finished", "echo fixed-$((1+2))"];
+    let events = hook
+        .wait_for(T, |got| {
+            want.iter().all(|w| got.iter().any(|e| op(e) == *w))
+        })
+        .await
+        .unwrap_or_else(|got| panic!("not every OCSF event arrived: {got:?}"));
+    assert_eq!(hook.refused(), 1);
+    for w in want {
+        let n = events.iter().filter(|e| op(e) == w).count();
+        assert_eq!(n, 1, "{w} once: {events:?}");
+    }
+    let cmd = events
+        .iter()
+        .find(|e| op(e) == "echo fixed-$((1+2))")
+        .expect("the command");
+    assert_eq!(cmd["class_uid"], 1007, "{cmd}");
+    assert_eq!(cmd["actor"]["user"]["name"], ALICE, "{cmd}");
+    assert_eq!(cmd["device"]["name"], format!("{}/web", sb.ns), "{cmd}");
+    assert_eq!(cmd["unmapped"]["recording_id"], id.as_str(), "{cmd}");
+    poddebug_tests::ocsf::assert_valid(&events);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

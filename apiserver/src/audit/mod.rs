@@ -21,6 +21,9 @@
 use jiff::Timestamp;
 use poddebug_storage::Caller;
 
+pub mod export;
+pub mod ocsf;
+
 /// The tracing target of every audit record.
 pub const TARGET: &str = "poddebug::audit";
 
@@ -45,6 +48,8 @@ pub enum Action {
     Unstoppable,
     /// The leader evicted the pod of such a container (`--unstoppable-action=evict`).
     Evict,
+    /// A session's recording was finished (`recording_id` names it).
+    RecordingFinished,
 }
 
 impl Action {
@@ -59,6 +64,7 @@ impl Action {
             Action::Request => "request",
             Action::Unstoppable => "unstoppable",
             Action::Evict => "evict",
+            Action::RecordingFinished => "recording finished",
         }
     }
 }
@@ -182,8 +188,14 @@ impl AuditRecord {
         r
     }
 
-    /// Log the record (target [`TARGET`], level info).
+    /// Log the record (target [`TARGET`], level info), and export it as an OCSF event to the
+    /// sinks of `--audit-stdout` and `--audit-webhook` ([`export`]).
     pub fn emit(&self) {
+        self.log();
+        export::record(self);
+    }
+
+    fn log(&self) {
         let ts = |t: &Option<Timestamp>| t.as_ref().map(ToString::to_string);
         // JSON, so that group names with commas stay apart.
         let groups = serde_json::to_string(&self.groups).unwrap_or_default();
@@ -287,7 +299,7 @@ mod tests {
         r.image = Some("busybox:1.36".into());
         r.exit_code = Some(137);
         r.expires_at = Some("2026-01-02T03:04:05Z".parse().unwrap());
-        tracing::subscriber::with_default(subscriber, || r.emit());
+        tracing::subscriber::with_default(subscriber, || r.log());
         let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");
         let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
