@@ -6,8 +6,8 @@ use axum::routing::get;
 
 use crate::filters::handler_chain;
 use crate::handlers::{
-    attach, copies, debug, discovery, health, list, log, nodes, not_found, portal, profiles,
-    recordings, requests, sessions,
+    attach, copies, copy_collection, debug, discovery, health, list, log, nodes, not_found, portal,
+    profiles, recordings, requests, sessions,
 };
 use crate::state::AppState;
 
@@ -71,6 +71,18 @@ pub fn app(state: AppState) -> Router {
         .route(
             &format!("{ns_pods}/copies/{{name}}"),
             get(copies::get).delete(copies::delete),
+        )
+        .route(
+            &format!("{GV}/poddebugcopies"),
+            get(copy_collection::all_namespaces),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/poddebugcopies"),
+            get(copy_collection::in_namespace),
+        )
+        .route(
+            &format!("{GV}/namespaces/{{namespace}}/poddebugcopies/{{name}}"),
+            get(copy_collection::get_one),
         )
         .route(
             &format!("{GV}/nodes/{{node}}/debug"),

@@ -316,7 +316,7 @@ fn a_request_waits_for_approval_then_attaches_and_a_denial_ends_it() {
     let alice = format!("jit-plugin-alice-{}", std::process::id());
     let bob = format!("jit-plugin-bob-{}", std::process::id());
     for (role, user) in [
-        ("poddebug-debugger", alice.as_str()),
+        ("poddebug:debugger", alice.as_str()),
         ("poddebug:request-approver", bob.as_str()),
     ] {
         poddebug_tests::kubectl::kubectl_ok(

@@ -769,6 +769,14 @@ mod tests {
                 vec!["get"],
             ),
             (
+                format!("{p}/namespaces/{{namespace}}/poddebugcopies"),
+                vec!["get"],
+            ),
+            (
+                format!("{p}/namespaces/{{namespace}}/poddebugcopies/{{name}}"),
+                vec!["get"],
+            ),
+            (
                 format!("{p}/namespaces/{{namespace}}/pods/{{name}}/attach"),
                 vec!["get", "post"],
             ),
@@ -825,6 +833,7 @@ mod tests {
             ),
             (format!("{p}/nodes/{{name}}/log"), vec!["get"]),
             (format!("{p}/poddebugcontainers"), vec!["get"]),
+            (format!("{p}/poddebugcopies"), vec!["get"]),
         ];
         let got: Vec<(String, Vec<&str>)> = items
             .iter()

@@ -50,15 +50,15 @@ pub(crate) fn kinds() -> [KindSchema; 17] {
             name: DebugProfileList::schema_name(),
         },
         KindSchema {
-            gvk: Gvk::poddebug("Recording"),
+            gvk: Gvk::poddebug("DebugRecording"),
             name: Recording::schema_name(),
         },
         KindSchema {
-            gvk: Gvk::poddebug("RecordingList"),
+            gvk: Gvk::poddebug("DebugRecordingList"),
             name: RecordingList::schema_name(),
         },
         KindSchema {
-            gvk: Gvk::poddebug("RecordingCommandList"),
+            gvk: Gvk::poddebug("DebugRecordingCommandList"),
             name: RecordingCommandList::schema_name(),
         },
         KindSchema {

@@ -4,7 +4,7 @@
 
 import { del, get, getTransient, paths, post } from './api.js';
 import { endLineFrom, showTerminal } from './panel.js';
-import { age, clearError, describeState, enc, h, showError, sleep, waitRunning, whileBusy } from './ui.js';
+import { age, clearError, describeState, enc, h, parseDuration, showError, sleep, ttlField, waitRunning, whileBusy } from './ui.js';
 
 // The state of container `name` of a copy, as its status reports it (or null).
 function stateOf(copy, name) {
@@ -60,7 +60,7 @@ function copyRequest(f) {
   const profile = text('profile');
   if (profile) body.profile = profile;
   const ttl = text('ttl');
-  if (ttl) body.ttlSeconds = Number.parseInt(ttl, 10);
+  if (ttl) body.ttlSeconds = parseDuration(ttl);
   return { body, target: target || null };
 }
 
@@ -212,7 +212,7 @@ export async function renderCopies(ns, pod, box, session, context) {
         ...profiles.map((p) => h('option', { value: p.metadata.name, title: p.description || '' }, p.metadata.name)),
       ),
     ),
-    h('label', {}, 'Time limit (s) ', h('input', { name: 'ttl', type: 'number', min: 0, placeholder: 'server default' })),
+    ttlField(),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'shareProcesses', checked: true }), ' Share processes'),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'sameNode' }), ' Same node'),
     h('button', { type: 'submit', id: 'copy-button' }, 'Copy and debug'),

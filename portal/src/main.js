@@ -23,6 +23,8 @@ import {
   setCrumbs as setPath,
   showError,
   sleep,
+  ttlField,
+  ttlSeconds,
 } from './ui.js';
 
 const app = document.getElementById('app');
@@ -363,6 +365,7 @@ async function renderCreate(ns, pod, box, context, created) {
       ),
     ),
     h('label', {}, 'Command ', h('input', { name: 'command', placeholder: 'image default, e.g. sh' })),
+    ttlField(),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'tty', checked: true }), ' Interactive terminal (stdin + TTY)'),
     h('button', { type: 'submit', id: 'create-button' }, 'Create'),
   );
@@ -381,6 +384,13 @@ async function renderCreate(ns, pod, box, context, created) {
     if (target) body.targetContainerName = target;
     const profile = String(f.get('profile') || '');
     if (profile) body.profile = profile;
+    try {
+      const ttl = ttlSeconds(form);
+      if (ttl !== undefined) body.ttlSeconds = ttl;
+    } catch (e) {
+      showError(e);
+      return;
+    }
     const name = String(f.get('name') || '').trim();
     const path = `${name ? paths.debug(ns, pod, name) : paths.debugList(ns, pod)}?wait=true&timeoutSeconds=60`;
     const button = form.querySelector('button[type=submit]');

@@ -4,7 +4,20 @@
 
 import { del, get, getTransient, paths, post, usableNodeProfiles } from './api.js';
 import { endLineFrom, showLogs, showTerminal } from './panel.js';
-import { age, clearError, describeState, enc, h, setCrumbs, showError, sleep, waitRunning, whileBusy } from './ui.js';
+import {
+  age,
+  clearError,
+  describeState,
+  enc,
+  h,
+  setCrumbs,
+  showError,
+  sleep,
+  ttlField,
+  ttlSeconds,
+  waitRunning,
+  whileBusy,
+} from './ui.js';
 
 // The profile of a node debug container that names none (the server's).
 const DEFAULT_NODE_PROFILE = 'sysadmin';
@@ -194,6 +207,24 @@ export async function nodesView(app, node) {
           ...nodeNames.map((n, i) => h('option', { value: n, selected: node ? n === node : i === 0 }, n)),
         )
       : h('input', { name: 'node', required: true, value: node || '' });
+  // Only the profiles a SelfSubjectAccessReview says the user may use; the server's default is
+  // chosen when it is one of them.
+  const profileField =
+    profiles.length > 0
+      ? h(
+          'select',
+          { name: 'profile', id: 'node-profile' },
+          ...profiles.map((p) =>
+            h('option', { value: p, selected: p === DEFAULT_NODE_PROFILE }, p === DEFAULT_NODE_PROFILE ? `${p} (default)` : p),
+          ),
+        )
+      : h('select', { name: 'profile', id: 'node-profile', disabled: true }, h('option', { value: '' }, 'none you may use'));
+  const warning = h(
+    'p',
+    { class: 'warning', id: 'node-warning', role: 'alert' },
+    'sysadmin is root on the node: the container runs privileged in the node\u2019s process, network and IPC namespaces with its filesystem at /host, so whoever attaches has full control of the node and of every pod on it.',
+  );
+  const startButton = h('button', { type: 'submit', id: 'node-create-button', disabled: profiles.length === 0 }, 'Start');
   const form = h(
     'form',
     { id: 'node-form', class: 'create' },
@@ -202,20 +233,18 @@ export async function nodesView(app, node) {
     h('label', {}, 'Name ', h('input', { name: 'name', placeholder: 'generated', pattern: '[a-z0-9]([-a-z0-9]*[a-z0-9])?' })),
     h('label', {}, 'Image ', h('input', { name: 'image', placeholder: 'server default' })),
     h('label', {}, 'Command ', h('input', { name: 'command', placeholder: 'image default, e.g. sh' })),
-    h(
-      'label',
-      {},
-      'Profile ',
-      h(
-        'select',
-        { name: 'profile', id: 'node-profile' },
-        h('option', { value: '' }, `(default: ${DEFAULT_NODE_PROFILE})`),
-        ...profiles.map((p) => h('option', { value: p }, p)),
-      ),
-    ),
-    h('label', {}, 'Time limit (s) ', h('input', { name: 'ttl', type: 'number', min: 0, placeholder: 'server default' })),
-    h('button', { type: 'submit', id: 'node-create-button' }, 'Start'),
+    h('label', {}, 'Profile ', profileField),
+    warning,
+    ttlField(),
+    startButton,
   );
+  // Only the profiles the user may use are offered (none: nothing to start); the warning shows
+  // while the one chosen is sysadmin.
+  const showWarning = () => {
+    warning.hidden = profileField.value !== 'sysadmin';
+  };
+  profileField.addEventListener('change', showWarning);
+  showWarning();
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     clearError();
@@ -228,7 +257,13 @@ export async function nodesView(app, node) {
     if (command.length) container.command = command;
     const body = { container };
     if (text('profile')) body.profile = text('profile');
-    if (text('ttl')) body.ttlSeconds = Number.parseInt(text('ttl'), 10);
+    try {
+      const ttl = ttlSeconds(form);
+      if (ttl !== undefined) body.ttlSeconds = ttl;
+    } catch (e) {
+      showError(e);
+      return;
+    }
     const name = text('name');
     const button = form.querySelector('button[type=submit]');
     await whileBusy(button, 'Starting…', progress, refresh, async (say) => {

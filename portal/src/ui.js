@@ -167,3 +167,41 @@ export function leaveView() {
   viewEnds.forEach((f) => f());
   viewEnds = [];
 }
+
+// A duration as the plugin's --ttl and the server's flags take it (Go's time.ParseDuration,
+// plus bare seconds): `90`, `90s`, `30m`, `1h30m`, `1.5h`. Whole seconds; throws on anything
+// else, naming the field.
+export function parseDuration(text, field = 'Time limit') {
+  const s = String(text).trim();
+  if (/^[0-9]+$/.test(s)) return Number.parseInt(s, 10);
+  const units = { ns: 1e-9, us: 1e-6, 'µs': 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
+  const re = /([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)/y;
+  let total = 0;
+  let at = 0;
+  while (s && at < s.length) {
+    re.lastIndex = at;
+    const m = re.exec(s);
+    if (!m) throw new Error(`${field}: invalid duration "${s}" (e.g. 90s, 30m, 1h30m; 0 for none)`);
+    total += Number.parseFloat(m[1]) * units[m[2]];
+    at = re.lastIndex;
+  }
+  if (!s) throw new Error(`${field}: empty duration`);
+  return Math.floor(total);
+}
+
+// The time-limit field of every create form: a duration like the plugin's --ttl, sent as
+// ttlSeconds; empty means the server's default.
+export function ttlField() {
+  return h(
+    'label',
+    {},
+    'Time limit ',
+    h('input', { name: 'ttl', class: 'ttl', placeholder: 'server default, e.g. 30m or 1h30m (0: none)', title: 'as the plugin\u2019s --ttl: 90s, 30m, 1h30m; 0 for no limit' }),
+  );
+}
+
+// The ttlSeconds of a create form's time-limit field, or undefined when left empty.
+export function ttlSeconds(form) {
+  const text = String(new FormData(form).get('ttl') || '').trim();
+  return text ? parseDuration(text) : undefined;
+}

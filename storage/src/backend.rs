@@ -344,23 +344,49 @@ pub struct NodeDebugRequest {
     pub phases: Phases,
 }
 
-/// One event of a watch of node debug containers.
+/// One event of a watch of objects poddebug keeps as pods it made (node debug containers,
+/// copies).
 #[derive(Clone, Debug)]
-pub enum NodeWatchEvent {
+pub enum PodObjectEvent<T> {
     /// Appeared.
-    Added(NodeDebugContainer),
+    Added(T),
     /// Changed.
-    Modified(NodeDebugContainer),
+    Modified(T),
     /// Its pod was deleted.
-    Deleted(NodeDebugContainer),
+    Deleted(T),
     /// Progress marker.
     Bookmark(String),
     /// The watch cannot continue.
     Error(ApiError),
 }
 
+/// One event of a watch of node debug containers.
+pub type NodeWatchEvent = PodObjectEvent<NodeDebugContainer>;
+
 /// A stream of node watch events.
 pub type NodeWatchStream = Pin<Box<dyn Stream<Item = NodeWatchEvent> + Send>>;
+
+/// One event of a watch of copies.
+pub type CopyWatchEvent = PodObjectEvent<PodDebugCopy>;
+
+/// A stream of copy watch events.
+pub type CopyWatchStream = Pin<Box<dyn Stream<Item = CopyWatchEvent> + Send>>;
+
+/// What a list or watch of the `poddebugcopies` collection selects, beside being a copy: the
+/// client's selectors and paging, passed on to the list of pods.
+#[derive(Clone, Debug, Default)]
+pub struct CopySelection {
+    /// One namespace, or all.
+    pub namespace: Option<String>,
+    /// `labelSelector`.
+    pub label_selector: Option<String>,
+    /// `fieldSelector` (as pods take it: `metadata.name`, `status.phase`, `spec.nodeName`).
+    pub field_selector: Option<String>,
+    /// `limit`.
+    pub limit: Option<u32>,
+    /// `continue`.
+    pub continue_token: Option<String>,
+}
 
 fn unsupported() -> StorageError {
     ApiError::MethodNotAllowed("this storage does not serve copies or node debugging".to_owned())
@@ -391,6 +417,34 @@ pub trait WorkloadBackend: Send + Sync + 'static {
         _pod: &str,
         _caller: &Caller,
     ) -> Result<PodDebugCopyList, StorageError> {
+        Err(unsupported())
+    }
+    /// The copies of every pod (of a namespace, or of all) as the `poddebugcopies` collection
+    /// lists them.
+    async fn list_all_copies(
+        &self,
+        _selection: &CopySelection,
+        _caller: &Caller,
+    ) -> Result<PodDebugCopyList, StorageError> {
+        Err(unsupported())
+    }
+    /// Copy `name` of namespace `namespace`, whatever pod it copies.
+    async fn get_any_copy(
+        &self,
+        _namespace: &str,
+        _name: &str,
+        _caller: &Caller,
+    ) -> Result<PodDebugCopy, StorageError> {
+        Err(unsupported())
+    }
+    /// Watch the copies selected from `resource_version` ("" or "0": the current ones first).
+    async fn watch_copies(
+        &self,
+        _selection: &CopySelection,
+        _resource_version: &str,
+        _timeout_seconds: Option<u32>,
+        _caller: &Caller,
+    ) -> Result<CopyWatchStream, StorageError> {
         Err(unsupported())
     }
     /// Delete a copy.

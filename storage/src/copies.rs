@@ -14,7 +14,7 @@ use poddebug_types::{ApiError, ErrorList, FieldError, GROUP};
 use crate::cluster::Cluster;
 use crate::phases::Phase;
 use crate::prefetch::{PrefetchTarget, read_pod};
-use crate::{Caller, CopyRequest, StorageError};
+use crate::{Caller, CopyRequest, CopySelection, CopyWatchStream, StorageError};
 
 /// The resource copies' errors name.
 pub(crate) const RESOURCE: &str = "poddebugcopies";
@@ -143,6 +143,90 @@ pub(crate) async fn list(
         pods.items.iter().map(copy_from_pod).collect(),
         meta,
     ))
+}
+
+/// The label selector of the copies `selection` asks for: every copy, and the client's own
+/// selector beside.
+fn copy_labels(selection: &CopySelection) -> String {
+    match selection
+        .label_selector
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
+        Some(theirs) => format!("{LABEL_KIND}=copy,{theirs}"),
+        None => format!("{LABEL_KIND}=copy"),
+    }
+}
+
+/// The copies `selection` asks for (the `poddebugcopies` collection), paged as kube-apiserver
+/// pages the pods.
+pub(crate) async fn list_all(
+    cluster: &Cluster,
+    selection: &CopySelection,
+    caller: &Caller,
+) -> Result<PodDebugCopyList, StorageError> {
+    let api = cluster.pods_in(selection.namespace.as_deref(), caller)?;
+    let mut params = ListParams::default().labels(&copy_labels(selection));
+    if let Some(f) = selection
+        .field_selector
+        .as_deref()
+        .filter(|f| !f.is_empty())
+    {
+        params = params.fields(f);
+    }
+    if let Some(limit) = selection.limit {
+        params = params.limit(limit);
+    }
+    if let Some(token) = selection
+        .continue_token
+        .as_deref()
+        .filter(|t| !t.is_empty())
+    {
+        params = params.continue_token(token);
+    }
+    let pods = api.list(&params).await?;
+    Ok(PodDebugCopyList::new(
+        pods.items.iter().map(copy_from_pod).collect(),
+        pods.metadata.clone(),
+    ))
+}
+
+/// Copy `name` of `namespace`, whatever pod it copies: 404 when there is no such pod or it is
+/// not a copy.
+pub(crate) async fn get_any(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    caller: &Caller,
+) -> Result<PodDebugCopy, StorageError> {
+    let api = cluster.pods(namespace, caller)?;
+    match api.get_opt(name).await? {
+        Some(p) if label(&p, LABEL_KIND) == Some("copy") => Ok(copy_from_pod(&p)),
+        _ => Err(not_found(name)),
+    }
+}
+
+/// Watch the copies `selection` asks for from `resource_version`.
+pub(crate) async fn watch(
+    cluster: &Cluster,
+    selection: &CopySelection,
+    resource_version: &str,
+    timeout_seconds: Option<u32>,
+    caller: &Caller,
+) -> Result<CopyWatchStream, StorageError> {
+    let api = cluster.pods_in(selection.namespace.as_deref(), caller)?;
+    let what = crate::nodes::PodSelection {
+        labels: copy_labels(selection),
+        fields: selection.field_selector.clone().filter(|f| !f.is_empty()),
+    };
+    crate::nodes::watch_pods(
+        &api,
+        &what,
+        resource_version,
+        timeout_seconds,
+        copy_from_pod,
+    )
+    .await
 }
 
 /// Delete the copy (the very pod read: a pod of the same name made since is left alone).

@@ -348,6 +348,40 @@ impl crate::WorkloadBackend for KubeBackend {
         crate::copies::list(&self.cluster, namespace, pod, caller).await
     }
 
+    async fn list_all_copies(
+        &self,
+        selection: &crate::CopySelection,
+        caller: &Caller,
+    ) -> Result<poddebug_types::copy::PodDebugCopyList, StorageError> {
+        crate::copies::list_all(&self.cluster, selection, caller).await
+    }
+
+    async fn get_any_copy(
+        &self,
+        namespace: &str,
+        name: &str,
+        caller: &Caller,
+    ) -> Result<poddebug_types::copy::PodDebugCopy, StorageError> {
+        crate::copies::get_any(&self.cluster, namespace, name, caller).await
+    }
+
+    async fn watch_copies(
+        &self,
+        selection: &crate::CopySelection,
+        resource_version: &str,
+        timeout_seconds: Option<u32>,
+        caller: &Caller,
+    ) -> Result<crate::CopyWatchStream, StorageError> {
+        crate::copies::watch(
+            &self.cluster,
+            selection,
+            resource_version,
+            timeout_seconds,
+            caller,
+        )
+        .await
+    }
+
     async fn delete_copy(
         &self,
         namespace: &str,

@@ -17,7 +17,7 @@ use poddebug_types::{ApiError, ErrorList, FieldError, GROUP};
 use crate::cluster::Cluster;
 use crate::phases::Phase;
 use crate::prefetch::{PrefetchTarget, read_node};
-use crate::{NodeDebugRequest, NodeWatchEvent, NodeWatchStream, StorageError, StreamTarget};
+use crate::{NodeDebugRequest, NodeWatchStream, PodObjectEvent, StorageError, StreamTarget};
 
 /// The resource node debug containers' errors name.
 pub(crate) const RESOURCE: &str = "nodedebugcontainers";
@@ -184,27 +184,58 @@ pub(crate) async fn watch(
     timeout_seconds: Option<u32>,
 ) -> Result<NodeWatchStream, StorageError> {
     let (labels, fields) = list_params(node);
-    let mut params = WatchParams::default().labels(&labels);
-    if let Some(f) = &fields {
+    let cluster_wide = node.is_none();
+    let what = PodSelection { labels, fields };
+    watch_pods(
+        &pods(cluster),
+        &what,
+        resource_version,
+        timeout_seconds,
+        move |p| named_for(cluster_wide, p),
+    )
+    .await
+}
+
+/// The pods a watch of objects kept as pods selects.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PodSelection {
+    /// Label selector.
+    pub(crate) labels: String,
+    /// Field selector.
+    pub(crate) fields: Option<String>,
+}
+
+/// Watch the pods `what` selects from `resource_version`, each shown by `show`. From "any"
+/// version ("" or "0"), as kube-apiserver answers it: the current ones as ADDED first, then the
+/// changes since their list (a watch from "0" with bookmarks is refused by v1.36).
+pub(crate) async fn watch_pods<T, F>(
+    api: &Api<Pod>,
+    what: &PodSelection,
+    resource_version: &str,
+    timeout_seconds: Option<u32>,
+    show: F,
+) -> Result<std::pin::Pin<Box<dyn futures::Stream<Item = PodObjectEvent<T>> + Send>>, StorageError>
+where
+    T: Send + 'static,
+    F: Fn(&Pod) -> T + Copy + Send + Sync + 'static,
+{
+    let mut params = WatchParams::default().labels(&what.labels);
+    if let Some(f) = &what.fields {
         params = params.fields(f);
     }
     if let Some(t) = timeout_seconds {
         params = params.timeout(t.min(290));
     }
-    let cluster_wide = node.is_none();
-    let api = pods(cluster);
-    // From "any" version, as kube-apiserver answers it: the current ones as ADDED first, then
-    // the changes since their list (a watch from "0" with bookmarks is refused by v1.36).
     let (initial, from) = if resource_version.is_empty() || resource_version == "0" {
-        let mut lp = ListParams::default().labels(&labels);
-        if let Some(f) = &fields {
+        let mut lp = ListParams::default().labels(&what.labels);
+        if let Some(f) = &what.fields {
             lp = lp.fields(f);
         }
         let list = api.list(&lp).await?;
-        let added: Vec<NodeWatchEvent> = list
+        let added: Vec<PodObjectEvent<T>> = list
             .items
             .iter()
-            .map(|p| NodeWatchEvent::Added(named_for(cluster_wide, p)))
+            .map(|p| PodObjectEvent::Added(show(p)))
             .collect();
         (added, list.metadata.resource_version.unwrap_or_default())
     } else {
@@ -213,17 +244,13 @@ pub(crate) async fn watch(
     let stream = api.watch(&params, &from).await?;
     let changes = stream.filter_map(move |ev| async move {
         match ev {
-            Ok(WatchEvent::Added(p)) => Some(NodeWatchEvent::Added(named_for(cluster_wide, &p))),
-            Ok(WatchEvent::Modified(p)) => {
-                Some(NodeWatchEvent::Modified(named_for(cluster_wide, &p)))
-            }
-            Ok(WatchEvent::Deleted(p)) => {
-                Some(NodeWatchEvent::Deleted(named_for(cluster_wide, &p)))
-            }
+            Ok(WatchEvent::Added(p)) => Some(PodObjectEvent::Added(show(&p))),
+            Ok(WatchEvent::Modified(p)) => Some(PodObjectEvent::Modified(show(&p))),
+            Ok(WatchEvent::Deleted(p)) => Some(PodObjectEvent::Deleted(show(&p))),
             Ok(WatchEvent::Bookmark(b)) => {
-                Some(NodeWatchEvent::Bookmark(b.metadata.resource_version))
+                Some(PodObjectEvent::Bookmark(b.metadata.resource_version))
             }
-            Ok(WatchEvent::Error(e)) => Some(NodeWatchEvent::Error(ApiError::from_upstream(
+            Ok(WatchEvent::Error(e)) => Some(PodObjectEvent::Error(ApiError::from_upstream(
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::Status {
                     code: Some(i32::from(e.code)),
                     message: Some(e.message),
@@ -233,7 +260,7 @@ pub(crate) async fn watch(
                 },
             ))),
             Err(e) => {
-                tracing::debug!(error = %e, "node debug watch ended");
+                tracing::debug!(error = %e, "watch of pods ended");
                 None
             }
         }

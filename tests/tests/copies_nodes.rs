@@ -1173,3 +1173,146 @@ async fn dry_runs_store_nothing_and_a_second_replica_watches_reads_and_deletes_w
     let (code, status) = e.get(&node_path(NODE, Some("two"))).await;
     assert_eq!(code, StatusCode::NOT_FOUND, "{status}");
 }
+
+/// The names in a Table's rows, and its column names.
+fn table_names(table: &Value) -> (Vec<String>, Vec<String>) {
+    let rows = table["rows"].as_array().cloned().unwrap_or_default();
+    let cols = table["columnDefinitions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    (
+        rows.iter()
+            .map(|r| r["cells"][0].as_str().unwrap_or_default().to_owned())
+            .collect(),
+        cols.iter()
+            .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn poddebugcopies_lists_gets_and_watches_every_copy_as_kubectl_get_asks() {
+    // bob may read copies but not list them: the collection is authorized as one.
+    let e = env_with(&[], |fake| {
+        fake.set_policy(|a| {
+            !(a.user == "bob"
+                && a.api_group == "poddebug.dev"
+                && a.resource == "poddebugcopies"
+                && a.verb == "list")
+        });
+    })
+    .await;
+    e.fake.add_simple_pod(NS, "other");
+    let coll = format!("{GV}/namespaces/{NS}/poddebugcopies");
+    // Watched from the start: each copy appears as it is made.
+    let mut watch = e
+        .alice
+        .stream(
+            Method::GET,
+            &format!("{coll}?watch=true"),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .expect("watch");
+    assert_eq!(watch.status, StatusCode::OK);
+    for (pod, name) in [(POD, "web-copy"), ("other", "other-copy")] {
+        let (code, obj) = e
+            .alice
+            .post_json(
+                &format!("{GV}/namespaces/{NS}/pods/{pod}/copy"),
+                &json!({"metadata": {"name": name}}),
+            )
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());
+        let added = next_event(&mut watch, "ADDED", name).await;
+        assert_eq!(
+            added.as_ref().map(|a| a["object"]["kind"].clone()),
+            Some(json!("PodDebugCopy")),
+            "{added:?}"
+        );
+    }
+
+    // Every copy of the namespace, whatever pod it copies; the original is no copy.
+    let (code, list) = e.get(&coll).await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(list["kind"], "PodDebugCopyList");
+    let mut got = names(&list);
+    got.sort();
+    assert_eq!(got, ["other-copy", "web-copy"]);
+    let (code, all) = e.get(&format!("{GV}/poddebugcopies")).await;
+    assert_eq!(code, StatusCode::OK, "{all}");
+    assert_eq!(names(&all).len(), 2, "{all}");
+    // The client's label selector narrows them.
+    let (code, one) = e
+        .get(&format!(
+            "{coll}?labelSelector=poddebug.dev%2Fcopy-of%3Dother"
+        ))
+        .await;
+    assert_eq!(
+        (code, names(&one)),
+        (StatusCode::OK, vec!["other-copy".to_owned()])
+    );
+
+    // As kubectl get asks: a Table.
+    let (code, _, body) = e
+        .alice
+        .request(
+            Method::GET,
+            &coll,
+            &[("accept", KUBECTL_TABLE_ACCEPT)],
+            Bytes::new(),
+        )
+        .await
+        .expect("table");
+    let table: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(code, StatusCode::OK, "{table}");
+    assert_eq!(table["kind"], "Table");
+    let (mut rows, cols) = table_names(&table);
+    rows.sort();
+    assert_eq!(rows, ["other-copy", "web-copy"]);
+    assert_eq!(&cols[..3], ["Name", "Copy Of", "Phase"]);
+
+    // One by name; a pod that is no copy is not found, in this resource's terms.
+    let (code, one) = e.get(&format!("{coll}/other-copy")).await;
+    assert_eq!(code, StatusCode::OK, "{one}");
+    assert_eq!(one["status"]["sourcePod"], "other");
+    let (code, st) = e.get(&format!("{coll}/{POD}")).await;
+    assert_eq!(
+        (code, st),
+        (
+            StatusCode::NOT_FOUND,
+            status(
+                404,
+                "NotFound",
+                &format!("poddebugcopies.poddebug.dev \"{POD}\" not found"),
+                json!({"name": POD, "group": "poddebug.dev", "kind": "poddebugcopies"})
+            )
+        )
+    );
+
+    // Deleted (through pods/POD/copies): the watch says so and the list no longer has it.
+    let (code, _) = e.delete(&copy_path("copies/web-copy")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert!(
+        next_event(&mut watch, "DELETED", "web-copy")
+            .await
+            .is_some()
+    );
+    let (code, list) = e.get(&coll).await;
+    assert_eq!(
+        (code, names(&list)),
+        (StatusCode::OK, vec!["other-copy".to_owned()])
+    );
+
+    // Without list on poddebugcopies: 403, though the copy can be read by name.
+    let bob = e
+        .server
+        .front_proxy_client("bob", &["system:authenticated"]);
+    let (code, st) = bob.get_json(&coll).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert_eq!(st["details"]["kind"], "poddebugcopies", "{st}");
+    let (code, one) = bob.get_json(&format!("{coll}/other-copy")).await;
+    assert_eq!(code, StatusCode::OK, "{one}");
+}

@@ -120,7 +120,7 @@ async fn ended_recordings_within(client: &TestClient, n: usize, within: Duration
     loop {
         let (code, list) = client.get_json(&format!("{BASE}/recordings")).await;
         assert_eq!(code, StatusCode::OK, "{list}");
-        assert_eq!(list["kind"], "RecordingList");
+        assert_eq!(list["kind"], "DebugRecordingList");
         assert_eq!(list["apiVersion"], "poddebug.dev/v1alpha1");
         let items = list["items"].as_array().cloned().unwrap_or_default();
         if items.len() >= n && items.iter().all(|i| i["status"]["end"].is_string()) {
@@ -326,7 +326,7 @@ async fn the_commands_typed_are_derived_from_the_input_counted_and_served() {
         .get_json(&format!("{BASE}/recordings/{id}/commands"))
         .await;
     assert_eq!(code, StatusCode::OK, "{list}");
-    assert_eq!(list["kind"], "RecordingCommandList");
+    assert_eq!(list["kind"], "DebugRecordingCommandList");
     assert_eq!(list["apiVersion"], "poddebug.dev/v1alpha1");
     assert_eq!(list["verified"], true);
     assert_eq!(list["dropped"], 0);
@@ -801,11 +801,11 @@ async fn recordings_are_api_objects_listed_per_pod_namespace_and_cluster() {
     // One pod's: Recording objects, oldest first.
     let (code, list) = e.client.get_json(&format!("{BASE}/recordings")).await;
     assert_eq!(code, StatusCode::OK, "{list}");
-    assert_eq!(list["kind"], "RecordingList");
+    assert_eq!(list["kind"], "DebugRecordingList");
     assert_eq!(names(&list), [legacy, ids[0], ids[1]]);
     let first = &list["items"][1];
     assert_eq!(first["apiVersion"], "poddebug.dev/v1alpha1");
-    assert_eq!(first["kind"], "Recording");
+    assert_eq!(first["kind"], "DebugRecording");
     assert_eq!(first["metadata"]["namespace"], NS);
     assert_eq!(
         first["metadata"]["creationTimestamp"],
@@ -900,7 +900,7 @@ async fn recordings_are_api_objects_listed_per_pod_namespace_and_cluster() {
         .await;
     assert_eq!(
         (code, one["kind"].as_str()),
-        (StatusCode::OK, Some("Recording")),
+        (StatusCode::OK, Some("DebugRecording")),
         "{one}"
     );
     assert_eq!(one["spec"]["user"], "bob");

@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use crate::API_VERSION;
 
 /// Kind of one recording.
-pub const KIND_RECORDING: &str = "Recording";
+pub const KIND_RECORDING: &str = "DebugRecording";
 /// Kind of a list of recordings.
-pub const KIND_RECORDING_LIST: &str = "RecordingList";
+pub const KIND_RECORDING_LIST: &str = "DebugRecordingList";
 /// Kind of the list of a recording's commands.
-pub const KIND_RECORDING_COMMAND_LIST: &str = "RecordingCommandList";
+pub const KIND_RECORDING_COMMAND_LIST: &str = "DebugRecordingCommandList";
 
 /// RecordingRecord is what the store keeps for one recorded attach session (its `ID.json`):
 /// written when the session starts, renewed while it runs, completed when it ends. The API
@@ -81,7 +81,7 @@ pub struct RecordingRecord {
 /// recording itself (asciicast v2) is at `…/namespaces/NS/pods/POD/recordings/NAME`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "dev.poddebug.v1alpha1.Recording")]
+#[schemars(rename = "dev.poddebug.v1alpha1.DebugRecording")]
 pub struct Recording {
     /// `poddebug.dev/v1alpha1`.
     pub api_version: String,
@@ -99,7 +99,7 @@ pub struct Recording {
 /// RecordingSpec says what session a recording is of.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "dev.poddebug.v1alpha1.RecordingSpec")]
+#[schemars(rename = "dev.poddebug.v1alpha1.DebugRecordingSpec")]
 pub struct RecordingSpec {
     /// The pod.
     pub pod: String,
@@ -117,7 +117,7 @@ pub struct RecordingSpec {
 /// RecordingStatus is how far a recording got.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "dev.poddebug.v1alpha1.RecordingStatus")]
+#[schemars(rename = "dev.poddebug.v1alpha1.DebugRecordingStatus")]
 pub struct RecordingStatus {
     /// When the session started (RFC 3339).
     pub start: String,
@@ -148,7 +148,7 @@ pub struct RecordingStatus {
 /// RecordingList is a list of recordings, oldest first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "dev.poddebug.v1alpha1.RecordingList")]
+#[schemars(rename = "dev.poddebug.v1alpha1.DebugRecordingList")]
 pub struct RecordingList {
     /// `poddebug.dev/v1alpha1`.
     pub api_version: String,
@@ -211,7 +211,7 @@ impl RecordingList {
 /// terminal's line editing left it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "dev.poddebug.v1alpha1.RecordingCommand")]
+#[schemars(rename = "dev.poddebug.v1alpha1.DebugRecordingCommand")]
 pub struct RecordingCommand {
     /// Session time when it was submitted (seconds from the start).
     pub offset: f64,
@@ -227,7 +227,7 @@ pub struct RecordingCommand {
 /// (`GET …/pods/POD/recordings/ID/commands`), in the order they were submitted.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "dev.poddebug.v1alpha1.RecordingCommandList")]
+#[schemars(rename = "dev.poddebug.v1alpha1.DebugRecordingCommandList")]
 pub struct RecordingCommandList {
     /// `poddebug.dev/v1alpha1`.
     pub api_version: String,

@@ -59,6 +59,8 @@ pub fn core_equivalents(attrs: &Attributes) -> Vec<Attributes> {
         ("pods", "log", _) => vec![core("get", "pods", "log", namespace, name)],
         ("poddebugcontainers", "", "get") => vec![core("get", "pods", "", namespace, "")],
         ("poddebugcontainers", "", v) => vec![core(v, "pods", "", namespace, "")],
+        // A copy is a pod: reading copies is reading pods.
+        ("poddebugcopies", "", v) => vec![core(v, "pods", "", namespace, name)],
         _ => Vec::new(),
     }
 }
@@ -126,6 +128,11 @@ mod tests {
         assert_eq!(
             label(&core_equivalents(&pd("watch", "poddebugcontainers", ""))),
             ["watch /pods/ "]
+        );
+        // A copy is a pod of that name.
+        assert_eq!(
+            label(&core_equivalents(&pd("get", "poddebugcopies", ""))),
+            ["get /pods/ web"]
         );
         assert!(core_equivalents(&pd("list", "debugprofiles", "")).is_empty());
         assert!(

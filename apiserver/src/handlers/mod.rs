@@ -5,6 +5,7 @@
 pub mod attach;
 pub mod body;
 pub mod copies;
+pub mod copy_collection;
 pub mod debug;
 pub mod discovery;
 pub mod health;

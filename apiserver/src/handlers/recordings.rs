@@ -1,6 +1,6 @@
 //! Session recordings as API objects: `GET …/namespaces/NS/pods/POD/recordings` (one pod's),
 //! `GET …/namespaces/NS/debugrecordings` (a namespace's) and `GET …/debugrecordings` (every
-//! namespace's), lists of kind `Recording` (JSON or a Table, with `labelSelector`, `limit` and
+//! namespace's), lists of kind `DebugRecording` (JSON or a Table, with `labelSelector`, `limit` and
 //! `continue`), `GET …/namespaces/NS/pods/POD/recordings/ID`, the recording itself
 //! (`application/x-asciicast`, streamed from the store), and
 //! `GET …/namespaces/NS/pods/POD/recordings/ID/commands`, the lines the user submitted, derived
@@ -248,7 +248,7 @@ pub async fn all_namespaces(
     respond(&st, None, None, &headers, &q).await
 }
 
-/// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/debugrecordings/ID`: the `Recording` object
+/// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/debugrecordings/ID`: the `DebugRecording` object
 /// (`kubectl get debugrecordings ID`); the recording itself is under its pod.
 pub async fn get_in_namespace(
     State(st): State<AppState>,

@@ -34,9 +34,9 @@ async fn profiles_are_gated_for_alice_until_role_bindings_allow_them() {
     assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
     assert!(message(&status).contains("alice"), "{status}");
 
-    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
     if impersonating() {
-        sb.bind("poddebug-debugger-core", ALICE);
+        sb.bind("poddebug:debugger-core", ALICE);
     }
     poll_async(
         "alice may create with general",
@@ -56,7 +56,7 @@ async fn profiles_are_gated_for_alice_until_role_bindings_allow_them() {
     assert!(message(&status).contains("sysadmin"), "{status}");
 
     // Profiles are cluster-scoped: `use` is granted by a ClusterRoleBinding.
-    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
+    sb.bind_cluster("poddebug:privileged-profiles", ALICE);
     let created = poll_async(
         "alice may create with sysadmin",
         RBAC_SETTLE,
@@ -95,7 +95,7 @@ async fn the_view_role_shows_debug_containers_but_does_not_create_them() {
     );
     let (code, status) = alice.get_json(&list).await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{status}");
-    // poddebug-viewer is aggregated into the built-in view role.
+    // poddebug:viewer is aggregated into the built-in view role.
     sb.bind("view", ALICE);
     let seen = poll_async(
         "alice may list",
@@ -313,11 +313,11 @@ async fn profiles_hold_at_attach_and_log_for_a_user_who_may_attach_but_not_use_t
     };
     sb.create_running("sys", &sleeper("sysadmin")).await;
     sb.create_running("gen", &sleeper("general")).await;
-    sb.bind("poddebug-debugger", USER);
+    sb.bind("poddebug:debugger", USER);
     // The containers are the admin's: attaching to another user's takes `join` as well.
     sb.bind("poddebug:session-peer", USER);
     if impersonating() {
-        sb.bind("poddebug-debugger-core", USER);
+        sb.bind("poddebug:debugger-core", USER);
     }
     let user = as_user(&sb.api, USER);
     // The debugger role may attach: the general one opens, the sysadmin one is refused by
@@ -360,7 +360,7 @@ async fn profiles_hold_at_attach_and_log_for_a_user_who_may_attach_but_not_use_t
     assert!(String::from_utf8_lossy(&log).contains("sysadmin"));
 
     // With `use` on the profile, the same attach opens.
-    sb.bind_cluster("poddebug-privileged-profiles", USER);
+    sb.bind_cluster("poddebug:privileged-profiles", USER);
     poll_async(
         "the user may attach to sys",
         RBAC_SETTLE,

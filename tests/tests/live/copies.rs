@@ -7,6 +7,8 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
+use poddebug_tests::kubectl::{kubectl, kubectl_ok};
+
 use crate::support::{
     ALICE, BUSYBOX, GV, Sandbox, as_user, enabled, impersonating, message, poll_async,
 };
@@ -143,6 +145,82 @@ async fn a_crashing_pod_is_debugged_through_a_copy_that_sleeps_instead() {
         .unwrap_or_default();
     assert_eq!(names, vec!["crash-copy"]);
 
+    // kubectl knows copies as a resource of their own: listed, read by name, in every
+    // namespace, and by whoever holds poddebug:debugger; the name the plugin prints (pod/NAME)
+    // is the pod's.
+    let ns = sb.ns.as_str();
+    let table = kubectl_ok(&["get", "poddebugcopies", "-n", ns], None);
+    let first = table.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("COPY OF") && first.contains("PHASE"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("crash-copy ") && l.contains(" crash ")),
+        "{table}"
+    );
+    let source = kubectl_ok(
+        &[
+            "get",
+            "poddebugcopy",
+            "crash-copy",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.kind}/{.status.sourcePod}",
+        ],
+        None,
+    );
+    assert_eq!(source, "PodDebugCopy/crash");
+    let all = kubectl_ok(&["get", "poddebugcopies", "-A", "-o", "name"], None);
+    assert!(
+        all.lines()
+            .any(|l| l == "poddebugcopy.poddebug.dev/crash-copy"),
+        "{all}"
+    );
+    let printed = kubectl_ok(&["get", "pod/crash-copy", "-n", ns, "-o", "name"], None);
+    assert_eq!(printed.trim(), "pod/crash-copy");
+    let missing = kubectl(&["get", "poddebugcopy", "crash", "-n", ns], None);
+    assert!(
+        !missing.status.success()
+            && String::from_utf8_lossy(&missing.stderr)
+                .contains("poddebugcopies.poddebug.dev \"crash\" not found"),
+        "{missing:?}"
+    );
+    sb.bind("poddebug:debugger", ALICE);
+    if impersonating() {
+        // Under --impersonate the pods are read as alice: her own pod rights count.
+        sb.bind("poddebug:debugger-core", ALICE);
+    }
+    poll_async(
+        "alice lists copies with poddebug:debugger",
+        RBAC_SETTLE,
+        Duration::from_millis(500),
+        || async {
+            let out = kubectl(
+                &[
+                    "get",
+                    "poddebugcopies",
+                    "-n",
+                    ns,
+                    "-o",
+                    "name",
+                    &format!("--as={ALICE}"),
+                ],
+                None,
+            );
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if out.status.success() && text.contains("poddebugcopy.poddebug.dev/crash-copy") {
+                Ok(())
+            } else {
+                Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr)))
+            }
+        },
+    )
+    .await;
+
     // A name that is no copy of this pod is a 404, even when the pod exists.
     let (code, status) = sb.api.get_json(&copy_path(&sb, "copies/crash")).await;
     assert_eq!(code, StatusCode::NOT_FOUND, "{status}");
@@ -199,7 +277,7 @@ async fn a_copy_needs_the_callers_own_create_pods() {
     let body = json!({"metadata": {"name": "web-copy"}, "container": {"image": BUSYBOX}});
 
     // create pods/copy (the debugger role) without the core create pods: 403.
-    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
     let refusal: Value = poll_async(
         "alice's copy is refused for want of create pods",
         RBAC_SETTLE,
@@ -247,7 +325,7 @@ async fn a_copy_needs_the_callers_own_create_pods() {
     // The copy's containers are regular ones: poddebug's pods/log alone (the debugger role)
     // does not reach them, the core pods/log does.
     let carol = as_user(&sb.api, "carol");
-    sb.bind("poddebug-debugger", "carol");
+    sb.bind("poddebug:debugger", "carol");
     let log = format!(
         "{GV}/namespaces/{}/pods/web-copy/log?container=debugger",
         sb.ns

@@ -1,6 +1,6 @@
 //! Whose rights the pod calls use: the server's account by default, the caller's with
 //! `--impersonate` (`PODDEBUG_LIVE_IMPERSONATE=1` says which one runs). A user bound to the
-//! built-in `edit` role and to poddebug-debugger holds no core right on
+//! built-in `edit` role and to poddebug:debugger holds no core right on
 //! pods/ephemeralcontainers, so kube-apiserver's answer tells the two modes apart.
 
 use std::time::Duration;
@@ -23,7 +23,7 @@ async fn pod_calls_carry_the_server_identity_or_with_impersonation_the_caller() 
     let alice = as_user(&sb.api, ALICE);
     let body = targeted(BUSYBOX, &["sleep", "3600"]);
     sb.bind("edit", ALICE);
-    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
     if impersonating() {
         // poddebug allows it; kube-apiserver, asked as alice, does not.
         let status = poll_async(
@@ -43,7 +43,7 @@ async fn pod_calls_carry_the_server_identity_or_with_impersonation_the_caller() 
         assert!(message(&status).contains("User \"alice\""), "{status}");
         let pod = sb.pod().await;
         assert!(pod["spec"]["ephemeralContainers"].is_null(), "{pod}");
-        sb.bind("poddebug-debugger-core", ALICE);
+        sb.bind("poddebug:debugger-core", ALICE);
     }
     poll_async(
         "alice creates",

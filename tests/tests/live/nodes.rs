@@ -280,7 +280,7 @@ async fn node_debugging_needs_nodes_debug_and_use_on_the_profile() {
     wait_pod_gone(&name).await;
 
     // With use on sysadmin, the default profile is allowed.
-    sb.bind_cluster("poddebug-privileged-profiles", USER);
+    sb.bind_cluster("poddebug:privileged-profiles", USER);
     poll_async(
         "alice may debug the node with sysadmin",
         RBAC_SETTLE,
@@ -543,7 +543,7 @@ async fn a_baseline_node_container_that_makes_itself_privileged_is_a_moderated_s
     const READER: &str = "node-reader";
     let sb = Sandbox::new("nodeabuse");
     sb.bind_cluster("poddebug:node-debugger", OWNER);
-    sb.bind_cluster("poddebug-privileged-profiles", OWNER);
+    sb.bind_cluster("poddebug:privileged-profiles", OWNER);
     sb.bind_cluster("poddebug:node-debugger", READER);
     let owner = as_user(&sb.api, OWNER);
     let reader = as_user(&sb.api, READER);

@@ -103,11 +103,11 @@ async fn portal_debugs_a_pod_through_kubectl_proxy() {
     let sb = Sandbox::new("portal");
     // Its own user (kubectl proxy impersonates it): other tests grant alice cluster-wide
     // profile rights while this one runs.
-    // edit for the core pod reads the portal makes; poddebug-debugger is bound on its own (it is
+    // edit for the core pod reads the portal makes; poddebug:debugger is bound on its own (it is
     // not aggregated into edit).
     sb.bind("edit", PORTAL_USER);
-    sb.bind("poddebug-debugger", PORTAL_USER);
-    sb.bind_cluster("poddebug-viewer", PORTAL_USER);
+    sb.bind("poddebug:debugger", PORTAL_USER);
+    sb.bind_cluster("poddebug:viewer", PORTAL_USER);
     let proxy = Proxy::start(PORTAL_USER);
     let b = Browser::start(1100, 800).await;
 
@@ -257,10 +257,10 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
     const USER: &str = "portal-victim";
     let sb = Sandbox::new("xsite");
     sb.bind("edit", USER);
-    sb.bind("poddebug-debugger", USER);
+    sb.bind("poddebug:debugger", USER);
     sb.bind("poddebug:auditor", USER);
     // The portal page itself is cluster-scoped.
-    sb.bind_cluster("poddebug-viewer", USER);
+    sb.bind_cluster("poddebug:viewer", USER);
     // A shell the attacker would like to type into.
     sb.create_running(
         "victim",
@@ -271,7 +271,7 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
     // What a copy or a node debug container needs, so that only the browser check stands in
     // the page's way.
     sb.bind_cluster("poddebug:node-debugger", USER);
-    sb.bind_cluster("poddebug-privileged-profiles", USER);
+    sb.bind_cluster("poddebug:privileged-profiles", USER);
     let node_debug = format!("pwn-node-{}", std::process::id());
     let _node_cleanup = poddebug_tests::kubectl::NodeDebugPodCleanup(node_debug.clone());
     // The user's own shell on the node, which the page would like to type into.
@@ -493,12 +493,40 @@ async fn portal_starts_a_node_debug_container_on_the_nodes_page() {
     b.wait_text("#nodes", "localhost").await;
     b.click("#nodes a[href='#/nodes/localhost']").await;
     b.wait_text("h2", "Node localhost").await;
-    b.wait_text("#node-profile", "(default: sysadmin)").await;
+    b.wait_text("#node-profile", "sysadmin (default)").await;
+    // sysadmin, chosen, is root on the node: the form says so.
+    let warning = b.wait_for("#node-warning").await;
+    assert!(
+        warning.is_displayed().await.unwrap_or(false),
+        "the sysadmin warning shows"
+    );
+    b.wait_text("#node-warning", "root on the node").await;
 
-    // Start a shell there (the default profile, sysadmin: the host's root is at /host).
+    // Start a shell there (the default profile, sysadmin: the host's root is at /host), with a
+    // time limit written as the plugin's --ttl takes it. One it cannot read starts nothing.
     b.set("#node-form input[name=name]", &name).await;
     b.set("#node-form input[name=image]", BUSYBOX).await;
     b.set("#node-form input[name=command]", "sh").await;
+    b.set("#node-form input[name=ttl]", "5x").await;
+    b.click("#node-create-button").await;
+    b.wait_text("#error", "Time limit: invalid duration \"5x\"")
+        .await;
+    let none = kubectl(
+        &[
+            "get",
+            "nodedebugcontainer",
+            &format!("localhost.{name}"),
+            "--ignore-not-found",
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert!(
+        String::from_utf8_lossy(&none.stdout).trim().is_empty(),
+        "nothing started: {none:?}"
+    );
+    b.set("#node-form input[name=ttl]", "1h30m").await;
     b.click("#node-create-button").await;
     b.wait_text(
         "#session h3",
@@ -508,6 +536,32 @@ async fn portal_starts_a_node_debug_container_on_the_nodes_page() {
     b.wait_for("#terminal[data-state=open] .xterm-rows").await;
     type_line(&b, "grep -c ^ID= /host/etc/os-release").await;
     wait_terminal_line(&b, "1").await;
+    // The time limit it was made with: 1h30m after its creation (the server's clock starts it
+    // as it creates the pod, kube-apiserver's stamps the creation in whole seconds).
+    let obj: serde_json::Value = serde_json::from_str(&ok(
+        &[
+            "get",
+            "nodedebugcontainer",
+            &format!("localhost.{name}"),
+            "-o",
+            "json",
+        ],
+        None,
+    ))
+    .expect("json");
+    let at = |field: &serde_json::Value| {
+        field
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map(jiff::Timestamp::as_second)
+    };
+    let limit = at(&obj["status"]["expiresAt"])
+        .zip(at(&obj["metadata"]["creationTimestamp"]))
+        .map(|(e, c)| e - c);
+    assert!(
+        limit.is_some_and(|l| (5400..=5460).contains(&l)),
+        "{limit:?} {obj}"
+    );
 
     // Listed, then deleted from the page: its pod goes.
     let row = format!("#node-debug-containers tr[data-name={name}]");
@@ -572,10 +626,10 @@ async fn portal_requests_a_profile_and_an_approver_approves_it_from_the_queue() 
         "the server under test must run with --approval-profiles=sysadmin:1 (as .ci/live runs it): {p}"
     );
     sb.bind("edit", USER);
-    sb.bind("poddebug-debugger", USER);
-    sb.bind_cluster("poddebug-viewer", USER);
+    sb.bind("poddebug:debugger", USER);
+    sb.bind_cluster("poddebug:viewer", USER);
     sb.bind("poddebug:request-approver", APPROVER);
-    sb.bind_cluster("poddebug-viewer", APPROVER);
+    sb.bind_cluster("poddebug:viewer", APPROVER);
     let user = Proxy::start(USER);
     let approver = Proxy::start(APPROVER);
     let b = Browser::start(1200, 900).await;
@@ -647,5 +701,56 @@ async fn portal_requests_a_profile_and_an_approver_approves_it_from_the_queue() 
     b.click(&format!("button.withdraw[data-name='{name}']"))
         .await;
     b.wait_text("#requests", "No debug requests").await;
+    b.close().await;
+}
+
+/// The node form offers only the profiles the user may use (a SelfSubjectAccessReview each):
+/// someone holding poddebug:node-debugger (and the viewer role, to list the profiles) is offered
+/// baseline and restricted, not sysadmin, and no sysadmin warning shows.
+#[tokio::test]
+#[ignore]
+async fn portal_node_form_offers_only_the_profiles_the_user_may_use() {
+    if !enabled() || !browser::available() {
+        return;
+    }
+    const NODE_USER: &str = "portal-node-user";
+    let sb = Sandbox::new("portal-node");
+    sb.bind_cluster("poddebug:node-debugger", NODE_USER);
+    sb.bind_cluster("poddebug:viewer", NODE_USER);
+    poll(
+        "the node-debugger grants reach the authorizer",
+        Duration::from_secs(40),
+        Duration::from_millis(500),
+        || {
+            let out = kubectl(
+                &[
+                    "auth",
+                    "can-i",
+                    "use",
+                    "debugprofiles.poddebug.dev/baseline",
+                    &format!("--as={NODE_USER}"),
+                ],
+                None,
+            );
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(String::from_utf8_lossy(&out.stdout).into_owned())
+            }
+        },
+    );
+    let proxy = Proxy::start(NODE_USER);
+    let b = Browser::start(1100, 900).await;
+    b.goto(&proxy.url("#/nodes/localhost")).await;
+    b.wait_text("#node-profile", "baseline").await;
+    let offered = b
+        .eval("return [...document.querySelectorAll('#node-profile option')].map((o) => o.value);")
+        .await;
+    assert_eq!(offered, serde_json::json!(["baseline", "restricted"]));
+    let warning = b.wait_for("#node-warning").await;
+    assert!(
+        !warning.is_displayed().await.unwrap_or(true),
+        "no sysadmin warning for baseline"
+    );
     b.close().await;
 }

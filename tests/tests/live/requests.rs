@@ -40,7 +40,7 @@ struct People {
 fn people(sb: &Sandbox, tag: &str) -> People {
     let alice_name = format!("jit-alice-{tag}-{}", std::process::id());
     let bob_name = format!("jit-bob-{tag}-{}", std::process::id());
-    sb.bind("poddebug-debugger", &alice_name);
+    sb.bind("poddebug:debugger", &alice_name);
     sb.bind("poddebug:request-approver", &bob_name);
     People {
         alice: as_user(&sb.api, &alice_name),

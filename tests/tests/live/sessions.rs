@@ -288,7 +288,7 @@ async fn sessions_of_either_replica_are_listed_watched_and_terminated_through_th
         return;
     }
     let sb = Sandbox::new("sessrep");
-    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
     sb.bind("poddebug:session-moderator", "carol");
     let alice = as_user(&sb.api, ALICE);
     let carol = as_user(&sb.api, "carol");
@@ -495,7 +495,7 @@ async fn a_replica_killed_mid_session_leaves_a_record_that_expires_with_its_leas
         return;
     }
     let sb = Sandbox::new("sesskill");
-    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
     let alice = as_user(&sb.api, ALICE);
     shell_of(&sb, &alice, None).await;
     // Its records are held 3 s without a renewal (the documented bound: that lease, then the
@@ -550,10 +550,10 @@ async fn an_observer_sees_the_owners_output_and_never_types_and_join_needs_its_v
         return;
     }
     let sb = Sandbox::new("sessobs");
-    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
     sb.bind("poddebug:session-observer", "bob");
     // dave may attach (the debugger role) but neither join nor observe others' containers.
-    sb.bind("poddebug-debugger", "dave");
+    sb.bind("poddebug:debugger", "dave");
     let alice = as_user(&sb.api, ALICE);
     let bob = as_user(&sb.api, "bob");
     let dave = as_user(&sb.api, "dave");
@@ -651,12 +651,12 @@ async fn a_moderated_session_takes_input_only_while_a_moderator_is_attached() {
         return;
     }
     let sb = Sandbox::new("sessmod");
-    sb.bind("poddebug-debugger", ALICE);
-    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
+    sb.bind_cluster("poddebug:privileged-profiles", ALICE);
     sb.bind("poddebug:session-moderator", "carol");
     // Every stream of a debug container made with a gated profile needs `use` on it, a
     // moderator's too (profiles hold at attach).
-    sb.bind_cluster("poddebug-privileged-profiles", "carol");
+    sb.bind_cluster("poddebug:privileged-profiles", "carol");
     let alice = as_user(&sb.api, ALICE);
     let carol = as_user(&sb.api, "carol");
     shell_of(&sb, &alice, Some("sysadmin")).await;
@@ -738,7 +738,7 @@ async fn recordings_of(client: &TestClient, sb: &Sandbox) -> Result<Vec<Value>, 
     if code != StatusCode::OK {
         return Err(format!("{code} {list}"));
     }
-    assert_eq!(list["kind"], "RecordingList", "{list}");
+    assert_eq!(list["kind"], "DebugRecordingList", "{list}");
     Ok(list["items"].as_array().cloned().unwrap_or_default())
 }
 
@@ -772,7 +772,7 @@ async fn the_commands_typed_through_one_replica_are_served_edited_through_anothe
         return;
     };
     let sb = Sandbox::new("reccmd");
-    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
     sb.bind("poddebug:auditor", ALICE);
     let alice = as_user(&sb.api, ALICE);
     shell_of(&sb, &alice, None).await;
@@ -813,7 +813,7 @@ async fn the_commands_typed_through_one_replica_are_served_edited_through_anothe
         ))
         .await;
     assert_eq!(code, StatusCode::OK, "{list}");
-    assert_eq!(list["kind"], "RecordingCommandList", "{list}");
+    assert_eq!(list["kind"], "DebugRecordingCommandList", "{list}");
     assert_eq!(list["verified"], true, "{list}");
     let items = list["items"].as_array().cloned().unwrap_or_default();
     assert!(
@@ -886,7 +886,7 @@ async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads
         return;
     };
     let sb = Sandbox::new("recrep");
-    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
     sb.bind("poddebug:auditor", ALICE);
     let alice = as_user(&sb.api, ALICE);
     shell_of(&sb, &alice, None).await;
@@ -912,7 +912,7 @@ async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads
         },
     )
     .await;
-    assert_eq!(ended["kind"], "Recording", "{ended}");
+    assert_eq!(ended["kind"], "DebugRecording", "{ended}");
     assert_eq!(ended["metadata"]["namespace"], sb.ns.as_str(), "{ended}");
     assert_eq!(ended["spec"]["user"], ALICE, "{ended}");
     assert_eq!(ended["status"]["truncated"], false, "{ended}");
@@ -1087,10 +1087,10 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
     const OWNER: &str = "frame-owner";
     const MODERATOR: &str = "frame-moderator";
     let sb = Sandbox::new("sessframe");
-    sb.bind("poddebug-debugger", OWNER);
-    sb.bind_cluster("poddebug-privileged-profiles", OWNER);
+    sb.bind("poddebug:debugger", OWNER);
+    sb.bind_cluster("poddebug:privileged-profiles", OWNER);
     sb.bind("poddebug:session-moderator", MODERATOR);
-    sb.bind_cluster("poddebug-privileged-profiles", MODERATOR);
+    sb.bind_cluster("poddebug:privileged-profiles", MODERATOR);
     sb.bind("poddebug:auditor", "audrey");
     let alice = as_user(&sb.api, OWNER);
     let carol = as_user(&sb.api, MODERATOR);
@@ -1252,8 +1252,8 @@ async fn the_log_of_another_users_debug_container_needs_observe() {
         return;
     }
     let sb = Sandbox::new("sesslog");
-    sb.bind("poddebug-debugger", ALICE);
-    sb.bind("poddebug-debugger", "bob");
+    sb.bind("poddebug:debugger", ALICE);
+    sb.bind("poddebug:debugger", "bob");
     let alice = as_user(&sb.api, ALICE);
     let bob = as_user(&sb.api, "bob");
     shell_of(&sb, &alice, None).await;
@@ -1353,10 +1353,10 @@ async fn a_forged_or_replayed_moderator_record_opens_no_gate() {
         return;
     }
     let sb = Sandbox::new("sessforge");
-    sb.bind("poddebug-debugger", ALICE);
-    sb.bind_cluster("poddebug-privileged-profiles", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
+    sb.bind_cluster("poddebug:privileged-profiles", ALICE);
     sb.bind("poddebug:session-moderator", "carol");
-    sb.bind_cluster("poddebug-privileged-profiles", "carol");
+    sb.bind_cluster("poddebug:privileged-profiles", "carol");
     let alice = as_user(&sb.api, ALICE);
     let carol = as_user(&sb.api, "carol");
     shell_of(&sb, &alice, Some("sysadmin")).await;
@@ -1465,7 +1465,7 @@ async fn a_user_over_the_session_limit_is_refused_through_the_aggregator_and_eve
         format!("limit-{}", std::process::id()),
         format!("limit-other-{}", std::process::id()),
     );
-    sb.bind("poddebug-debugger", &heavy);
+    sb.bind("poddebug:debugger", &heavy);
     sb.bind("poddebug:session-observer", &other);
     let client = as_user(&sb.api, &heavy);
     shell_of(&sb, &client, None).await;

@@ -158,7 +158,7 @@ async fn a_container_that_fakes_its_stop_is_refused_on_every_replica_and_reporte
         message(&status).contains("asked to stop debug container \"dbg\" at "),
         "{status}"
     );
-    sb.bind("poddebug-debugger", ALICE);
+    sb.bind("poddebug:debugger", ALICE);
     let via_replica = replica.user(ALICE);
     let status = poll_async(
         "the second replica refuses the attach (once RBAC has settled)",
