@@ -30,6 +30,32 @@ use crate::chain::{Digest, hex};
 use crate::signing::KeySet;
 use crate::statement::check as check_statement;
 
+/// A recording with no end whose metadata has not been renewed for this many of its part
+/// intervals lost its recorder (its replica died).
+pub const ABANDONED_AFTER_INTERVALS: u64 = 6;
+
+/// When the recorder of `r` was last heard of, if it lost its recorder by `now`: no end, and
+/// not renewed for [`ABANDONED_AFTER_INTERVALS`] part intervals.
+pub fn abandoned(r: &RecordingRecord, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+    if r.end.is_some() {
+        return None;
+    }
+    let last = r
+        .renewed
+        .as_deref()
+        .unwrap_or(r.start.as_str())
+        .parse::<jiff::Timestamp>()
+        .ok()?;
+    let interval = r.part_interval_seconds.unwrap_or(5).max(1);
+    let limit = i64::try_from(interval.saturating_mul(ABANDONED_AFTER_INTERVALS)).unwrap_or(i64::MAX);
+    (now.duration_since(last).as_secs() > limit).then_some(last)
+}
+
+/// Whether `r` is still being recorded at `now`: no end, and renewed lately.
+pub fn running(r: &RecordingRecord, now: jiff::Timestamp) -> bool {
+    r.end.is_none() && abandoned(r, now).is_none()
+}
+
 /// A verification in progress.
 #[derive(Debug)]
 pub struct Verifier<'a> {
@@ -150,11 +176,8 @@ impl<'a> Verifier<'a> {
         }
         let listed = self.listed;
         if self.next < listed {
-            // The caller stopped handing over parts: nothing more can be said.
-            return tampered(
-                Some(self.next),
-                format!("part {} could not be read", self.next),
-            );
+            // The caller found no more parts (one deleted since they were listed).
+            return tampered(Some(self.next), format!("part {} is missing", self.next));
         }
         let key = self.key_id.unwrap_or_default();
         let complete = self.record.evidence.as_ref().is_some_and(|e| e.complete);

@@ -48,6 +48,7 @@ mod policy;
 mod prefetch;
 mod read;
 pub mod record_key;
+pub mod signing_secret;
 mod requests;
 mod selector;
 mod sessions;

@@ -38,7 +38,10 @@ use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use poddebug_storage::record_key::{Purpose, SharedRecordKey};
 use poddebug_storage::{RecordKind, UntrustedRecords};
+use poddebug_types::evidence::VerificationStatus;
 use poddebug_types::{RecordingCommand, RecordingCommandList};
+
+use crate::keys::{Keys, SharedKeys};
 use serde::{Deserialize, Serialize};
 
 /// The metadata of one recording (the `ID.json` object and one item of the list).
@@ -49,7 +52,7 @@ pub type Metadata = poddebug_types::RecordingRecord;
 pub const PART_BYTES: usize = 1 << 20;
 /// A recording whose metadata was not renewed for this many part intervals, and that has no
 /// end, lost its recorder (the replica died): it reads `truncated`.
-pub const ABANDONED_AFTER_INTERVALS: u64 = 6;
+pub use crate::verify::ABANDONED_AFTER_INTERVALS;
 /// Metadata objects read at once when listing.
 const LIST_READS: usize = 16;
 /// Most objects one scan of the store's sizes reads ([`Store::sizes`]); past it the scan stops
@@ -115,6 +118,9 @@ pub struct Store {
     url: String,
     key: SharedRecordKey,
     untrusted: UntrustedRecords,
+    /// The Ed25519 keys the metadata's statement is signed with and verified against (none:
+    /// recordings are written unsigned).
+    signing: Option<SharedKeys>,
 }
 
 /// A recording's place in the store: namespace, pod, id.
@@ -171,6 +177,7 @@ impl Store {
                 url: url.to_owned(),
                 key: SharedRecordKey::default(),
                 untrusted: UntrustedRecords::default(),
+                signing: None,
             });
         }
         if let Some(rest) = url.strip_prefix("s3://") {
@@ -189,6 +196,7 @@ impl Store {
                 url: url.to_owned(),
                 key: SharedRecordKey::default(),
                 untrusted: UntrustedRecords::default(),
+                signing: None,
             });
         }
         Err(bad(
@@ -214,6 +222,19 @@ impl Store {
         self.key = key;
         self.untrusted = untrusted;
         self
+    }
+
+    /// The same store, signing the statement of the metadata it writes with the active key of
+    /// `keys` (which must be loaded by then) and verifying recordings against the keys they
+    /// trust.
+    pub fn signed_with(mut self, keys: SharedKeys) -> Store {
+        self.signing = Some(keys);
+        self
+    }
+
+    /// The keys recordings are signed with, once loaded (none when recordings are not signed).
+    pub fn signing_keys(&self) -> Option<&Keys> {
+        self.signing.as_ref()?.get()
     }
 
     /// `m` with its MAC verified against where it was read (`namespace/pod/id`): `verified`
@@ -271,6 +292,20 @@ impl Store {
             .get()
             .ok_or_else(|| generic("the record key is not loaded yet".into()))?;
         let mut m = m.clone();
+        match &self.signing {
+            Some(keys) => {
+                let keys = keys.get().ok_or_else(|| {
+                    generic("the recording signing key is not loaded yet".into())
+                })?;
+                let (parts, complete) = m
+                    .evidence
+                    .take()
+                    .map(|e| (e.parts, e.complete))
+                    .unwrap_or_default();
+                crate::statement::sign(keys.active(), &mut m, parts, complete);
+            }
+            None => m.evidence = None,
+        }
         m.mac = Some(key.sign(
             Purpose::Recording,
             &meta_content(&m.namespace, &m.pod, &m.id, &m),
@@ -553,7 +588,7 @@ impl Store {
             .os
             .list(Some(&self.key(&[namespace, pod, id])))
             .try_filter_map(|o| {
-                let part = o.location.filename().is_some_and(|f| f.ends_with(".part"));
+                let part = o.location.filename().is_some_and(|f| part_number(f).is_some());
                 futures::future::ready(Ok(part.then_some(o.location)))
             })
             .try_collect()
@@ -582,6 +617,49 @@ impl Store {
             })
             .try_flatten();
         Ok(Some(stream.boxed()))
+    }
+
+    /// How the recording verifies against the signed statement of its metadata: every part
+    /// the statement lists read from the store and hashed, one chunk at a time
+    /// ([`crate::verify`]). `None` when there is no such recording, or when recordings are not
+    /// signed here (or the keys are not loaded yet).
+    pub async fn verification(
+        &self,
+        namespace: &str,
+        pod: &str,
+        id: &str,
+    ) -> Result<Option<VerificationStatus>, StoreError> {
+        let Some(keys) = self.signing_keys() else {
+            return Ok(None);
+        };
+        let Some(m) = self.read_meta(namespace, pod, id).await? else {
+            return Ok(None);
+        };
+        let stored: Vec<u32> = self
+            .os
+            .list(Some(&self.key(&[namespace, pod, id])))
+            .try_filter_map(|o| {
+                futures::future::ready(Ok(o.location.filename().and_then(part_number)))
+            })
+            .try_collect()
+            .await?;
+        let running = crate::verify::running(&m, jiff::Timestamp::now());
+        let mut v = crate::verify::Verifier::new(&m, keys.trusted(), stored, running);
+        while let Some(seq) = v.next_part() {
+            let mut hasher = crate::chain::Hasher::default();
+            let mut chunks = match self.os.get(&self.part_key(namespace, pod, id, seq)).await {
+                Ok(r) => r.into_stream(),
+                // Deleted since the list: the verifier names it missing.
+                Err(object_store::Error::NotFound { .. }) => break,
+                Err(e) => return Err(e),
+            };
+            while let Some(chunk) = chunks.next().await {
+                hasher.update(&chunk?);
+            }
+            let (size, digest) = hasher.finish();
+            v.part(size, &digest);
+        }
+        Ok(Some(v.finish()))
     }
 
     /// Delete the recordings (metadata and parts) whose metadata was last written longer ago
@@ -620,23 +698,19 @@ impl Store {
     }
 }
 
+/// The number of the part whose object is named `name` (`NNNNNNNN.part`, eight digits).
+fn part_number(name: &str) -> Option<u32> {
+    let digits = name.strip_suffix(".part")?;
+    (digits.len() == 8 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
 /// A recording with no end whose metadata has not been renewed for
 /// [`ABANDONED_AFTER_INTERVALS`] of its part intervals lost its recorder: it reads truncated,
 /// ended when last renewed.
 fn mark_abandoned(m: &mut Metadata, now: jiff::Timestamp) {
-    if m.end.is_some() {
-        return;
-    }
-    let last = m
-        .renewed
-        .as_deref()
-        .unwrap_or(m.start.as_str())
-        .parse::<jiff::Timestamp>();
-    let interval = m.part_interval_seconds.unwrap_or(5).max(1);
-    let limit = i64::try_from(interval * ABANDONED_AFTER_INTERVALS).unwrap_or(i64::MAX);
-    if let Ok(last) = last
-        && now.duration_since(last).as_secs() > limit
-    {
+    if let Some(last) = crate::verify::abandoned(m, now) {
         m.truncated = true;
         m.end = Some(last.to_string());
     }
