@@ -228,12 +228,20 @@ mod tests {
         assert_ne!(heads(&[b"two", b"one"], PLACE), head, "reordered");
         assert_ne!(heads(&[b"one"], PLACE), head, "removed");
         assert_ne!(heads(&[b"onf", b"two"], PLACE), head, "edited");
-        assert_ne!(heads(&[b"on", b"etwo"], PLACE), head, "bytes moved between parts");
+        assert_ne!(
+            heads(&[b"on", b"etwo"], PLACE),
+            head,
+            "bytes moved between parts"
+        );
         let elsewhere = Place {
             pod: "other",
             ..PLACE
         };
-        assert_ne!(heads(&[b"one", b"two"], elsewhere), head, "another recording");
+        assert_ne!(
+            heads(&[b"one", b"two"], elsewhere),
+            head,
+            "another recording"
+        );
         assert_eq!(hex(&[0x0f, 0xa0]), "0fa0");
         let d = sha256(b"one");
         assert_eq!(parse_hex(&hex(&d)), Some(d));

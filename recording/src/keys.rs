@@ -66,11 +66,15 @@ impl Keys {
             .get(ACTIVE)
             .map(|v| String::from_utf8_lossy(v).trim().to_owned());
         let active = match (&active_id, private.len()) {
-            (Some(id), _) => private.iter().find(|k| k.id() == id).cloned().ok_or_else(|| {
-                Error::Key(format!(
-                    "{ACTIVE} names {id}, but there is no entry {id}{PRIVATE_SUFFIX}"
-                ))
-            })?,
+            (Some(id), _) => private
+                .iter()
+                .find(|k| k.id() == id)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::Key(format!(
+                        "{ACTIVE} names {id}, but there is no entry {id}{PRIVATE_SUFFIX}"
+                    ))
+                })?,
             (None, 1) => private[0].clone(),
             (None, 0) => return Err(Error::Key("no private key (KEYID.pk8)".to_owned())),
             (None, _) => {
@@ -170,7 +174,10 @@ mod tests {
         rotated.remove(ACTIVE);
         assert!(Keys::from_entries(&rotated).is_err());
         rotated.insert(ACTIVE.into(), new.id().as_bytes().to_vec());
-        assert_eq!(Keys::from_entries(&rotated).unwrap().active().id(), new.id());
+        assert_eq!(
+            Keys::from_entries(&rotated).unwrap().active().id(),
+            new.id()
+        );
         // Misnamed or broken entries are refused.
         let mut wrong = fresh.clone();
         let v = wrong.remove(&format!("{}.pk8", old.id())).unwrap();

@@ -393,6 +393,7 @@ mod tests {
         let r = Recorder::from_options(
             &RecordingOptions {
                 recording_store: None,
+                recording_sse: None,
                 recording_dir: Some(dir.clone()),
                 recording_mode: mode,
                 record_input: input,
@@ -541,7 +542,11 @@ mod tests {
         let last = parts.len() as u32 - 1;
         std::fs::remove_file(&parts[last as usize]).unwrap();
         let (result, part, why) = verdict(&r, &id).await;
-        assert_eq!((result, part), (Verification::Tampered, Some(last)), "{why}");
+        assert_eq!(
+            (result, part),
+            (Verification::Tampered, Some(last)),
+            "{why}"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -556,7 +561,12 @@ mod tests {
         // Wait (bounded) until the writer wrote two parts and the metadata listing them.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
-            let m = r.store().read_meta("ns", "pod", &id).await.unwrap().unwrap();
+            let m = r
+                .store()
+                .read_meta("ns", "pod", &id)
+                .await
+                .unwrap()
+                .unwrap();
             if m.evidence.as_ref().is_some_and(|e| e.parts.len() >= 2) {
                 break;
             }
@@ -568,19 +578,19 @@ mod tests {
         s.writer.abort();
         let (result, _, why) = verdict(&r, &id).await;
         assert_eq!(result, Verification::Verified, "{why}");
-        let m = r.store().read_meta("ns", "pod", &id).await.unwrap().unwrap();
+        let m = r
+            .store()
+            .read_meta("ns", "pod", &id)
+            .await
+            .unwrap()
+            .unwrap();
         let listed = m.evidence.as_ref().unwrap().parts.len() as u32;
         // Its metadata, no longer renewed, goes stale.
         let mut stale = m.clone();
         stale.renewed = Some("2020-01-01T00:00:00Z".to_owned());
         assert!(!crate::verify::running(&stale, jiff::Timestamp::now()));
         let keys = r.store().signing_keys().unwrap().trusted().clone();
-        let v = crate::verify::Verifier::new(
-            &stale,
-            &keys,
-            (0..listed).collect(),
-            false,
-        );
+        let v = crate::verify::Verifier::new(&stale, &keys, (0..listed).collect(), false);
         let v = {
             let mut v = v;
             let files = part_files(&dir, &id);

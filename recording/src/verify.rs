@@ -47,7 +47,8 @@ pub fn abandoned(r: &RecordingRecord, now: jiff::Timestamp) -> Option<jiff::Time
         .parse::<jiff::Timestamp>()
         .ok()?;
     let interval = r.part_interval_seconds.unwrap_or(5).max(1);
-    let limit = i64::try_from(interval.saturating_mul(ABANDONED_AFTER_INTERVALS)).unwrap_or(i64::MAX);
+    let limit =
+        i64::try_from(interval.saturating_mul(ABANDONED_AFTER_INTERVALS)).unwrap_or(i64::MAX);
     (now.duration_since(last).as_secs() > limit).then_some(last)
 }
 
@@ -115,7 +116,9 @@ impl<'a> Verifier<'a> {
             Some(Err(why)) => {
                 v.failed = Some(tampered(
                     None,
-                    format!("the signed statement of the recording's metadata does not hold: {why}"),
+                    format!(
+                        "the signed statement of the recording's metadata does not hold: {why}"
+                    ),
                 ));
             }
             Some(Ok(key)) => {
@@ -210,7 +213,11 @@ impl<'a> Verifier<'a> {
         // Its recorder may have written one part it could not list yet; never more, never
         // with a gap.
         if extra.len() > 1 || extra.first().is_some_and(|s| *s != listed) {
-            let odd = extra.iter().copied().find(|s| *s != listed).unwrap_or(listed + 1);
+            let odd = extra
+                .iter()
+                .copied()
+                .find(|s| *s != listed)
+                .unwrap_or(listed + 1);
             return tampered(
                 Some(odd),
                 format!(

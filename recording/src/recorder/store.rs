@@ -110,6 +110,79 @@ pub fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }
 
+/// Server-side encryption of the objects written to an S3 bucket (`--recording-sse`): the
+/// `x-amz-server-side-encryption` header (and the KMS key's) of every PUT.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sse {
+    /// `AES256`: keys managed by S3 (SSE-S3).
+    Aes256,
+    /// `aws:kms[:KEYID]`: a KMS key, the account's default one without `KEYID` (SSE-KMS).
+    Kms(Option<String>),
+    /// `aws:kms:dsse[:KEYID]`: dual-layer encryption with a KMS key (DSSE-KMS).
+    DsseKms(Option<String>),
+}
+
+impl std::str::FromStr for Sse {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Sse, String> {
+        let key = |k: &str| {
+            if k.is_empty() {
+                Err("an empty KMS key id".to_owned())
+            } else {
+                Ok(Some(k.to_owned()))
+            }
+        };
+        match s {
+            "AES256" => Ok(Sse::Aes256),
+            "aws:kms" => Ok(Sse::Kms(None)),
+            "aws:kms:dsse" => Ok(Sse::DsseKms(None)),
+            _ => match s.strip_prefix("aws:kms:") {
+                Some(rest) => match rest.strip_prefix("dsse:") {
+                    Some(k) => Ok(Sse::DsseKms(key(k)?)),
+                    None => Ok(Sse::Kms(key(rest)?)),
+                },
+                None => Err(format!(
+                    "{s:?} is no server-side encryption: give AES256, aws:kms[:KEYID] or \
+                     aws:kms:dsse[:KEYID]"
+                )),
+            },
+        }
+    }
+}
+
+impl Sse {
+    /// The value of `x-amz-server-side-encryption`.
+    pub fn header(&self) -> &'static str {
+        match self {
+            Sse::Aes256 => "AES256",
+            Sse::Kms(_) => "aws:kms",
+            Sse::DsseKms(_) => "aws:kms:dsse",
+        }
+    }
+
+    /// The KMS key, if one is named.
+    pub fn kms_key(&self) -> Option<&str> {
+        match self {
+            Sse::Aes256 => None,
+            Sse::Kms(k) | Sse::DsseKms(k) => k.as_deref(),
+        }
+    }
+
+    fn configure(
+        &self,
+        b: object_store::aws::AmazonS3Builder,
+    ) -> Result<object_store::aws::AmazonS3Builder, String> {
+        use object_store::aws::AmazonS3ConfigKey;
+        let key = |name: &str| name.parse::<AmazonS3ConfigKey>().map_err(|e| e.to_string());
+        let mut b = b.with_config(key("aws_server_side_encryption")?, self.header());
+        if let Some(k) = self.kms_key() {
+            b = b.with_config(key("aws_sse_kms_key_id")?, k);
+        }
+        Ok(b)
+    }
+}
+
 /// The store of recordings.
 #[derive(Clone)]
 pub struct Store {
@@ -160,6 +233,12 @@ impl Store {
     /// `AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, web identity with
     /// `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN`, or the instance's metadata service).
     pub fn from_url(url: &str) -> Result<Store, String> {
+        Store::from_url_with(url, None)
+    }
+
+    /// The store `url` names ([`Store::from_url`]), an S3 bucket's objects written with the
+    /// server-side encryption `sse` asks for (none: the bucket's default).
+    pub fn from_url_with(url: &str, sse: Option<&Sse>) -> Result<Store, String> {
         let bad = |why: String| format!("--recording-store={url}: {why}");
         if let Some(path) = url.strip_prefix("file://") {
             if !path.starts_with('/') {
@@ -185,23 +264,35 @@ impl Store {
             if bucket.is_empty() {
                 return Err(bad("no bucket (s3://BUCKET/PREFIX)".into()));
             }
-            let s3 = object_store::aws::AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
-                .build()
-                .map_err(|e| bad(e.to_string()))?;
-            let prefix = Key::parse(prefix.trim_matches('/')).map_err(|e| bad(e.to_string()))?;
-            return Ok(Store {
-                os: Arc::new(s3),
-                prefix,
-                url: url.to_owned(),
-                key: SharedRecordKey::default(),
-                untrusted: UntrustedRecords::default(),
-                signing: None,
-            });
+            let builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+            return Store::s3(builder, prefix, url, sse).map_err(bad);
         }
         Err(bad(
             "unsupported store: give file:///DIR or s3://BUCKET/PREFIX".into(),
         ))
+    }
+
+    /// The store of the bucket `builder` names, under `prefix`, with `sse`.
+    fn s3(
+        builder: object_store::aws::AmazonS3Builder,
+        prefix: &str,
+        url: &str,
+        sse: Option<&Sse>,
+    ) -> Result<Store, String> {
+        let builder = match sse {
+            Some(sse) => sse.configure(builder)?,
+            None => builder,
+        };
+        let s3 = builder.build().map_err(|e| e.to_string())?;
+        let prefix = Key::parse(prefix.trim_matches('/')).map_err(|e| e.to_string())?;
+        Ok(Store {
+            os: Arc::new(s3),
+            prefix,
+            url: url.to_owned(),
+            key: SharedRecordKey::default(),
+            untrusted: UntrustedRecords::default(),
+            signing: None,
+        })
     }
 
     /// The store of a directory (what `--recording-dir` names).
@@ -294,9 +385,9 @@ impl Store {
         let mut m = m.clone();
         match &self.signing {
             Some(keys) => {
-                let keys = keys.get().ok_or_else(|| {
-                    generic("the recording signing key is not loaded yet".into())
-                })?;
+                let keys = keys
+                    .get()
+                    .ok_or_else(|| generic("the recording signing key is not loaded yet".into()))?;
                 let (parts, complete) = m
                     .evidence
                     .take()
@@ -588,7 +679,10 @@ impl Store {
             .os
             .list(Some(&self.key(&[namespace, pod, id])))
             .try_filter_map(|o| {
-                let part = o.location.filename().is_some_and(|f| part_number(f).is_some());
+                let part = o
+                    .location
+                    .filename()
+                    .is_some_and(|f| part_number(f).is_some());
                 futures::future::ready(Ok(part.then_some(o.location)))
             })
             .try_collect()
@@ -779,6 +873,127 @@ mod tests {
         let s = store.read("ns", "pod", id).await.unwrap()?;
         let chunks: Vec<Bytes> = s.try_collect().await.unwrap();
         Some(chunks.concat())
+    }
+
+    /// moto's S3 server as CI installs it (.ci/live), started on a free loopback port; `None`
+    /// when this machine has none.
+    struct Moto {
+        child: std::process::Child,
+        endpoint: String,
+    }
+
+    impl Drop for Moto {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    async fn moto() -> Option<Moto> {
+        let venv = std::env::var("MOTO_VENV").unwrap_or_else(|_| "/tmp/poddebug-moto".into());
+        let bin = std::path::Path::new(&venv).join("bin/moto_server");
+        if !bin.is_file() {
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let moto = Moto {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        };
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::new();
+        for _ in 0..120 {
+            if http.get(&moto.endpoint).send().await.is_ok() {
+                return Some(moto);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        panic!("moto did not start on {}", moto.endpoint);
+    }
+
+    #[tokio::test]
+    async fn objects_are_written_with_the_server_side_encryption_asked_for() {
+        let Some(moto) = moto().await else {
+            eprintln!("skipped: no moto_server (.ci/live installs it in /tmp/poddebug-moto)");
+            return;
+        };
+        let http = reqwest::Client::new();
+        let bucket = format!("{}/sse", moto.endpoint);
+        assert!(
+            http.put(&bucket)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .is_success()
+        );
+        for (prefix, sse, kms) in [
+            ("aes", Sse::Aes256, None),
+            (
+                "kms",
+                Sse::Kms(Some("alias/recordings".into())),
+                Some("alias/recordings"),
+            ),
+        ] {
+            let builder = object_store::aws::AmazonS3Builder::new()
+                .with_bucket_name("sse")
+                .with_endpoint(&moto.endpoint)
+                .with_allow_http(true)
+                .with_region("us-east-1")
+                .with_access_key_id("test")
+                .with_secret_access_key("test");
+            let store = Store::s3(builder, prefix, "s3://sse", Some(&sse))
+                .unwrap()
+                .authenticated(
+                    SharedRecordKey::loaded(poddebug_storage::record_key::RecordKey::generate()),
+                    UntrustedRecords::default(),
+                );
+            let m = meta(&new_id(jiff::Timestamp::now()), "2026-01-01T00:00:00Z");
+            store
+                .write_part(&m, 0, Bytes::from_static(b"[0.5,\"o\",\"x\"]\n"))
+                .await
+                .unwrap();
+            store.write_meta(&m).await.unwrap();
+            for object in [
+                format!("{prefix}/ns/pod/{}/00000000.part", m.id),
+                format!("{prefix}/ns/pod/{}.json", m.id),
+            ] {
+                // The object's headers, as any S3 client reads them (signed: moto refuses
+                // anonymous reads).
+                let out = std::process::Command::new("curl")
+                    .args(["-sS", "--fail", "-I", "--aws-sigv4", "aws:amz:us-east-1:s3"])
+                    .args(["--user", "test:test", &format!("{bucket}/{object}")])
+                    .output()
+                    .unwrap();
+                let h = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+                assert!(out.status.success(), "{object}: {h}");
+                let header = |name: &str| {
+                    h.lines()
+                        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+                        .map(|v| v.trim().to_owned())
+                };
+                assert_eq!(
+                    header("x-amz-server-side-encryption").as_deref(),
+                    Some(sse.header().to_ascii_lowercase().as_str()),
+                    "{object}: {h}"
+                );
+                assert_eq!(
+                    header("x-amz-server-side-encryption-aws-kms-key-id").as_deref(),
+                    kms,
+                    "{object}: {h}"
+                );
+            }
+        }
     }
 
     #[tokio::test]
@@ -1061,6 +1276,21 @@ mod tests {
     #[test]
     fn store_urls() {
         assert!(Store::from_url("file://relative/dir").is_err());
+        for (flag, sse) in [
+            ("AES256", Sse::Aes256),
+            ("aws:kms", Sse::Kms(None)),
+            ("aws:kms:dsse", Sse::DsseKms(None)),
+            (
+                "aws:kms:arn:aws:kms:eu-west-1:1:key/k",
+                Sse::Kms(Some("arn:aws:kms:eu-west-1:1:key/k".into())),
+            ),
+            ("aws:kms:dsse:k1", Sse::DsseKms(Some("k1".into()))),
+        ] {
+            assert_eq!(flag.parse::<Sse>(), Ok(sse), "{flag}");
+        }
+        for bad in ["", "aes256", "aws:kms:", "aws:kms:dsse:", "sse-c"] {
+            assert!(bad.parse::<Sse>().is_err(), "{bad}");
+        }
         assert!(
             Store::from_url("gopher://x")
                 .unwrap_err()

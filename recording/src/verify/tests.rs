@@ -15,7 +15,11 @@ fn record() -> RecordingRecord {
     }
 }
 
-const PARTS: [&[u8]; 3] = [b"{\"version\":2}\n", b"[1.0,\"o\",\"ls\"]\n", b"[2.0,\"o\",\"x\"]\n"];
+const PARTS: [&[u8]; 3] = [
+    b"{\"version\":2}\n",
+    b"[1.0,\"o\",\"ls\"]\n",
+    b"[2.0,\"o\",\"x\"]\n",
+];
 
 fn digests(parts: &[&[u8]]) -> Vec<PartDigest> {
     parts
@@ -36,7 +40,11 @@ fn signed(listed: usize, complete: bool) -> (RecordingRecord, KeySet) {
 }
 
 fn stored(parts: &[&'static [u8]]) -> Vec<(u32, &'static [u8])> {
-    parts.iter().enumerate().map(|(i, p)| (i as u32, *p)).collect()
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i as u32, *p))
+        .collect()
 }
 
 fn verdict(v: &VerificationStatus) -> (Verification, Option<u32>) {
@@ -58,7 +66,12 @@ fn a_byte_changed_in_one_part_names_that_part() {
     edited[10] ^= 1;
     let edited: &'static [u8] = Box::leak(edited.into_boxed_slice());
     let v = verify_parts(&r, &keys, &stored(&[PARTS[0], edited, PARTS[2]]), false);
-    assert_eq!(verdict(&v), (Verification::Tampered, Some(1)), "{}", v.message);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(1)),
+        "{}",
+        v.message
+    );
     assert!(v.message.contains("part 1 was changed"), "{}", v.message);
 }
 
@@ -68,16 +81,41 @@ fn removed_reordered_and_added_parts_are_tampering() {
     // A middle part removed.
     let parts = vec![(0, PARTS[0]), (2, PARTS[2])];
     let v = verify_parts(&r, &keys, &parts, false);
-    assert_eq!(verdict(&v), (Verification::Tampered, Some(1)), "{}", v.message);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(1)),
+        "{}",
+        v.message
+    );
     // The last part removed from a completed recording.
     let v = verify_parts(&r, &keys, &stored(&PARTS[..2]), false);
-    assert_eq!(verdict(&v), (Verification::Tampered, Some(2)), "{}", v.message);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(2)),
+        "{}",
+        v.message
+    );
     // Two parts swapped.
     let v = verify_parts(&r, &keys, &stored(&[PARTS[0], PARTS[2], PARTS[1]]), false);
-    assert_eq!(verdict(&v), (Verification::Tampered, Some(1)), "{}", v.message);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(1)),
+        "{}",
+        v.message
+    );
     // A part added after the end.
-    let v = verify_parts(&r, &keys, &stored(&[PARTS[0], PARTS[1], PARTS[2], PARTS[0]]), false);
-    assert_eq!(verdict(&v), (Verification::Tampered, Some(3)), "{}", v.message);
+    let v = verify_parts(
+        &r,
+        &keys,
+        &stored(&[PARTS[0], PARTS[1], PARTS[2], PARTS[0]]),
+        false,
+    );
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(3)),
+        "{}",
+        v.message
+    );
 }
 
 #[test]
@@ -103,21 +141,46 @@ fn a_recording_cut_off_by_a_crash_is_truncated_not_tampered() {
     // The recorder wrote two parts and the metadata listing them, then died.
     let (r, keys) = signed(2, false);
     let v = verify_parts(&r, &keys, &stored(&PARTS[..2]), false);
-    assert_eq!(verdict(&v), (Verification::Truncated, Some(2)), "{}", v.message);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Truncated, Some(2)),
+        "{}",
+        v.message
+    );
     // It died between writing the third part and the metadata listing it.
     let v = verify_parts(&r, &keys, &stored(&PARTS), false);
-    assert_eq!(verdict(&v), (Verification::Truncated, Some(2)), "{}", v.message);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Truncated, Some(2)),
+        "{}",
+        v.message
+    );
     // While it runs, what it wrote holds.
     let v = verify_parts(&r, &keys, &stored(&PARTS), true);
     assert_eq!(verdict(&v), (Verification::Verified, None), "{}", v.message);
     // Two unlisted parts are more than a crash leaves; a gap too.
     let four = [PARTS[0], PARTS[1], PARTS[2], PARTS[2]];
     let v = verify_parts(&r, &keys, &stored(&four), false);
-    assert_eq!(verdict(&v), (Verification::Tampered, Some(3)), "{}", v.message);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(3)),
+        "{}",
+        v.message
+    );
     let gap = vec![(0, PARTS[0]), (1, PARTS[1]), (3, PARTS[2])];
     let v = verify_parts(&r, &keys, &gap, false);
-    assert_eq!(verdict(&v), (Verification::Tampered, Some(3)), "{}", v.message);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(3)),
+        "{}",
+        v.message
+    );
     // A listed part edited in a truncated recording is still tampering.
     let v = verify_parts(&r, &keys, &stored(&[PARTS[1], PARTS[1]]), false);
-    assert_eq!(verdict(&v), (Verification::Tampered, Some(0)), "{}", v.message);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(0)),
+        "{}",
+        v.message
+    );
 }
