@@ -242,6 +242,39 @@ fn spawn_background(
     });
 }
 
+/// Load the recording signing keys from the Secret
+/// [`poddebug_storage::signing_secret::SECRET_NAME`] in `namespace` (made with one fresh key
+/// when there is none), retrying until they load. A Secret whose entries are not valid keys is
+/// reported and retried: recordings are not written until an operator fixes it.
+async fn load_signing_keys(
+    keys: poddebug_recording::keys::SharedKeys,
+    client: kube::Client,
+    namespace: String,
+) {
+    use poddebug_recording::keys::Keys;
+    use poddebug_storage::signing_secret::{SECRET_NAME, load_or_create};
+    let mut delay = Duration::from_millis(200);
+    while keys.get().is_none() {
+        let loaded = load_or_create(client.clone(), &namespace, || {
+            Keys::new_entries().map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|entries| Keys::from_entries(&entries).map_err(|e| e.to_string()));
+        match loaded {
+            Ok(k) => {
+                tracing::info!(key_id = k.active().id(), secret = SECRET_NAME, %namespace, "recording signing keys loaded");
+                keys.set(k);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, secret = SECRET_NAME, %namespace, "the recording signing keys cannot be loaded yet");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
 /// Run the server from its frozen configuration until SIGTERM/SIGINT.
 pub async fn run(config: Config) -> Result<(), StartupError> {
     let config = Arc::new(config);
@@ -312,6 +345,17 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         crate::audit::export::install(e);
     }
     let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
+    // The Ed25519 keys recordings are signed with, from their Secret (made by the first replica
+    // that finds none): loaded only where recordings are made.
+    let signing_keys = poddebug_recording::keys::SharedKeys::default();
+    if config.recording.store().ok().flatten().is_some() {
+        let (keys, client, ns) = (
+            signing_keys.clone(),
+            clients.pods.clone(),
+            config.session_namespace.clone(),
+        );
+        tokio::spawn(async move { load_signing_keys(keys, client, ns).await });
+    }
     let backend_for_flush = backend.clone();
     let upstream = Arc::new(
         crate::upstream::Upstream::new(clients.pods_config.clone(), config.impersonate)
@@ -349,6 +393,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
             record_key.clone(),
             metrics.untrusted_records.clone(),
             metrics.recording_memory.clone(),
+            Some(signing_keys.clone()),
         ),
         api_server_origins,
         tickets: tickets.clone(),

@@ -1,7 +1,11 @@
 //! poddebug's session recordings, apart from the server's HTTP side.
 //!
 //! - [`asciicast`]: the file format (asciicast v2);
-//! - [`commands`]: the lines a user submitted, derived from the recorded input.
+//! - [`commands`]: the lines a user submitted, derived from the recorded input;
+//! - [`chain`], [`signing`], [`keys`], [`statement`], [`verify`]: what makes a recording
+//!   evidence: the SHA-256 of each part, the hash chain over them, the Ed25519 signature of the
+//!   metadata, the server's keys, and the verification a server or a third party holding only
+//!   the public keys makes.
 //!
 //! With the feature `recorder`, the server's side too ([`recorder`]): the relay's tap, the
 //! writer, the object store, the bounds on memory, rate and quota, and the flags.
@@ -10,7 +14,15 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod asciicast;
+pub mod chain;
 pub mod commands;
+pub mod error;
+pub mod keys;
+pub mod signing;
+pub mod statement;
+pub mod verify;
+
+pub use error::Error;
 
 #[cfg(feature = "recorder")]
 pub mod recorder;

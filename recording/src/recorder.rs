@@ -99,15 +99,21 @@ pub struct SessionInfo {
 
 impl Recorder {
     /// The recorder the flags ask for, if any: its metadata signed and verified with `key`,
-    /// what does not verify counted in `untrusted`, and its memory reported in `memory_gauge`.
+    /// what does not verify counted in `untrusted`, and its memory reported in `memory_gauge`;
+    /// with `signing`, the statement of its metadata (each part's SHA-256, the hash chain)
+    /// signed with those Ed25519 keys.
     pub fn from_options(
         o: &RecordingOptions,
         key: SharedRecordKey,
         untrusted: UntrustedRecords,
         memory_gauge: Gauge,
+        signing: Option<crate::keys::SharedKeys>,
     ) -> Option<Arc<Recorder>> {
         // The flags were validated at start-up: a store that cannot be made stopped it there.
-        let store = o.store().ok()??.authenticated(key, untrusted);
+        let mut store = o.store().ok()??.authenticated(key, untrusted);
+        if let Some(keys) = signing {
+            store = store.signed_with(keys);
+        }
         let quota = (o.recording_quota_per_user > 0)
             .then(|| Quota::new(o.recording_quota_per_user, store.clone()));
         Some(Arc::new(Recorder {
@@ -238,6 +244,7 @@ impl Recorder {
             command_count: self.record_input.then_some(0),
             justification: info.justification.clone(),
             mac: None,
+            evidence: None,
             verified: false,
         };
         self.store
@@ -271,8 +278,14 @@ impl Recorder {
             self.memory.clone(),
         ));
         let started = Instant::now();
+        let digests = writer::Digests::default();
         let writer = Writer {
-            sink: PartSink::new(self.store.clone(), meta.clone(), self.part_interval),
+            sink: PartSink::new(
+                self.store.clone(),
+                meta.clone(),
+                self.part_interval,
+                digests.clone(),
+            ),
             lines: Lines {
                 buf: Vec::new(),
                 header,
@@ -317,6 +330,7 @@ impl Recorder {
             writer,
             meta,
             store: self.store.clone(),
+            digests,
             quota: self.quota.clone(),
         })
     }
@@ -347,6 +361,7 @@ mod tests {
     use bytes::Bytes;
     use options::MIN_CAP;
     use poddebug_stream::Recorded;
+    use poddebug_types::evidence::Verification;
     use std::path::PathBuf;
 
     async fn recorder(cap: u64, input: bool) -> (Recorder, PathBuf) {
@@ -378,6 +393,7 @@ mod tests {
         let r = Recorder::from_options(
             &RecordingOptions {
                 recording_store: None,
+                recording_sse: None,
                 recording_dir: Some(dir.clone()),
                 recording_mode: mode,
                 record_input: input,
@@ -391,6 +407,9 @@ mod tests {
             SharedRecordKey::loaded(poddebug_storage::record_key::RecordKey::generate()),
             UntrustedRecords::default(),
             Gauge::default(),
+            Some(crate::keys::SharedKeys::loaded(
+                crate::keys::Keys::generate().unwrap(),
+            )),
         )
         .unwrap();
         (Arc::into_inner(r).unwrap(), dir)
@@ -472,6 +491,121 @@ mod tests {
         assert_eq!(list[0].exit_code, Some(9));
         assert_eq!(list[0].bytes, cast.len() as u64);
         assert!(list[0].end.is_some());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// The part objects of a recording in a directory store, in order.
+    fn part_files(dir: &std::path::Path, id: &str) -> Vec<PathBuf> {
+        let mut parts: Vec<PathBuf> = std::fs::read_dir(dir.join("ns/pod").join(id))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "part"))
+            .collect();
+        parts.sort();
+        parts
+    }
+
+    async fn verdict(r: &Recorder, id: &str) -> (Verification, Option<u32>, String) {
+        let v = r
+            .store()
+            .verification("ns", "pod", id)
+            .await
+            .unwrap()
+            .unwrap();
+        (v.result, v.part, v.message)
+    }
+
+    #[tokio::test]
+    async fn a_recording_verifies_and_an_edited_or_removed_part_is_named() {
+        let (r, dir) = recorder(0, false).await;
+        // Parts of 1 MiB: three and a bit.
+        let s = r.start(info(), &EndSignal::default()).await.unwrap();
+        for _ in 0..(3 * 1024 + 100) {
+            rec(&s, vec![out(&[b'y'; 1000])]).await;
+        }
+        let id = s.id().to_owned();
+        s.finish(async { Some(0) }).await;
+        let parts = part_files(&dir, &id);
+        assert!(parts.len() >= 3, "{parts:?}");
+        let (result, part, why) = verdict(&r, &id).await;
+        assert_eq!((result, part), (Verification::Verified, None), "{why}");
+        // One byte changed in part 1.
+        let mut bytes = std::fs::read(&parts[1]).unwrap();
+        bytes[100] ^= 0x20;
+        std::fs::write(&parts[1], &bytes).unwrap();
+        let (result, part, why) = verdict(&r, &id).await;
+        assert_eq!((result, part), (Verification::Tampered, Some(1)), "{why}");
+        bytes[100] ^= 0x20;
+        std::fs::write(&parts[1], &bytes).unwrap();
+        assert_eq!(verdict(&r, &id).await.0, Verification::Verified);
+        // The last part removed from the completed recording.
+        let last = parts.len() as u32 - 1;
+        std::fs::remove_file(&parts[last as usize]).unwrap();
+        let (result, part, why) = verdict(&r, &id).await;
+        assert_eq!(
+            (result, part),
+            (Verification::Tampered, Some(last)),
+            "{why}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_recording_whose_recorder_died_verifies_as_truncated() {
+        let (r, dir) = recorder(0, false).await;
+        let s = r.start(info(), &EndSignal::default()).await.unwrap();
+        for _ in 0..(2 * 1024 + 100) {
+            rec(&s, vec![out(&[b'z'; 1000])]).await;
+        }
+        let id = s.id().to_owned();
+        // Wait (bounded) until the writer wrote two parts and the metadata listing them.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let m = r
+                .store()
+                .read_meta("ns", "pod", &id)
+                .await
+                .unwrap()
+                .unwrap();
+            if m.evidence.as_ref().is_some_and(|e| e.parts.len() >= 2) {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "two parts listed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The replica dies: the session never finishes. While its metadata is fresh, what
+        // was written holds; once it is stale, the recording is truncated, not tampered.
+        s.writer.abort();
+        let (result, _, why) = verdict(&r, &id).await;
+        assert_eq!(result, Verification::Verified, "{why}");
+        let m = r
+            .store()
+            .read_meta("ns", "pod", &id)
+            .await
+            .unwrap()
+            .unwrap();
+        let listed = m.evidence.as_ref().unwrap().parts.len() as u32;
+        // Its metadata, no longer renewed, goes stale.
+        let mut stale = m.clone();
+        stale.renewed = Some("2020-01-01T00:00:00Z".to_owned());
+        assert!(!crate::verify::running(&stale, jiff::Timestamp::now()));
+        let keys = r.store().signing_keys().unwrap().trusted().clone();
+        let v = crate::verify::Verifier::new(&stale, &keys, (0..listed).collect(), false);
+        let v = {
+            let mut v = v;
+            let files = part_files(&dir, &id);
+            while let Some(seq) = v.next_part() {
+                let data = std::fs::read(&files[seq as usize]).unwrap();
+                v.part(data.len() as u64, &crate::chain::sha256(&data));
+            }
+            v.finish()
+        };
+        assert_eq!(
+            (v.result, v.part),
+            (Verification::Truncated, Some(listed)),
+            "{}",
+            v.message
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -52,6 +52,7 @@ pub mod record_key;
 mod requests;
 mod selector;
 mod sessions;
+pub mod signing_secret;
 mod state;
 mod stop;
 mod stop_lease;

@@ -12,6 +12,7 @@ pub mod convert;
 pub mod copy;
 pub mod decode;
 pub mod duration;
+pub mod evidence;
 pub mod field;
 pub mod moderated;
 pub mod names;

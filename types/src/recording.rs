@@ -69,6 +69,10 @@ pub struct RecordingRecord {
     /// server wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
+    /// The SHA-256 of each part, the hash chain over them and the server's Ed25519 signature
+    /// over them and the facts above; absent in recordings of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::evidence::Evidence>,
     /// Whether `mac` verified when the record was read (never stored): a record that does not
     /// verify was not written by poddebug, or was changed since.
     #[serde(skip)]
@@ -143,6 +147,11 @@ pub struct RecordingStatus {
     /// was recorded, `--record-input`); they are at `…/pods/POD/recordings/NAME/commands`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_count: Option<u32>,
+    /// How the recording verified against the hash chain and signature of its metadata
+    /// (every part read and hashed): set on `GET` of one recording only; lists leave it out,
+    /// so that listing never reads a recording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::evidence::VerificationStatus>,
 }
 
 /// RecordingList is a list of recordings, oldest first.
@@ -190,6 +199,7 @@ impl RecordingRecord {
                 truncated: self.truncated,
                 verified: self.verified,
                 command_count: self.command_count,
+                verification: None,
             },
         }
     }

@@ -57,16 +57,19 @@ pub async fn healthz(RawQuery(q): RawQuery) -> Response {
     answer(vec![("ping", true), ("log", true)], verbose(&q), "healthz")
 }
 
-/// `/readyz`: authentication configuration loaded, upstream answered once, record key loaded,
-/// not shutting down.
+/// `/readyz`: authentication configuration loaded, upstream answered once, record key loaded
+/// (and, where sessions are recorded, the recording signing keys), not shutting down.
 pub async fn readyz(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let checks = vec![
+    let mut checks = vec![
         ("ping", true),
         ("authentication-config", st.authn.config().is_loaded()),
         ("upstream-kube-apiserver", st.readiness.upstream_ok()),
         ("record-key", st.record_key.get().is_some()),
-        ("shutdown", !st.readiness.shutting_down()),
     ];
+    if let Some(r) = &st.recorder {
+        checks.push(("recording-signing-keys", r.store().signing_keys().is_some()));
+    }
+    checks.push(("shutdown", !st.readiness.shutting_down()));
     answer(checks, verbose(&q), "readyz")
 }
 

@@ -6,6 +6,10 @@
 //! `GET …/namespaces/NS/pods/POD/recordings/ID/commands`, the lines the user submitted, derived
 //! from the recorded input (a `RecordingCommandList`; 404 when input was not recorded).
 //!
+//! `GET …/namespaces/NS/debugrecordings/ID` also verifies the recording (`status.verification`):
+//! every part the signed statement of its metadata lists is read and hashed, bounded by the
+//! recording's size (`--max-recording-bytes`); lists carry no verification.
+//!
 //! Authorization: one permission decides who reads recordings whichever path is used, `get`
 //! (one pod's list, one recording) or `list` (the namespace's, the cluster's) on
 //! `pods/recordings` in `poddebug.dev`, in the pod's namespace (the cluster for every
@@ -269,7 +273,13 @@ pub async fn get_in_namespace(
         .into_iter()
         .find(|r| r.id == id)
         .ok_or_else(not_found)?;
-    let obj = found.to_object(labels(&found));
+    let mut obj = found.to_object(labels(&found));
+    // One recording read: verified against its signed statement, every part hashed (lists
+    // leave this out, so that listing never reads a recording).
+    obj.status.verification = store
+        .verification(&ns, &found.pod, &id)
+        .await
+        .map_err(|e| storage_failed(&e))?;
     if super::table::wants_table(&headers) {
         return json_response(
             StatusCode::OK,

@@ -47,6 +47,12 @@ pub struct RecordingOptions {
         help_heading = "Session recording"
     )]
     pub recording_store: Option<String>,
+    /// Server-side encryption of the recordings written to an s3:// store: AES256 (keys
+    /// managed by S3), aws:kms[:KEYID] (a KMS key; the account's default without KEYID) or
+    /// aws:kms:dsse[:KEYID] (dual-layer). Every object is written with the
+    /// x-amz-server-side-encryption header (and the KMS key's). Unset: the bucket's default.
+    #[arg(long, value_name = "TYPE", value_parser = parse_sse, help_heading = "Session recording")]
+    pub recording_sse: Option<super::store::Sse>,
     /// The same as --recording-store=file:///DIR (kept for existing deployments).
     #[arg(long, value_name = "DIR", help_heading = "Session recording")]
     pub recording_dir: Option<PathBuf>,
@@ -100,6 +106,10 @@ pub struct RecordingOptions {
     pub recording_retention: Duration,
 }
 
+fn parse_sse(s: &str) -> Result<super::store::Sse, String> {
+    s.parse()
+}
+
 impl RecordingOptions {
     /// Every problem with the flags.
     pub fn validate(&self) -> Vec<String> {
@@ -127,13 +137,23 @@ impl RecordingOptions {
             Ok(_) => {}
             Err(e) => errs.push(e),
         }
+        if self.recording_sse.is_some()
+            && !self
+                .recording_store
+                .as_deref()
+                .is_some_and(|u| u.starts_with("s3://"))
+        {
+            errs.push("--recording-sse needs an s3:// --recording-store".to_owned());
+        }
         errs
     }
 
     /// The store the flags name, if any.
     pub fn store(&self) -> Result<Option<super::store::Store>, String> {
         match (&self.recording_store, &self.recording_dir) {
-            (Some(url), _) => super::store::Store::from_url(url).map(Some),
+            (Some(url), _) => {
+                super::store::Store::from_url_with(url, self.recording_sse.as_ref()).map(Some)
+            }
             (None, Some(dir)) => super::store::Store::dir(dir).map(Some),
             (None, None) => Ok(None),
         }

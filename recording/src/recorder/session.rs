@@ -15,6 +15,8 @@ pub struct Session {
     pub(super) writer: tokio::task::JoinHandle<WriterEnd>,
     pub(super) meta: Metadata,
     pub(super) store: Store,
+    /// The digests of the parts the writer wrote.
+    pub(super) digests: super::writer::Digests,
     /// The quota whose usage this recording changes.
     pub(super) quota: Option<std::sync::Arc<super::quota::Quota>>,
 }
@@ -64,13 +66,18 @@ impl Session {
             mut writer,
             mut meta,
             store,
+            digests,
             quota,
         } = self;
         tap.close();
         drop(tap);
+        // A writer that did not finish leaves the recording incomplete: it verifies as
+        // truncated where its parts stop.
+        let mut complete = true;
         let end = match tokio::time::timeout(WRITER_FINISH, &mut writer).await {
             Ok(Ok(end)) => end,
             Ok(Err(_)) | Err(_) => {
+                complete = false;
                 writer.abort();
                 tracing::warn!(id = %meta.id, "the recording could not be finished in time");
                 WriterEnd {
@@ -98,6 +105,11 @@ impl Session {
         meta.truncated = end.truncated;
         // A writer that did not finish in time leaves the count of its last renewal unknown.
         meta.command_count = end.command_count;
+        meta.evidence = Some(poddebug_types::evidence::Evidence {
+            parts: digests.lock().map(|d| d.clone()).unwrap_or_default(),
+            complete,
+            ..Default::default()
+        });
         if let Err(e) = store.write_meta(&meta).await {
             tracing::warn!(id = %meta.id, error = %e, "recording metadata could not be written");
         }

@@ -38,7 +38,10 @@ use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use poddebug_storage::record_key::{Purpose, SharedRecordKey};
 use poddebug_storage::{RecordKind, UntrustedRecords};
+use poddebug_types::evidence::VerificationStatus;
 use poddebug_types::{RecordingCommand, RecordingCommandList};
+
+use crate::keys::{Keys, SharedKeys};
 use serde::{Deserialize, Serialize};
 
 /// The metadata of one recording (the `ID.json` object and one item of the list).
@@ -49,7 +52,7 @@ pub type Metadata = poddebug_types::RecordingRecord;
 pub const PART_BYTES: usize = 1 << 20;
 /// A recording whose metadata was not renewed for this many part intervals, and that has no
 /// end, lost its recorder (the replica died): it reads `truncated`.
-pub const ABANDONED_AFTER_INTERVALS: u64 = 6;
+pub use crate::verify::ABANDONED_AFTER_INTERVALS;
 /// Metadata objects read at once when listing.
 const LIST_READS: usize = 16;
 /// Most objects one scan of the store's sizes reads ([`Store::sizes`]); past it the scan stops
@@ -107,6 +110,79 @@ pub fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }
 
+/// Server-side encryption of the objects written to an S3 bucket (`--recording-sse`): the
+/// `x-amz-server-side-encryption` header (and the KMS key's) of every PUT.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sse {
+    /// `AES256`: keys managed by S3 (SSE-S3).
+    Aes256,
+    /// `aws:kms[:KEYID]`: a KMS key, the account's default one without `KEYID` (SSE-KMS).
+    Kms(Option<String>),
+    /// `aws:kms:dsse[:KEYID]`: dual-layer encryption with a KMS key (DSSE-KMS).
+    DsseKms(Option<String>),
+}
+
+impl std::str::FromStr for Sse {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Sse, String> {
+        let key = |k: &str| {
+            if k.is_empty() {
+                Err("an empty KMS key id".to_owned())
+            } else {
+                Ok(Some(k.to_owned()))
+            }
+        };
+        match s {
+            "AES256" => Ok(Sse::Aes256),
+            "aws:kms" => Ok(Sse::Kms(None)),
+            "aws:kms:dsse" => Ok(Sse::DsseKms(None)),
+            _ => match s.strip_prefix("aws:kms:") {
+                Some(rest) => match rest.strip_prefix("dsse:") {
+                    Some(k) => Ok(Sse::DsseKms(key(k)?)),
+                    None => Ok(Sse::Kms(key(rest)?)),
+                },
+                None => Err(format!(
+                    "{s:?} is no server-side encryption: give AES256, aws:kms[:KEYID] or \
+                     aws:kms:dsse[:KEYID]"
+                )),
+            },
+        }
+    }
+}
+
+impl Sse {
+    /// The value of `x-amz-server-side-encryption`.
+    pub fn header(&self) -> &'static str {
+        match self {
+            Sse::Aes256 => "AES256",
+            Sse::Kms(_) => "aws:kms",
+            Sse::DsseKms(_) => "aws:kms:dsse",
+        }
+    }
+
+    /// The KMS key, if one is named.
+    pub fn kms_key(&self) -> Option<&str> {
+        match self {
+            Sse::Aes256 => None,
+            Sse::Kms(k) | Sse::DsseKms(k) => k.as_deref(),
+        }
+    }
+
+    fn configure(
+        &self,
+        b: object_store::aws::AmazonS3Builder,
+    ) -> Result<object_store::aws::AmazonS3Builder, String> {
+        use object_store::aws::AmazonS3ConfigKey;
+        let key = |name: &str| name.parse::<AmazonS3ConfigKey>().map_err(|e| e.to_string());
+        let mut b = b.with_config(key("aws_server_side_encryption")?, self.header());
+        if let Some(k) = self.kms_key() {
+            b = b.with_config(key("aws_sse_kms_key_id")?, k);
+        }
+        Ok(b)
+    }
+}
+
 /// The store of recordings.
 #[derive(Clone)]
 pub struct Store {
@@ -115,6 +191,9 @@ pub struct Store {
     url: String,
     key: SharedRecordKey,
     untrusted: UntrustedRecords,
+    /// The Ed25519 keys the metadata's statement is signed with and verified against (none:
+    /// recordings are written unsigned).
+    signing: Option<SharedKeys>,
 }
 
 /// A recording's place in the store: namespace, pod, id.
@@ -154,6 +233,12 @@ impl Store {
     /// `AWS_REGION`, `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, web identity with
     /// `AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN`, or the instance's metadata service).
     pub fn from_url(url: &str) -> Result<Store, String> {
+        Store::from_url_with(url, None)
+    }
+
+    /// The store `url` names ([`Store::from_url`]), an S3 bucket's objects written with the
+    /// server-side encryption `sse` asks for (none: the bucket's default).
+    pub fn from_url_with(url: &str, sse: Option<&Sse>) -> Result<Store, String> {
         let bad = |why: String| format!("--recording-store={url}: {why}");
         if let Some(path) = url.strip_prefix("file://") {
             if !path.starts_with('/') {
@@ -171,6 +256,7 @@ impl Store {
                 url: url.to_owned(),
                 key: SharedRecordKey::default(),
                 untrusted: UntrustedRecords::default(),
+                signing: None,
             });
         }
         if let Some(rest) = url.strip_prefix("s3://") {
@@ -178,22 +264,35 @@ impl Store {
             if bucket.is_empty() {
                 return Err(bad("no bucket (s3://BUCKET/PREFIX)".into()));
             }
-            let s3 = object_store::aws::AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
-                .build()
-                .map_err(|e| bad(e.to_string()))?;
-            let prefix = Key::parse(prefix.trim_matches('/')).map_err(|e| bad(e.to_string()))?;
-            return Ok(Store {
-                os: Arc::new(s3),
-                prefix,
-                url: url.to_owned(),
-                key: SharedRecordKey::default(),
-                untrusted: UntrustedRecords::default(),
-            });
+            let builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+            return Store::s3(builder, prefix, url, sse).map_err(bad);
         }
         Err(bad(
             "unsupported store: give file:///DIR or s3://BUCKET/PREFIX".into(),
         ))
+    }
+
+    /// The store of the bucket `builder` names, under `prefix`, with `sse`.
+    fn s3(
+        builder: object_store::aws::AmazonS3Builder,
+        prefix: &str,
+        url: &str,
+        sse: Option<&Sse>,
+    ) -> Result<Store, String> {
+        let builder = match sse {
+            Some(sse) => sse.configure(builder)?,
+            None => builder,
+        };
+        let s3 = builder.build().map_err(|e| e.to_string())?;
+        let prefix = Key::parse(prefix.trim_matches('/')).map_err(|e| e.to_string())?;
+        Ok(Store {
+            os: Arc::new(s3),
+            prefix,
+            url: url.to_owned(),
+            key: SharedRecordKey::default(),
+            untrusted: UntrustedRecords::default(),
+            signing: None,
+        })
     }
 
     /// The store of a directory (what `--recording-dir` names).
@@ -214,6 +313,19 @@ impl Store {
         self.key = key;
         self.untrusted = untrusted;
         self
+    }
+
+    /// The same store, signing the statement of the metadata it writes with the active key of
+    /// `keys` (which must be loaded by then) and verifying recordings against the keys they
+    /// trust.
+    pub fn signed_with(mut self, keys: SharedKeys) -> Store {
+        self.signing = Some(keys);
+        self
+    }
+
+    /// The keys recordings are signed with, once loaded (none when recordings are not signed).
+    pub fn signing_keys(&self) -> Option<&Keys> {
+        self.signing.as_ref()?.get()
     }
 
     /// `m` with its MAC verified against where it was read (`namespace/pod/id`): `verified`
@@ -271,6 +383,20 @@ impl Store {
             .get()
             .ok_or_else(|| generic("the record key is not loaded yet".into()))?;
         let mut m = m.clone();
+        match &self.signing {
+            Some(keys) => {
+                let keys = keys
+                    .get()
+                    .ok_or_else(|| generic("the recording signing key is not loaded yet".into()))?;
+                let (parts, complete) = m
+                    .evidence
+                    .take()
+                    .map(|e| (e.parts, e.complete))
+                    .unwrap_or_default();
+                crate::statement::sign(keys.active(), &mut m, parts, complete);
+            }
+            None => m.evidence = None,
+        }
         m.mac = Some(key.sign(
             Purpose::Recording,
             &meta_content(&m.namespace, &m.pod, &m.id, &m),
@@ -553,7 +679,10 @@ impl Store {
             .os
             .list(Some(&self.key(&[namespace, pod, id])))
             .try_filter_map(|o| {
-                let part = o.location.filename().is_some_and(|f| f.ends_with(".part"));
+                let part = o
+                    .location
+                    .filename()
+                    .is_some_and(|f| part_number(f).is_some());
                 futures::future::ready(Ok(part.then_some(o.location)))
             })
             .try_collect()
@@ -582,6 +711,49 @@ impl Store {
             })
             .try_flatten();
         Ok(Some(stream.boxed()))
+    }
+
+    /// How the recording verifies against the signed statement of its metadata: every part
+    /// the statement lists read from the store and hashed, one chunk at a time
+    /// ([`crate::verify`]). `None` when there is no such recording, or when recordings are not
+    /// signed here (or the keys are not loaded yet).
+    pub async fn verification(
+        &self,
+        namespace: &str,
+        pod: &str,
+        id: &str,
+    ) -> Result<Option<VerificationStatus>, StoreError> {
+        let Some(keys) = self.signing_keys() else {
+            return Ok(None);
+        };
+        let Some(m) = self.read_meta(namespace, pod, id).await? else {
+            return Ok(None);
+        };
+        let stored: Vec<u32> = self
+            .os
+            .list(Some(&self.key(&[namespace, pod, id])))
+            .try_filter_map(|o| {
+                futures::future::ready(Ok(o.location.filename().and_then(part_number)))
+            })
+            .try_collect()
+            .await?;
+        let running = crate::verify::running(&m, jiff::Timestamp::now());
+        let mut v = crate::verify::Verifier::new(&m, keys.trusted(), stored, running);
+        while let Some(seq) = v.next_part() {
+            let mut hasher = crate::chain::Hasher::default();
+            let mut chunks = match self.os.get(&self.part_key(namespace, pod, id, seq)).await {
+                Ok(r) => r.into_stream(),
+                // Deleted since the list: the verifier names it missing.
+                Err(object_store::Error::NotFound { .. }) => break,
+                Err(e) => return Err(e),
+            };
+            while let Some(chunk) = chunks.next().await {
+                hasher.update(&chunk?);
+            }
+            let (size, digest) = hasher.finish();
+            v.part(size, &digest);
+        }
+        Ok(Some(v.finish()))
     }
 
     /// Delete the recordings (metadata and parts) whose metadata was last written longer ago
@@ -620,23 +792,19 @@ impl Store {
     }
 }
 
+/// The number of the part whose object is named `name` (`NNNNNNNN.part`, eight digits).
+fn part_number(name: &str) -> Option<u32> {
+    let digits = name.strip_suffix(".part")?;
+    (digits.len() == 8 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
 /// A recording with no end whose metadata has not been renewed for
 /// [`ABANDONED_AFTER_INTERVALS`] of its part intervals lost its recorder: it reads truncated,
 /// ended when last renewed.
 fn mark_abandoned(m: &mut Metadata, now: jiff::Timestamp) {
-    if m.end.is_some() {
-        return;
-    }
-    let last = m
-        .renewed
-        .as_deref()
-        .unwrap_or(m.start.as_str())
-        .parse::<jiff::Timestamp>();
-    let interval = m.part_interval_seconds.unwrap_or(5).max(1);
-    let limit = i64::try_from(interval * ABANDONED_AFTER_INTERVALS).unwrap_or(i64::MAX);
-    if let Ok(last) = last
-        && now.duration_since(last).as_secs() > limit
-    {
+    if let Some(last) = crate::verify::abandoned(m, now) {
         m.truncated = true;
         m.end = Some(last.to_string());
     }
@@ -705,6 +873,127 @@ mod tests {
         let s = store.read("ns", "pod", id).await.unwrap()?;
         let chunks: Vec<Bytes> = s.try_collect().await.unwrap();
         Some(chunks.concat())
+    }
+
+    /// moto's S3 server as CI installs it (.ci/live), started on a free loopback port; `None`
+    /// when this machine has none.
+    struct Moto {
+        child: std::process::Child,
+        endpoint: String,
+    }
+
+    impl Drop for Moto {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    async fn moto() -> Option<Moto> {
+        let venv = std::env::var("MOTO_VENV").unwrap_or_else(|_| "/tmp/poddebug-moto".into());
+        let bin = std::path::Path::new(&venv).join("bin/moto_server");
+        if !bin.is_file() {
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(bin)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let moto = Moto {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        };
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::new();
+        for _ in 0..120 {
+            if http.get(&moto.endpoint).send().await.is_ok() {
+                return Some(moto);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        panic!("moto did not start on {}", moto.endpoint);
+    }
+
+    #[tokio::test]
+    async fn objects_are_written_with_the_server_side_encryption_asked_for() {
+        let Some(moto) = moto().await else {
+            eprintln!("skipped: no moto_server (.ci/live installs it in /tmp/poddebug-moto)");
+            return;
+        };
+        let http = reqwest::Client::new();
+        let bucket = format!("{}/sse", moto.endpoint);
+        assert!(
+            http.put(&bucket)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .is_success()
+        );
+        for (prefix, sse, kms) in [
+            ("aes", Sse::Aes256, None),
+            (
+                "kms",
+                Sse::Kms(Some("alias/recordings".into())),
+                Some("alias/recordings"),
+            ),
+        ] {
+            let builder = object_store::aws::AmazonS3Builder::new()
+                .with_bucket_name("sse")
+                .with_endpoint(&moto.endpoint)
+                .with_allow_http(true)
+                .with_region("us-east-1")
+                .with_access_key_id("test")
+                .with_secret_access_key("test");
+            let store = Store::s3(builder, prefix, "s3://sse", Some(&sse))
+                .unwrap()
+                .authenticated(
+                    SharedRecordKey::loaded(poddebug_storage::record_key::RecordKey::generate()),
+                    UntrustedRecords::default(),
+                );
+            let m = meta(&new_id(jiff::Timestamp::now()), "2026-01-01T00:00:00Z");
+            store
+                .write_part(&m, 0, Bytes::from_static(b"[0.5,\"o\",\"x\"]\n"))
+                .await
+                .unwrap();
+            store.write_meta(&m).await.unwrap();
+            for object in [
+                format!("{prefix}/ns/pod/{}/00000000.part", m.id),
+                format!("{prefix}/ns/pod/{}.json", m.id),
+            ] {
+                // The object's headers, as any S3 client reads them (signed: moto refuses
+                // anonymous reads).
+                let out = std::process::Command::new("curl")
+                    .args(["-sS", "--fail", "-I", "--aws-sigv4", "aws:amz:us-east-1:s3"])
+                    .args(["--user", "test:test", &format!("{bucket}/{object}")])
+                    .output()
+                    .unwrap();
+                let h = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+                assert!(out.status.success(), "{object}: {h}");
+                let header = |name: &str| {
+                    h.lines()
+                        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+                        .map(|v| v.trim().to_owned())
+                };
+                assert_eq!(
+                    header("x-amz-server-side-encryption").as_deref(),
+                    Some(sse.header().to_ascii_lowercase().as_str()),
+                    "{object}: {h}"
+                );
+                assert_eq!(
+                    header("x-amz-server-side-encryption-aws-kms-key-id").as_deref(),
+                    kms,
+                    "{object}: {h}"
+                );
+            }
+        }
     }
 
     #[tokio::test]
@@ -987,6 +1276,21 @@ mod tests {
     #[test]
     fn store_urls() {
         assert!(Store::from_url("file://relative/dir").is_err());
+        for (flag, sse) in [
+            ("AES256", Sse::Aes256),
+            ("aws:kms", Sse::Kms(None)),
+            ("aws:kms:dsse", Sse::DsseKms(None)),
+            (
+                "aws:kms:arn:aws:kms:eu-west-1:1:key/k",
+                Sse::Kms(Some("arn:aws:kms:eu-west-1:1:key/k".into())),
+            ),
+            ("aws:kms:dsse:k1", Sse::DsseKms(Some("k1".into()))),
+        ] {
+            assert_eq!(flag.parse::<Sse>(), Ok(sse), "{flag}");
+        }
+        for bad in ["", "aes256", "aws:kms:", "aws:kms:dsse:", "sse-c"] {
+            assert!(bad.parse::<Sse>().is_err(), "{bad}");
+        }
         assert!(
             Store::from_url("gopher://x")
                 .unwrap_err()

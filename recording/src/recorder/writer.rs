@@ -17,7 +17,9 @@ use super::session::exit_code_of_status;
 use super::store::{Metadata, PART_BYTES, Store, StoreError};
 use super::tap::{Item, TapShared};
 use crate::asciicast::{self, Capped, Header, Utf8Carry};
+use crate::chain::{hex, sha256};
 use crate::commands::CommandLog;
+use poddebug_types::evidence::{Evidence, PartDigest};
 
 /// How long a writer, once woken by a chunk, lets more gather before it writes them.
 const BATCH: Duration = Duration::from_millis(10);
@@ -52,10 +54,21 @@ pub(super) struct PartSink {
     pending: Vec<u8>,
     last: Instant,
     stored: u64,
+    /// The size and SHA-256 of each part written, shared with the session, which signs them in
+    /// the final metadata.
+    digests: Digests,
 }
 
+/// The digests of a recording's parts written so far.
+pub(super) type Digests = Arc<std::sync::Mutex<Vec<PartDigest>>>;
+
 impl PartSink {
-    pub(super) fn new(store: Store, meta: Metadata, interval: Duration) -> PartSink {
+    pub(super) fn new(
+        store: Store,
+        meta: Metadata,
+        interval: Duration,
+        digests: Digests,
+    ) -> PartSink {
         PartSink {
             store,
             meta,
@@ -64,6 +77,7 @@ impl PartSink {
             pending: Vec::new(),
             last: Instant::now(),
             stored: 0,
+            digests,
         }
     }
 
@@ -82,9 +96,16 @@ impl PartSink {
         if !self.pending.is_empty() {
             let data = Bytes::from(std::mem::take(&mut self.pending));
             let n = data.len() as u64;
+            let digest = PartDigest {
+                bytes: n,
+                sha256: hex(&sha256(&data)),
+            };
             self.store.write_part(&self.meta, self.seq, data).await?;
             self.seq += 1;
             self.stored += n;
+            if let Ok(mut d) = self.digests.lock() {
+                d.push(digest);
+            }
         }
         self.last = Instant::now();
         if let Some(log) = commands {
@@ -103,6 +124,10 @@ impl PartSink {
         if !end {
             self.meta.bytes = self.stored;
             self.meta.renewed = Some(jiff::Timestamp::now().to_string());
+            self.meta.evidence = Some(Evidence {
+                parts: self.digests.lock().map(|d| d.clone()).unwrap_or_default(),
+                ..Evidence::default()
+            });
             self.store.write_meta(&self.meta).await?;
         }
         Ok(())

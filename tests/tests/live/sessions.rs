@@ -965,6 +965,139 @@ async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads
         .await
         .expect("still readable");
     assert!(text.contains("two-42"), "{text}");
+
+    // Evidence: the ended recording verifies against its signed metadata; the killed
+    // replica's, cut off by the crash, is truncated, not tampered.
+    let v = verification_of(&two.user(ALICE), &sb, &first).await;
+    assert_eq!(v["result"], "Verified", "{v}");
+    let v = verification_of(&two.user(ALICE), &sb, &running).await;
+    assert_eq!(v["result"], "Truncated", "{v}");
+    // Someone with the bucket's credentials changes one byte of one part: tampered, naming
+    // the part; then removes the last part: tampered, naming it.
+    let Some(bucket) = S3Bucket::of(&store) else {
+        eprintln!("skipped the tampering: the store is no S3 bucket of AWS_ENDPOINT_URL");
+        return;
+    };
+    let parts = bucket.parts(&format!("{}/web/{first}/", sb.ns));
+    assert!(!parts.is_empty(), "the parts of {first} in the bucket");
+    let victim = parts.len() / 2;
+    let mut data = bucket.get(&parts[victim]);
+    let at = data.len() / 2;
+    data[at] ^= 0x01;
+    bucket.put(&parts[victim], &data);
+    let v = verification_of(&two.user(ALICE), &sb, &first).await;
+    assert_eq!(v["result"], "Tampered", "{v}");
+    assert_eq!(v["part"], victim, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("part {victim} was changed"))),
+        "{v}"
+    );
+    data[at] ^= 0x01;
+    bucket.put(&parts[victim], &data);
+    let v = verification_of(&two.user(ALICE), &sb, &first).await;
+    assert_eq!(v["result"], "Verified", "restored: {v}");
+    let last = parts.len() - 1;
+    bucket.delete(&parts[last]);
+    let v = verification_of(&two.user(ALICE), &sb, &first).await;
+    assert_eq!(
+        (&v["result"], &v["part"]),
+        (&json!("Tampered"), &json!(last)),
+        "{v}"
+    );
+}
+
+/// `status.verification` of a recording, read as `kubectl get debugrecordings ID` does.
+async fn verification_of(client: &TestClient, sb: &Sandbox, id: &str) -> Value {
+    let (code, obj) = client
+        .get_json(&format!("{GV}/namespaces/{}/debugrecordings/{id}", sb.ns))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{obj}");
+    obj["status"]["verification"].clone()
+}
+
+/// The bucket of an `s3://BUCKET/PREFIX` store on the S3-compatible server of
+/// `AWS_ENDPOINT_URL` (CI: moto, which takes requests unsigned), reached as someone holding
+/// the bucket's credentials would, around poddebug.
+struct S3Bucket {
+    /// `ENDPOINT/BUCKET`.
+    base: String,
+    /// The store's prefix, with a trailing slash (or empty).
+    prefix: String,
+}
+
+impl S3Bucket {
+    fn of(store: &str) -> Option<S3Bucket> {
+        let endpoint = std::env::var("AWS_ENDPOINT_URL").ok()?;
+        let rest = store.strip_prefix("s3://")?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let prefix = prefix.trim_matches('/');
+        Some(S3Bucket {
+            base: format!("{}/{bucket}", endpoint.trim_end_matches('/')),
+            prefix: if prefix.is_empty() {
+                String::new()
+            } else {
+                format!("{prefix}/")
+            },
+        })
+    }
+
+    /// A request signed with the AWS_* credentials (curl's SigV4).
+    fn curl(args: &[&str]) -> Vec<u8> {
+        let env = |k: &str| std::env::var(k).unwrap_or_default();
+        let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".to_owned());
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--fail", "--max-time", "10"])
+            .args(["--aws-sigv4", &format!("aws:amz:{region}:s3")])
+            .args([
+                "--user",
+                &format!(
+                    "{}:{}",
+                    env("AWS_ACCESS_KEY_ID"),
+                    env("AWS_SECRET_ACCESS_KEY")
+                ),
+            ])
+            .args(args)
+            .output()
+            .expect("curl runs");
+        assert!(
+            out.status.success(),
+            "curl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    /// The keys of the part objects under `folder` (below the store's prefix), in order.
+    fn parts(&self, folder: &str) -> Vec<String> {
+        let url = format!("{}?list-type=2&prefix={}{folder}", self.base, self.prefix);
+        let xml = String::from_utf8(Self::curl(&[&url])).expect("XML");
+        let mut keys: Vec<String> = xml
+            .split("<Key>")
+            .skip(1)
+            .filter_map(|k| k.split_once("</Key>").map(|(k, _)| k.to_owned()))
+            .filter(|k| k.ends_with(".part"))
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    fn get(&self, key: &str) -> Vec<u8> {
+        Self::curl(&[&format!("{}/{key}", self.base)])
+    }
+
+    fn put(&self, key: &str, data: &[u8]) {
+        let file = std::env::temp_dir().join(format!("pdlive-part-{}", std::process::id()));
+        std::fs::write(&file, data).expect("write the part");
+        let path = file.display().to_string();
+        Self::curl(&["-T", &path, &format!("{}/{key}", self.base)]);
+        let _ = std::fs::remove_file(file);
+    }
+
+    fn delete(&self, key: &str) {
+        Self::curl(&["-X", "DELETE", &format!("{}/{key}", self.base)]);
+    }
 }
 
 /// The Go SPDY client (tests/go/spdyattach, built by .ci/live), when this machine has it.

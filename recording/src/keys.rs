@@ -1,0 +1,191 @@
+//! The server's recording keys as a Secret holds them, and the set a replica loaded.
+//!
+//! The Secret's entries:
+//! - `KEYID.pk8`: a private key (PKCS#8 DER), one the server may sign with;
+//! - `KEYID.pub`: the raw public key of a retired key, whose private key was destroyed: it
+//!   still verifies the recordings it signed, and is still published;
+//! - `active`: the id of the key that signs new recordings (needed when there are several
+//!   private keys).
+//!
+//! Rotation (docs/operator-guide.md): add the new key's `.pk8`, point `active` at it, restart
+//! the replicas; then replace the old `.pk8` by its `.pub`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use crate::Error;
+use crate::signing::{KeySet, PublicKey, SigningKey};
+
+/// The entry naming the active key.
+pub const ACTIVE: &str = "active";
+/// Suffix of a private key's entry.
+pub const PRIVATE_SUFFIX: &str = ".pk8";
+/// Suffix of a retired key's public key.
+pub const PUBLIC_SUFFIX: &str = ".pub";
+
+/// A replica's keys: the one it signs with, and every key it trusts and publishes.
+#[derive(Clone, Debug)]
+pub struct Keys {
+    active: SigningKey,
+    trusted: KeySet,
+    /// Ids of the keys the Secret holds privately (the others are retired).
+    private: Vec<String>,
+}
+
+impl Keys {
+    /// The keys of the Secret's entries.
+    pub fn from_entries(entries: &BTreeMap<String, Vec<u8>>) -> Result<Keys, Error> {
+        let mut private = Vec::new();
+        let mut public = Vec::new();
+        for (name, value) in entries {
+            if let Some(named) = name.strip_suffix(PRIVATE_SUFFIX) {
+                let k = SigningKey::from_pkcs8(value)
+                    .map_err(|e| Error::Key(format!("entry {name}: {e}")))?;
+                if k.id() != named {
+                    return Err(Error::Key(format!(
+                        "entry {name} holds the key {}: name it {}{PRIVATE_SUFFIX}",
+                        k.id(),
+                        k.id()
+                    )));
+                }
+                private.push(k);
+            } else if let Some(named) = name.strip_suffix(PUBLIC_SUFFIX) {
+                let k = PublicKey::from_bytes(value)
+                    .map_err(|e| Error::Key(format!("entry {name}: {e}")))?;
+                if k.id() != named {
+                    return Err(Error::Key(format!(
+                        "entry {name} holds the key {}: name it {}{PUBLIC_SUFFIX}",
+                        k.id(),
+                        k.id()
+                    )));
+                }
+                public.push(k);
+            }
+        }
+        let active_id = entries
+            .get(ACTIVE)
+            .map(|v| String::from_utf8_lossy(v).trim().to_owned());
+        let active = match (&active_id, private.len()) {
+            (Some(id), _) => private
+                .iter()
+                .find(|k| k.id() == id)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::Key(format!(
+                        "{ACTIVE} names {id}, but there is no entry {id}{PRIVATE_SUFFIX}"
+                    ))
+                })?,
+            (None, 1) => private[0].clone(),
+            (None, 0) => return Err(Error::Key("no private key (KEYID.pk8)".to_owned())),
+            (None, _) => {
+                return Err(Error::Key(format!(
+                    "several private keys and no {ACTIVE} entry naming the one that signs"
+                )));
+            }
+        };
+        let ids = private.iter().map(|k| k.id().to_owned()).collect();
+        let trusted = KeySet::new(private.iter().map(SigningKey::public_key).chain(public));
+        Ok(Keys {
+            active,
+            trusted,
+            private: ids,
+        })
+    }
+
+    /// The entries of a new Secret: one fresh key, active.
+    pub fn new_entries() -> Result<BTreeMap<String, Vec<u8>>, Error> {
+        let (key, pkcs8) = SigningKey::generate()?;
+        Ok(BTreeMap::from([
+            (format!("{}{PRIVATE_SUFFIX}", key.id()), pkcs8),
+            (ACTIVE.to_owned(), key.id().as_bytes().to_vec()),
+        ]))
+    }
+
+    /// Keys of one fresh key (tests, benchmarks).
+    pub fn generate() -> Result<Keys, Error> {
+        Keys::from_entries(&Keys::new_entries()?)
+    }
+
+    /// The key new recordings are signed with.
+    pub fn active(&self) -> &SigningKey {
+        &self.active
+    }
+
+    /// The keys recordings verify with.
+    pub fn trusted(&self) -> &KeySet {
+        &self.trusted
+    }
+
+    /// Whether the Secret holds `id`'s private key (else it is retired).
+    pub fn has_private(&self, id: &str) -> bool {
+        self.private.iter().any(|p| p == id)
+    }
+}
+
+/// A replica's keys once loaded (replicas start serving before they have read them). Cheap to
+/// clone.
+#[derive(Clone, Debug, Default)]
+pub struct SharedKeys(Arc<OnceLock<Keys>>);
+
+impl SharedKeys {
+    /// A holder with `keys` loaded.
+    pub fn loaded(keys: Keys) -> SharedKeys {
+        let s = SharedKeys::default();
+        s.set(keys);
+        s
+    }
+
+    /// The keys, once loaded.
+    pub fn get(&self) -> Option<&Keys> {
+        self.0.get()
+    }
+
+    /// Load them (the first time only).
+    pub fn set(&self, keys: Keys) {
+        let _ = self.0.set(keys);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_names_its_active_key_and_keeps_retired_ones_public() {
+        let fresh = Keys::new_entries().unwrap();
+        let keys = Keys::from_entries(&fresh).unwrap();
+        assert_eq!(keys.trusted().iter().count(), 1);
+        let old = keys.active().clone();
+        // Rotation: a new key, active; the old one's private key replaced by its public key.
+        let (new, pkcs8) = SigningKey::generate().unwrap();
+        let mut rotated = BTreeMap::from([
+            (format!("{}.pk8", new.id()), pkcs8),
+            (
+                format!("{}.pub", old.id()),
+                old.public_key().bytes().to_vec(),
+            ),
+        ]);
+        let keys = Keys::from_entries(&rotated).unwrap();
+        assert_eq!(keys.active().id(), new.id());
+        assert!(keys.trusted().get(old.id()).is_some());
+        assert!(!keys.has_private(old.id()));
+        // Two private keys need `active`.
+        rotated.extend(fresh.clone());
+        rotated.remove(ACTIVE);
+        assert!(Keys::from_entries(&rotated).is_err());
+        rotated.insert(ACTIVE.into(), new.id().as_bytes().to_vec());
+        assert_eq!(
+            Keys::from_entries(&rotated).unwrap().active().id(),
+            new.id()
+        );
+        // Misnamed or broken entries are refused.
+        let mut wrong = fresh.clone();
+        let v = wrong.remove(&format!("{}.pk8", old.id())).unwrap();
+        wrong.insert("0000000000000000.pk8".into(), v);
+        assert!(Keys::from_entries(&wrong).is_err());
+        assert!(Keys::from_entries(&BTreeMap::new()).is_err());
+        let mut active_missing = fresh;
+        active_missing.insert(ACTIVE.into(), b"ffff".to_vec());
+        assert!(Keys::from_entries(&active_missing).is_err());
+    }
+}
