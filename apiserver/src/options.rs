@@ -64,7 +64,7 @@ pub struct Options {
     /// Keep a private CA in this Secret of --service-namespace (created by the first replica to
     /// start; the others read it), sign this replica's serving certificate with it (written to
     /// --cert-dir) and publish the CA as the caBundle of the APIService v1alpha1.poddebug.dev
-    /// (at start, then every minute if it differs). Needs get/create of the Secret and get/patch
+    /// (at start, then every --cert-reload-interval if it differs). Needs get/create of the Secret and get/patch
     /// of that APIService (deploy/self-signed). Not with --tls-cert-file.
     #[arg(long, default_value = "", help_heading = "Secure serving")]
     pub serving_ca_secret: String,

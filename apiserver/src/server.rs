@@ -150,7 +150,7 @@ async fn serving_cert(
             )
             .await?;
             let files = ca.issue(dir, service, namespace)?;
-            ca.spawn_publisher(clients.pods.clone());
+            ca.spawn_publisher(clients.pods.clone(), config.reload_interval);
             files
         }
     };

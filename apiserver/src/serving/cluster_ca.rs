@@ -7,7 +7,7 @@
 //! the same CA. Each replica then signs its own serving certificate for
 //! `<service>.<namespace>.svc` with it (a fresh key at every start, written to `--cert-dir`), and
 //! puts the CA certificate from the Secret into the caBundle of the APIService
-//! `v1alpha1.poddebug.dev`: at start, then every minute if it differs (a `kubectl replace` that
+//! `v1alpha1.poddebug.dev`: at start, then every `--cert-reload-interval` if it differs (a `kubectl replace` that
 //! dropped it is repaired). caBundle is never taken from anywhere but the Secret.
 //!
 //! Rotation: delete the Secret and restart the replicas (docs/operator-guide.md, "Certificates").
@@ -28,8 +28,6 @@ use crate::serving::tls::CertFiles;
 pub const APISERVICE: &str = "v1alpha1.poddebug.dev";
 /// The CA's common name; also how a serving certificate names its issuer.
 const CA_COMMON_NAME: &str = "poddebug-serving-ca";
-/// How often the published caBundle is compared with the Secret's CA.
-const REPUBLISH_INTERVAL: Duration = Duration::from_secs(60);
 /// How many times the Secret is tried at start before the server gives up (and its pod restarts).
 const LOAD_ATTEMPTS: u32 = 30;
 
@@ -232,8 +230,8 @@ impl ClusterCa {
         Ok(true)
     }
 
-    /// Keep the caBundle published: now, then every [`REPUBLISH_INTERVAL`].
-    pub fn spawn_publisher(self, client: kube::Client) {
+    /// Keep the caBundle published: now, then every `interval` (`--cert-reload-interval`).
+    pub fn spawn_publisher(self, client: kube::Client, interval: Duration) {
         tokio::spawn(async move {
             loop {
                 match self.publish(client.clone()).await {
@@ -246,7 +244,7 @@ impl ClusterCa {
                         tracing::warn!(apiservice = APISERVICE, error = %e, "publishing the serving CA")
                     }
                 }
-                tokio::time::sleep(REPUBLISH_INTERVAL).await;
+                tokio::time::sleep(interval).await;
             }
         });
     }
