@@ -22,15 +22,14 @@ pub async fn patch(ctx: &Ctx, name: &str, req: Request<Incoming>) -> Result<Resp
     let body = read_body(req).await?;
     let patch: Value = serde_json::from_slice(&body)
         .map_err(|e| status::bad_request(format!("error decoding patch: {e}")))?;
-    if let Some(bundle) = patch["spec"]["caBundle"].as_str() {
-        if base64::engine::general_purpose::STANDARD
+    if let Some(bundle) = patch["spec"]["caBundle"].as_str()
+        && base64::engine::general_purpose::STANDARD
             .decode(bundle)
             .is_err()
-        {
-            return Err(status::bad_request(format!(
-                "error decoding patch: spec.caBundle: illegal base64 data: {bundle:?}"
-            )));
-        }
+    {
+        return Err(status::bad_request(format!(
+            "error decoding patch: spec.caBundle: illegal base64 data: {bundle:?}"
+        )));
     }
     ctx.shared.mutate(|s| {
         let Some(old) = s.get(Kind::ApiService, "", name).cloned() else {
