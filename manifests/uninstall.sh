@@ -54,7 +54,7 @@ check() {
   left=$(leftovers)
   if [ -n "$left" ]; then
     say "left in the cluster:"
-    printf '  %s\n' "$left" >&2
+    printf '%s\n' "$left" | sed 's/^/  /' >&2
     return 1
   fi
   say "nothing of poddebug is left in the cluster"
