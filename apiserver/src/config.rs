@@ -31,6 +31,17 @@ pub enum ServingCert {
         /// `--service-namespace`.
         namespace: String,
     },
+    /// Signed by the CA kept in a Secret (`--serving-ca-secret`), written to `--cert-dir`.
+    ClusterCa {
+        /// `--serving-ca-secret`.
+        secret: String,
+        /// `--cert-dir`.
+        dir: PathBuf,
+        /// `--service-name`.
+        service: String,
+        /// `--service-namespace`.
+        namespace: String,
+    },
 }
 
 /// How the server reaches and trusts the cluster.
@@ -181,6 +192,12 @@ impl Config {
                 cert: cert.clone(),
                 key: key.clone(),
             }),
+            _ if !o.serving_ca_secret.is_empty() => ServingCert::ClusterCa {
+                secret: o.serving_ca_secret.clone(),
+                dir: o.cert_dir.clone(),
+                service: o.service_name.clone(),
+                namespace: o.service_namespace.clone(),
+            },
             _ => ServingCert::SelfSigned {
                 dir: o.cert_dir.clone(),
                 service: o.service_name.clone(),

@@ -61,6 +61,13 @@ pub struct Options {
         help_heading = "Secure serving"
     )]
     pub service_namespace: String,
+    /// Keep a private CA in this Secret of --service-namespace (created by the first replica to
+    /// start; the others read it), sign this replica's serving certificate with it (written to
+    /// --cert-dir) and publish the CA as the caBundle of the APIService v1alpha1.poddebug.dev
+    /// (at start, then every --cert-reload-interval if it differs). Needs get/create of the Secret and get/patch
+    /// of that APIService (deploy/self-signed). Not with --tls-cert-file.
+    #[arg(long, default_value = "", help_heading = "Secure serving")]
+    pub serving_ca_secret: String,
     /// How often certificate, key and CA files are checked for changes.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Secure serving")]
     pub cert_reload_interval: Duration,
@@ -404,6 +411,17 @@ impl Options {
             ),
             _ => {}
         }
+        if !self.serving_ca_secret.is_empty() {
+            if self.tls_cert_file.is_some() {
+                errs.push("--serving-ca-secret and --tls-cert-file are exclusive".to_owned());
+            }
+            if !is_dns_subdomain(&self.serving_ca_secret) {
+                errs.push(format!(
+                    "--serving-ca-secret: {:?} is not a Secret name (a DNS subdomain)",
+                    self.serving_ca_secret
+                ));
+            }
+        }
         if self.secure_port == 0 {
             errs.push("--secure-port must be between 1 and 65535".to_owned());
         }
@@ -579,6 +597,18 @@ impl Options {
         }
         errs
     }
+}
+
+/// A Kubernetes object name (RFC 1123 subdomain).
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
 }
 
 #[cfg(test)]

@@ -123,10 +123,12 @@ impl Clients {
     }
 }
 
-/// The serving certificate: the given files, or a self-signed pair in `--cert-dir`; and the
-/// attach tickets, keyed by its private key.
-fn serving_cert(
+/// The serving certificate: the given files, a self-signed pair in `--cert-dir`, or one signed by
+/// the CA of `--serving-ca-secret` (whose caBundle publisher starts here); and the attach
+/// tickets, keyed by its private key.
+async fn serving_cert(
     config: &Config,
+    clients: &Clients,
 ) -> Result<(Arc<ReloadingCert>, Arc<crate::attach_ticket::Tickets>), StartupError> {
     let files: CertFiles = match &config.serving_cert {
         ServingCert::Files(files) => files.clone(),
@@ -135,6 +137,22 @@ fn serving_cert(
             service,
             namespace,
         } => serving::self_signed::ensure(dir, service, namespace)?,
+        ServingCert::ClusterCa {
+            secret,
+            dir,
+            service,
+            namespace,
+        } => {
+            let ca = serving::cluster_ca::ClusterCa::load_with_retries(
+                clients.pods.clone(),
+                namespace,
+                secret,
+            )
+            .await?;
+            let files = ca.issue(dir, service, namespace)?;
+            ca.spawn_publisher(clients.pods.clone(), config.reload_interval);
+            files
+        }
     };
     let tickets = crate::attach_ticket::Tickets::from_key_file(&files.key)
         .map_err(|e| StartupError::Tls(format!("reading {}: {e}", files.key.display())))?;
@@ -278,10 +296,10 @@ async fn load_signing_keys(
 /// Run the server from its frozen configuration until SIGTERM/SIGINT.
 pub async fn run(config: Config) -> Result<(), StartupError> {
     let config = Arc::new(config);
-    let (cert, tickets) = serving_cert(&config)?;
-    let tls = Arc::new(serving::tls::server_config(cert.clone())?);
     let metrics = Arc::new(metrics::Metrics::new());
     let clients = Clients::connect(&config, &metrics).await?;
+    let (cert, tickets) = serving_cert(&config, &clients).await?;
+    let tls = Arc::new(serving::tls::server_config(cert.clone())?);
     let (authn, auth_store) = authentication(&config, &clients)?;
     let authz = Arc::new(SarAuthorizer::new(
         clients.authz.clone(),

@@ -624,3 +624,56 @@ async fn evictions_answer_as_kube_apiserver_does() {
     let (code, status) = admin.get_json(&path).await;
     assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED, "{status}");
 }
+
+/// APIServices as kube-apiserver v1.36 answers them (checked live): get, a JSON merge patch of
+/// caBundle (200 and a new resourceVersion), a caBundle that is not base64 refused with 422 on
+/// field `patch`, another patch type 415, an unknown name 404.
+#[tokio::test]
+async fn apiservice_get_and_merge_patch() {
+    let fake = FakeKube::start().await;
+    fake.put_apiservice(json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1alpha1.poddebug.dev"},
+        "spec": {"group": "poddebug.dev", "version": "v1alpha1", "groupPriorityMinimum": 1000,
+                 "versionPriority": 15},
+    }));
+    let sa = fake.client(PODDEBUG_TOKEN);
+    let path = "/apis/apiregistration.k8s.io/v1/apiservices/v1alpha1.poddebug.dev";
+    let (code, before) = sa.get_json(path).await;
+    assert_eq!(code, StatusCode::OK, "{before}");
+    let merge = "application/merge-patch+json";
+    let (code, after) = sa
+        .patch_json(path, merge, &json!({"spec": {"caBundle": "Y2E="}}))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{after}");
+    assert_eq!(after["spec"]["caBundle"], "Y2E=");
+    assert_eq!(after["spec"]["group"], "poddebug.dev");
+    assert_ne!(
+        after["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    let (code, bad) = sa
+        .patch_json(path, merge, &json!({"spec": {"caBundle": "!!not base64"}}))
+        .await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    assert_eq!(bad["reason"], "Invalid");
+    assert_eq!(bad["details"]["causes"][0]["field"], "patch", "{bad}");
+    assert!(
+        bad["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("illegal base64 data at input byte 0")),
+        "{bad}"
+    );
+    assert_eq!(
+        fake.apiservice("v1alpha1.poddebug.dev").unwrap()["spec"]["caBundle"],
+        "Y2E="
+    );
+    let (code, _) = sa
+        .patch_json(path, "application/json", &json!({"spec": {}}))
+        .await;
+    assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (code, missing) = sa
+        .get_json("/apis/apiregistration.k8s.io/v1/apiservices/v1.nothing.example")
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{missing}");
+}

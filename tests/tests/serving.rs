@@ -1400,3 +1400,142 @@ async fn without_a_certificate_a_self_signed_one_is_made_for_the_service_name() 
         "not valid for other names"
     );
 }
+
+/// `--serving-ca-secret` with two replicas: the CA Secret is created once (the second replica's
+/// create conflicts, and it reads the winner's), both serve a certificate for the Service's name
+/// that verifies with the Secret's CA (and only with it), and the APIService's caBundle becomes
+/// that CA; a caBundle wiped later (a `kubectl replace` without it) is published again.
+#[tokio::test]
+async fn serving_ca_secret_shared_by_two_replicas_and_published_as_ca_bundle() {
+    use base64::Engine;
+    let fake = FakeKube::start().await;
+    let pki = fake.pki().clone();
+    fake.put_apiservice(json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1alpha1.poddebug.dev"},
+        "spec": {"group": "poddebug.dev", "version": "v1alpha1",
+                 "service": {"name": "poddebug-apiserver", "namespace": "poddebug-system", "port": 443},
+                 "groupPriorityMinimum": 1000, "versionPriority": 15},
+    }));
+    let dir = std::env::temp_dir().join(format!("poddebug-serving-ca-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut servers = Vec::new();
+    for replica in 0..2 {
+        let port = free_port();
+        let serving = pki.localhost_serving_cert();
+        let mut args: Vec<String> = PodDebugServer::standard_args(&fake, &pki, &serving, port)
+            .into_iter()
+            .filter(|a| {
+                !a.starts_with("--tls-cert-file=") && !a.starts_with("--tls-private-key-file=")
+            })
+            .collect();
+        args.push("--serving-ca-secret=poddebug-serving-ca".to_owned());
+        args.push("--cert-reload-interval=200ms".to_owned());
+        args.push(format!(
+            "--cert-dir={}",
+            dir.join(replica.to_string()).display()
+        ));
+        servers.push(PodDebugServer::spawn_raw(&args));
+    }
+
+    // One Secret, created by one replica; the other's create was refused and it read it.
+    let created = |fake: &FakeKube| {
+        fake.requests()
+            .iter()
+            .filter(|r| {
+                r.method == "POST" && r.path.contains("/namespaces/poddebug-system/secrets")
+            })
+            .count()
+    };
+    let secret = {
+        let mut found = None;
+        for _ in 0..100 {
+            found = fake.secret("poddebug-system", "poddebug-serving-ca");
+            let published = fake
+                .apiservice("v1alpha1.poddebug.dev")
+                .is_some_and(|a| a["spec"]["caBundle"].is_string());
+            if found.is_some() && published {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        found.expect("the serving CA Secret")
+    };
+    assert_eq!(secret["type"], "kubernetes.io/tls", "{secret}");
+    let ca_b64 = secret["data"]["tls.crt"]
+        .as_str()
+        .expect("tls.crt")
+        .to_owned();
+    let ca_pem = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(&ca_b64)
+            .expect("base64"),
+    )
+    .expect("PEM");
+    assert!(
+        created(&fake) >= 1 && created(&fake) <= 2,
+        "{:?}",
+        fake.requests().len()
+    );
+
+    // Both replicas serve for poddebug-apiserver.poddebug-system.svc, verified with that CA.
+    for s in &servers {
+        let ok = eventually(|| async {
+            TestClient::builder(&s.url())
+                .ca_pem(&ca_pem)
+                .server_name("poddebug-apiserver.poddebug-system.svc")
+                .build()
+                .connect_tls()
+                .await
+                .is_ok()
+        })
+        .await;
+        assert!(
+            ok,
+            "replica on {} not verified with the Secret's CA:\n{}",
+            s.url(),
+            s.logs_text()
+        );
+        // Not with another CA.
+        let other = TestClient::builder(&s.url())
+            .ca_pem(pki.cluster_ca_pem())
+            .server_name("poddebug-apiserver.poddebug-system.svc")
+            .build()
+            .connect_tls()
+            .await;
+        assert!(other.is_err(), "verified with an unrelated CA");
+    }
+    let logs: String = servers.iter().map(|s| s.logs_text()).collect();
+    assert_eq!(
+        logs.matches("created the serving CA").count(),
+        1,
+        "exactly one replica created it:\n{logs}"
+    );
+
+    // caBundle is the Secret's CA, and only it.
+    let api = fake
+        .apiservice("v1alpha1.poddebug.dev")
+        .expect("APIService");
+    assert_eq!(api["spec"]["caBundle"], ca_b64.as_str(), "{api}");
+
+    // Wiped (as a `kubectl replace` without caBundle would): published again at the next check
+    // (every --cert-reload-interval).
+    let mut wiped = api.clone();
+    if let Some(spec) = wiped["spec"].as_object_mut() {
+        spec.remove("caBundle");
+    }
+    fake.put_apiservice(wiped);
+    let mut back = false;
+    for _ in 0..100 {
+        if fake
+            .apiservice("v1alpha1.poddebug.dev")
+            .is_some_and(|a| a["spec"]["caBundle"] == ca_b64.as_str())
+        {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(back, "caBundle not published again");
+    let _ = std::fs::remove_dir_all(&dir);
+}

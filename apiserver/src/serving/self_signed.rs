@@ -60,7 +60,7 @@ pub fn ensure(dir: &Path, service: &str, namespace: &str) -> Result<CertFiles, S
     Ok(files)
 }
 
-fn write_private(path: &Path, data: &[u8]) -> Result<(), StartupError> {
+pub(crate) fn write_private(path: &Path, data: &[u8]) -> Result<(), StartupError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()

@@ -8,6 +8,7 @@
 //!
 //! Dropping the [`FakeKube`] stops the listener, every connection and every stream.
 
+mod apiservices;
 mod attach;
 mod authn;
 mod authz;
@@ -582,6 +583,24 @@ impl FakeKube {
         self.shared
             .lock()
             .get(Kind::Lease, namespace, name)
+            .cloned()
+    }
+
+    /// APIService `name`, if it exists.
+    pub fn apiservice(&self, name: &str) -> Option<Value> {
+        self.shared.lock().get(Kind::ApiService, "", name).cloned()
+    }
+
+    /// Store an APIService as an operator's `kubectl apply` would.
+    pub fn put_apiservice(&self, apiservice: Value) -> Value {
+        self.shared.mutate(|s| s.put(Kind::ApiService, apiservice))
+    }
+
+    /// Secret `namespace/name`, if it exists.
+    pub fn secret(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.shared
+            .lock()
+            .get(Kind::Secret, namespace, name)
             .cloned()
     }
 

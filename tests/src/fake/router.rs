@@ -15,8 +15,8 @@ use super::http::{Query, Resp, text_response};
 use super::state::{Kind, Shared};
 use super::status::{self, KubeStatus};
 use super::{
-    RequestRecord, attach, discovery, ephemeral, events, eviction, exec, leases, logs, pod_create,
-    pods, sar, secrets, tokenreview, watch,
+    RequestRecord, apiservices, attach, discovery, ephemeral, events, eviction, exec, leases, logs,
+    pod_create, pods, sar, secrets, tokenreview, watch,
 };
 
 /// Largest request body the fake reads.
@@ -283,6 +283,14 @@ async fn route_inner(ctx: Ctx, req: Request<Incoming>) -> Result<Resp, KubeStatu
         ["api", "v1", "namespaces", ns, "configmaps", name] => {
             only(&ctx, &get)?;
             pods::get_object(&ctx, Kind::ConfigMap, ns, name)
+        }
+        ["apis", "apiregistration.k8s.io", "v1", "apiservices", name] => {
+            only(&ctx, &[Method::GET, Method::PATCH])?;
+            if ctx.method == Method::PATCH {
+                apiservices::patch(&ctx, name, req).await
+            } else {
+                pods::get_object(&ctx, Kind::ApiService, "", name)
+            }
         }
         ["api", "v1", "namespaces", ns, "secrets"] => {
             only(&ctx, &[Method::POST])?;

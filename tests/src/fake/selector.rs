@@ -152,6 +152,8 @@ fn supported_fields(kind: Kind) -> &'static [&'static str] {
         ],
         // `NodeToSelectableFields`: a cluster-scoped object's name, and whether it is cordoned.
         Kind::Node => &["metadata.name", "spec.unschedulable"],
+        // The generic registry's: a cluster-scoped object's name (and an empty namespace).
+        Kind::ApiService => &["metadata.name", "metadata.namespace"],
     }
 }
 

@@ -35,6 +35,8 @@ pub enum Kind {
     Service,
     /// discovery.k8s.io/v1 EndpointSlice.
     EndpointSlice,
+    /// apiregistration.k8s.io/v1 APIService (cluster-scoped).
+    ApiService,
 }
 
 impl Kind {
@@ -49,6 +51,7 @@ impl Kind {
             Kind::Secret => "secrets",
             Kind::Service => "services",
             Kind::EndpointSlice => "endpointslices",
+            Kind::ApiService => "apiservices",
         }
     }
 
@@ -63,6 +66,7 @@ impl Kind {
             Kind::Secret => "Secret",
             Kind::Service => "Service",
             Kind::EndpointSlice => "EndpointSlice",
+            Kind::ApiService => "APIService",
         }
     }
 
@@ -71,6 +75,7 @@ impl Kind {
         match self {
             Kind::Lease => "coordination.k8s.io/v1",
             Kind::EndpointSlice => "discovery.k8s.io/v1",
+            Kind::ApiService => "apiregistration.k8s.io/v1",
             _ => "v1",
         }
     }
@@ -85,7 +90,7 @@ impl Kind {
 
     /// Whether objects live in a namespace.
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Namespace | Kind::Node)
+        !matches!(self, Kind::Namespace | Kind::Node | Kind::ApiService)
     }
 }
 

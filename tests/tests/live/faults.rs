@@ -12,7 +12,7 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use poddebug_tests::TestClient;
 use poddebug_tests::channel::ChannelClient;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(30);
 /// Echoes stdin to stdout for an hour.
@@ -416,4 +416,217 @@ async fn namespace_deletion_waits_while_the_api_is_unavailable_and_finishes_afte
         "namespace deletion finished {:.1} s after the APIService was reachable again",
         back.elapsed().as_secs_f64()
     );
+}
+
+/// The APIService's `Available` condition as `STATUS REASON: MESSAGE`.
+fn available_condition() -> String {
+    let o = kubectl(
+        &[
+            "get",
+            "apiservice",
+            APISERVICE,
+            "-o",
+            "jsonpath={range .status.conditions[?(@.type==\"Available\")]}{.status} {.reason}: {.message}{end}",
+        ],
+        None,
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+}
+
+/// Waits (bounded) until the `Available` condition has `reason`; the condition as printed.
+fn wait_reason(reason: &str) -> String {
+    poll(
+        &format!("APIService Available=False with reason {reason}"),
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            let c = available_condition();
+            if c.starts_with(&format!("False {reason}:")) {
+                Ok(c)
+            } else {
+                Err(c)
+            }
+        },
+    )
+}
+
+/// Puts the APIService back as it was (service, port, caBundle) when dropped, re-creating it if
+/// it was deleted; also when the test fails.
+struct ApiServiceRestore(Value);
+
+impl ApiServiceRestore {
+    fn save() -> ApiServiceRestore {
+        let mut api = ok_json(&["get", "apiservice", APISERVICE, "-o", "json"]);
+        if let Some(m) = api["metadata"].as_object_mut() {
+            for k in [
+                "resourceVersion",
+                "uid",
+                "creationTimestamp",
+                "managedFields",
+                "generation",
+            ] {
+                m.remove(k);
+            }
+        }
+        if let Some(o) = api.as_object_mut() {
+            o.remove("status");
+        }
+        ApiServiceRestore(api)
+    }
+}
+
+impl Drop for ApiServiceRestore {
+    fn drop(&mut self) {
+        let body = self.0.to_string();
+        let o = kubectl(&["apply", "-f", "-"], Some(&body));
+        if !o.status.success() {
+            eprintln!(
+                "restoring the APIService failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+}
+
+fn patch_apiservice_service(name: &str, port: u64) {
+    let patch = json!({"spec": {"service": {"name": name, "port": port}}}).to_string();
+    ok(
+        &[
+            "patch",
+            "apiservice",
+            APISERVICE,
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+        None,
+    );
+}
+
+/// docs/troubleshooting.md's entries about an unavailable API, reproduced on the real cluster
+/// and printed as they read there (the doc quotes these lines): the reasons kube-apiserver gives
+/// (ServiceNotFound, MissingEndpoints, FailedDiscoveryCheck), what kubectl and the plugin's API
+/// check say meanwhile, a namespace deletion waiting on it with the condition the doc names, and
+/// the second fix of that entry: deleting the APIService lets the deletion finish.
+#[tokio::test]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG); makes the APIService unavailable, then deletes it"]
+async fn troubleshooting_unavailable_api_reasons_and_the_apiservice_deleted_as_the_fix() {
+    if !enabled() {
+        return;
+    }
+    let restore = ApiServiceRestore::save();
+    let svc = restore.0["spec"]["service"].clone();
+    let (name, ns) = (
+        svc["name"]
+            .as_str()
+            .unwrap_or("poddebug-apiserver")
+            .to_owned(),
+        svc["namespace"]
+            .as_str()
+            .unwrap_or("poddebug-system")
+            .to_owned(),
+    );
+    let port = svc["port"].as_u64().unwrap_or(443);
+
+    // ServiceNotFound: the APIService names a Service that does not exist.
+    patch_apiservice_service("poddebug-troubleshooting-absent", port);
+    let c = wait_reason("ServiceNotFound");
+    eprintln!("troubleshooting: ServiceNotFound: {c}");
+
+    // MissingEndpoints: a Service with no ready endpoint (a selector no pod has).
+    let empty = "poddebug-troubleshooting-empty";
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": empty, "namespace": ns},
+        "spec": {"selector": {"app": "poddebug-troubleshooting-none"},
+                 "ports": [{"port": port, "targetPort": 8443}]},
+    })
+    .to_string();
+    ok(&["apply", "-f", "-"], Some(&service));
+    patch_apiservice_service(empty, port);
+    let c = wait_reason("MissingEndpoints");
+    eprintln!("troubleshooting: MissingEndpoints: {c}");
+    ok(
+        &["delete", "service", "-n", &ns, empty, "--ignore-not-found"],
+        None,
+    );
+
+    // FailedDiscoveryCheck: the server's Service, but nobody answers on the port.
+    patch_apiservice_service(&name, 1);
+    let c = wait_reason("FailedDiscoveryCheck");
+    eprintln!("troubleshooting: FailedDiscoveryCheck: {c}");
+    // What kubectl says meanwhile.
+    let o = kubectl(&["get", "poddebugcontainers", "-A"], None);
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    eprintln!("troubleshooting: kubectl get poddebugcontainers -A: {said}");
+    assert!(!o.status.success(), "{said}");
+    assert!(
+        said.contains("the server is currently unable to handle the request"),
+        "{said}"
+    );
+
+    // A namespace deletion waits, with the condition the entry names.
+    let victim = format!("pdlive-troubleshoot-{}", std::process::id());
+    ok(&["create", "namespace", &victim], None);
+    ok(&["delete", "namespace", &victim, "--wait=false"], None);
+    let condition = poll(
+        "NamespaceDeletionDiscoveryFailure naming poddebug.dev",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            let o = kubectl(
+                &[
+                    "get",
+                    "namespace",
+                    &victim,
+                    "-o",
+                    "jsonpath={.status.phase} {.status.conditions[?(@.type==\"NamespaceDeletionDiscoveryFailure\")].message}",
+                ],
+                None,
+            );
+            let msg = String::from_utf8_lossy(&o.stdout).into_owned();
+            if msg.contains("poddebug.dev/v1alpha1") {
+                Ok(msg)
+            } else {
+                Err(msg)
+            }
+        },
+    );
+    eprintln!("troubleshooting: namespace {victim}: {condition}");
+    assert!(condition.starts_with("Terminating "), "{condition}");
+
+    // The fix when poddebug cannot come back soon: delete the APIService; the deletion goes on.
+    ok(&["delete", "apiservice", APISERVICE], None);
+    let gone = std::time::Instant::now();
+    poll(
+        "the namespace deleted once the APIService is gone",
+        Duration::from_secs(180),
+        Duration::from_millis(500),
+        || {
+            if namespace_exists(&victim) {
+                Err("still there".to_owned())
+            } else {
+                Ok(())
+            }
+        },
+    );
+    eprintln!(
+        "troubleshooting: namespace deleted {:.1} s after the APIService was",
+        gone.elapsed().as_secs_f64()
+    );
+    // Now the group is not served at all: the first entry of the page (kubectl says it one of
+    // two ways, as its discovery cache still has the group or not).
+    let o = kubectl(&["get", "poddebugcontainers", "-A"], None);
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    eprintln!("troubleshooting: without the APIService: {said}");
+    assert!(!o.status.success(), "{said}");
+    assert!(
+        said.contains("the server doesn't have a resource type \"poddebugcontainers\"")
+            || said.contains("the server could not find the requested resource"),
+        "{said}"
+    );
+
+    // Put back as it was, and Available again.
+    drop(restore);
+    wait_available("True", Duration::from_secs(120));
 }

@@ -43,6 +43,7 @@ mod requests;
 mod sessions;
 mod stop;
 mod streams;
+mod troubleshooting;
 mod ttl;
 mod validation;
 mod wait;
