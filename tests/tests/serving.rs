@@ -1438,15 +1438,9 @@ async fn serving_ca_secret_shared_by_two_replicas_and_published_as_ca_bundle() {
         servers.push(PodDebugServer::spawn_raw(&args));
     }
 
-    // One Secret, created by one replica; the other's create was refused and it read it.
-    let created = |fake: &FakeKube| {
-        fake.requests()
-            .iter()
-            .filter(|r| {
-                r.method == "POST" && r.path.contains("/namespaces/poddebug-system/secrets")
-            })
-            .count()
-    };
+    // One Secret, created by one replica (its log says so, below); the other's create was
+    // refused and it read it. (The count of POSTs to the namespace's Secrets says nothing: the
+    // record key is created there too.)
     let secret = {
         let mut found = None;
         for _ in 0..100 {
@@ -1472,11 +1466,6 @@ async fn serving_ca_secret_shared_by_two_replicas_and_published_as_ca_bundle() {
             .expect("base64"),
     )
     .expect("PEM");
-    assert!(
-        created(&fake) >= 1 && created(&fake) <= 2,
-        "{:?}",
-        fake.requests().len()
-    );
 
     // Both replicas serve for poddebug-apiserver.poddebug-system.svc, verified with that CA.
     for s in &servers {
