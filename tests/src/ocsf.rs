@@ -6,11 +6,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
-/// Validate `events`; panics naming every schema error. Without `PODDEBUG_OCSF_PYTHON`, says
-/// that the check is skipped and returns.
+/// Validate `events`; panics naming every schema error. Without `PODDEBUG_OCSF_PYTHON`, the
+/// check is skipped with a note, or fails with `CI=true` ([`crate::capability::missing`]).
 pub fn assert_valid(events: &[Value]) {
     let Some(python) = std::env::var_os("PODDEBUG_OCSF_PYTHON") else {
-        eprintln!("PODDEBUG_OCSF_PYTHON is not set: the OCSF schema check is skipped (CI sets it)");
+        crate::capability::missing(
+            "PODDEBUG_OCSF_PYTHON (a Python with the PyPI packages ocsf-json-schema and jsonschema, for the OCSF schema check)",
+        );
         return;
     };
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
