@@ -257,6 +257,12 @@ pub enum Cmd {
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
+    /// Session recordings: verify one without trusting the server.
+    Recordings {
+        /// What to do.
+        #[command(subcommand)]
+        command: crate::recordings::RecordingsCmd,
+    },
     /// End a live session, whichever replica relays it (its user is told who ended it).
     Terminate {
         /// The session id (as `sessions` lists it).
@@ -331,7 +337,7 @@ pub struct RequestArgs {
 }
 
 /// Subcommand names; any other first word is a pod for `run`.
-const SUBCOMMANDS: [&str; 16] = [
+const SUBCOMMANDS: [&str; 17] = [
     "run",
     "delete",
     "get",
@@ -347,6 +353,7 @@ const SUBCOMMANDS: [&str; 16] = [
     "approve",
     "deny",
     "revoke",
+    "recordings",
     "help",
 ];
 

@@ -13,6 +13,7 @@ mod jit;
 mod list;
 mod node;
 mod output;
+mod recordings;
 mod request;
 mod run;
 mod session;
@@ -185,6 +186,14 @@ pub(crate) async fn print_logs(
 
 async fn run(cli: Cli, options: &ConnectOptions) -> ExitCode {
     let g = &cli.global;
+    // Offline verification contacts no cluster (a third party may have none).
+    if let Cmd::Recordings { command } = &cli.command {
+        if command.offline() {
+            if let Cmd::Recordings { command } = cli.command {
+                return recordings::run(None, "", command).await;
+            }
+        }
+    }
     let (client, default_ns) = match poddebug_client::connect(options).await {
         Ok(c) => c,
         Err(e) => return fail(&e),
@@ -350,6 +359,7 @@ async fn subcommand(client: &kube::Client, ns: &str, command: Cmd) -> ExitCode {
             pod,
             output,
         } => sessions::list(client, &ns, all_namespaces, pod.as_deref(), output).await,
+        Cmd::Recordings { command } => recordings::run(Some(client), &ns, command).await,
         Cmd::Terminate { session } => sessions::terminate(client, &ns, &session).await,
         Cmd::Join {
             session,

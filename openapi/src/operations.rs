@@ -817,6 +817,10 @@ mod tests {
                 vec!["get"],
             ),
             (
+                format!("{p}/namespaces/{{namespace}}/pods/{{name}}/recordings/{{id}}/evidence"),
+                vec!["get"],
+            ),
+            (
                 format!("{p}/namespaces/{{namespace}}/pods/{{name}}/sessions"),
                 vec!["get"],
             ),
@@ -834,6 +838,8 @@ mod tests {
             (format!("{p}/nodes/{{name}}/log"), vec!["get"]),
             (format!("{p}/poddebugcontainers"), vec!["get"]),
             (format!("{p}/poddebugcopies"), vec!["get"]),
+            (format!("{p}/recordingkeys"), vec!["get"]),
+            (format!("{p}/recordingkeys/{{name}}"), vec!["get"]),
         ];
         let got: Vec<(String, Vec<&str>)> = items
             .iter()
@@ -944,7 +950,8 @@ mod tests {
                         if item.path.ends_with('}')
                             || item.path.ends_with("/log")
                             || item.path.ends_with("/recordings")
-                            || item.path.ends_with("/commands") =>
+                            || item.path.ends_with("/commands")
+                            || item.path.ends_with("/evidence") =>
                     {
                         "get"
                     }

@@ -4,7 +4,10 @@
 //! `continue`), `GET …/namespaces/NS/pods/POD/recordings/ID`, the recording itself
 //! (`application/x-asciicast`, streamed from the store), and
 //! `GET …/namespaces/NS/pods/POD/recordings/ID/commands`, the lines the user submitted, derived
-//! from the recorded input (a `RecordingCommandList`; 404 when input was not recorded).
+//! from the recorded input (a `RecordingCommandList`; 404 when input was not recorded), and
+//! `GET …/namespaces/NS/pods/POD/recordings/ID/evidence`, the metadata as stored and signed (a
+//! `DebugRecordingEvidence`), which with the recording's bytes and the public keys
+//! (`recordingkeys`) is what a verifier needs.
 //!
 //! `GET …/namespaces/NS/debugrecordings/ID` also verifies the recording (`status.verification`):
 //! every part the signed statement of its metadata lists is read and hashed, bounded by the
@@ -346,6 +349,31 @@ pub async fn commands(
         .map_err(|e| storage_failed(&e))?
         .ok_or_else(|| storage_failed(&"the commands object is unreadable"))?;
     json_response(StatusCode::OK, &list)
+}
+
+/// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/pods/POD/recordings/ID/evidence`: the
+/// recording's metadata as the store holds it, with its signed statement, for a verifier that
+/// does not trust the server (`kubectl poddebug recordings verify`). Served as read, whether or
+/// not it verifies: judging it is the verifier's work. Authorized by the handler chain as the
+/// recording is (`get` on `pods/recordings`).
+pub async fn evidence(
+    State(st): State<AppState>,
+    Path((ns, pod, id)): Path<(String, String, String)>,
+) -> Result<Response, Error> {
+    let store = recorder(&st)?.store();
+    let not_found = || Error::from(ApiError::not_found("recordings", GROUP, &id));
+    if !valid_id(&id) {
+        return Err(not_found());
+    }
+    let meta = store
+        .read_meta(&ns, &pod, &id)
+        .await
+        .map_err(|e| storage_failed(&e))?
+        .ok_or_else(not_found)?;
+    json_response(
+        StatusCode::OK,
+        &poddebug_types::evidence::RecordingEvidence::new(meta),
+    )
 }
 
 #[cfg(test)]
