@@ -99,7 +99,10 @@ async fn server_verdict(client: &TestClient, id: &str) -> Value {
 
 fn part_files(dir: &Path, id: &str) -> Vec<PathBuf> {
     let mut parts: Vec<PathBuf> = std::fs::read_dir(dir.join("shop").join("web").join(id))
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect::<Vec<_>>())
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .collect::<Vec<_>>()
+        })
         .unwrap_or_default()
         .into_iter()
         .filter(|p| p.extension().is_some_and(|x| x == "part"))
