@@ -332,6 +332,11 @@ impl Store {
         &self.verified
     }
 
+    /// Whether the metadata written is signed (and so whether parts are worth hashing).
+    pub fn signs(&self) -> bool {
+        self.signing.is_some()
+    }
+
     /// The keys recordings are signed with, once loaded (none when recordings are not signed).
     pub fn signing_keys(&self) -> Option<&Keys> {
         self.signing.as_ref()?.get()

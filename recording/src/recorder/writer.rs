@@ -96,14 +96,15 @@ impl PartSink {
         if !self.pending.is_empty() {
             let data = Bytes::from(std::mem::take(&mut self.pending));
             let n = data.len() as u64;
-            let digest = PartDigest {
+            // An unsigned store keeps no statement: its parts are not hashed.
+            let digest = self.store.signs().then(|| PartDigest {
                 bytes: n,
                 sha256: hex(&sha256(&data)),
-            };
+            });
             self.store.write_part(&self.meta, self.seq, data).await?;
             self.seq += 1;
             self.stored += n;
-            if let Ok(mut d) = self.digests.lock() {
+            if let (Some(digest), Ok(mut d)) = (digest, self.digests.lock()) {
                 d.push(digest);
             }
         }
