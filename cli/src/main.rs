@@ -187,12 +187,11 @@ pub(crate) async fn print_logs(
 async fn run(cli: Cli, options: &ConnectOptions) -> ExitCode {
     let g = &cli.global;
     // Offline verification contacts no cluster (a third party may have none).
-    if let Cmd::Recordings { command } = &cli.command {
-        if command.offline() {
-            if let Cmd::Recordings { command } = cli.command {
-                return recordings::run(None, "", command).await;
-            }
-        }
+    if let Cmd::Recordings { command } = &cli.command
+        && command.offline()
+        && let Cmd::Recordings { command } = cli.command
+    {
+        return recordings::run(None, "", command).await;
     }
     let (client, default_ns) = match poddebug_client::connect(options).await {
         Ok(c) => c,

@@ -5,48 +5,19 @@
 //!
 //! Needs the server binary: `cargo build -p poddebug-apiserver` first.
 
+mod piped;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use http::{Method, StatusCode};
 use poddebug_tests::{FakeKube, PodDebugServer, TempDir, TestClient};
 use serde_json::Value;
 
+use piped::run;
+
 const GV: &str = "/apis/poddebug.dev/v1alpha1";
 const T: Duration = Duration::from_secs(30);
-
-/// Runs the plugin with `input` on its stdin; (exit code, stdout, stderr).
-async fn run(kc: &Path, args: &[&str], input: Option<&str>) -> (Option<i32>, String, String) {
-    let kc = kc.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-    let input = input.map(str::to_owned);
-    tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-poddebug"))
-            .env("KUBECONFIG", &kc)
-            .env("PATH", "")
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("plugin");
-        let mut stdin = child.stdin.take().expect("stdin");
-        if let Some(i) = input {
-            stdin.write_all(i.as_bytes()).expect("write");
-        }
-        drop(stdin);
-        let out = child.wait_with_output().expect("plugin");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .expect("plugin task")
-}
 
 async fn raw(client: &TestClient, path: &str) -> (StatusCode, Vec<u8>) {
     let (code, _, body) = client
@@ -64,13 +35,14 @@ async fn ended_recording(client: &TestClient) -> String {
             .get_json(&format!("{GV}/namespaces/shop/pods/web/recordings"))
             .await;
         let (keys, _) = raw(client, &format!("{GV}/recordingkeys")).await;
-        if let Some(item) = list["items"].as_array().and_then(|i| i.first()) {
-            if item["status"]["end"].is_string() && keys == StatusCode::OK {
-                return item["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-            }
+        if let Some(item) = list["items"].as_array().and_then(|i| i.first())
+            && item["status"]["end"].is_string()
+            && keys == StatusCode::OK
+        {
+            return item["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
         }
         assert!(Instant::now() < deadline, "no ended recording: {list}");
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -75,13 +75,13 @@ fn keys_of(doc: &Value, from: &str) -> Result<KeySet, String> {
             return Err(format!("{from}: an entry has no publicKey"));
         };
         let key = PublicKey::from_base64(b64).map_err(|e| format!("{from}: {e}"))?;
-        if let Some(name) = item.pointer("/metadata/name").and_then(Value::as_str) {
-            if name != key.id() {
-                return Err(format!(
-                    "{from}: the key named {name} is the key {}",
-                    key.id()
-                ));
-            }
+        if let Some(name) = item.pointer("/metadata/name").and_then(Value::as_str)
+            && name != key.id()
+        {
+            return Err(format!(
+                "{from}: the key named {name} is the key {}",
+                key.id()
+            ));
         }
         keys.push(key);
     }
@@ -115,10 +115,10 @@ fn print(
     keys_from: &str,
     output: Option<Format>,
 ) {
-    if let Some(f) = output {
-        if print_serialized(v, f).is_some() {
-            return;
-        }
+    if let Some(f) = output
+        && print_serialized(v, f).is_some()
+    {
+        return;
     }
     println!(
         "recording {} of {}/{} ({}): {}",

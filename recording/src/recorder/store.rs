@@ -768,10 +768,8 @@ impl Store {
             parts,
         };
         // A recording still being written changes with every part: never reused.
-        if !running {
-            if let Some(v) = self.verified.reuse(&place, &fingerprint) {
-                return Ok(Some(v));
-            }
+        if !running && let Some(v) = self.verified.reuse(&place, &fingerprint) {
+            return Ok(Some(v));
         }
         let mut v = crate::verify::Verifier::new(&m, keys.trusted(), stored, running);
         while let Some(seq) = v.next_part() {

@@ -89,10 +89,11 @@ impl Verified {
         let Ok(mut e) = self.entries.lock() else {
             return;
         };
-        if e.len() >= CAPACITY && !e.contains_key(&key) {
-            if let Some(oldest) = e.iter().min_by_key(|(_, x)| x.at).map(|(k, _)| k.clone()) {
-                e.remove(&oldest);
-            }
+        if e.len() >= CAPACITY
+            && !e.contains_key(&key)
+            && let Some(oldest) = e.iter().min_by_key(|(_, x)| x.at).map(|(k, _)| k.clone())
+        {
+            e.remove(&oldest);
         }
         e.insert(
             key,
