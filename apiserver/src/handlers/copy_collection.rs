@@ -179,8 +179,7 @@ fn encode(ev: CopyWatchEvent, wants_table: bool) -> Bytes {
         CopyWatchEvent::Bookmark(rv) => {
             let metadata = json!({"resourceVersion": rv});
             let object = if wants_table {
-                json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
-                       "columnDefinitions": [], "rows": []})
+                super::table::envelope(metadata, Vec::new(), Vec::new())
             } else {
                 json!({"kind": KIND_POD_DEBUG_COPY, "apiVersion": poddebug_types::API_VERSION,
                        "metadata": metadata})
@@ -221,24 +220,30 @@ fn table(items: &[PodDebugCopy], resource_version: Option<&str>, include: &str) 
             table_row(cells, o, &o.metadata, include)
         })
         .collect();
-    let mut meta = json!({});
-    if let Some(rv) = resource_version {
-        meta["resourceVersion"] = json!(rv);
-    }
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": meta,
-        "columnDefinitions": [
-            column("Name", "string", "name", "Name of the copy (its pod's name)", 0),
+    super::table::envelope(
+        super::table::list_meta(resource_version),
+        vec![
+            column(
+                "Name",
+                "string",
+                "name",
+                "Name of the copy (its pod's name)",
+                0,
+            ),
             column("Copy Of", "string", "", "The pod copied", 0),
             column("Phase", "string", "", "The copy's pod phase", 0),
-            column("Debug Container", "string", "", "The debug container added to the copy", 0),
+            column(
+                "Debug Container",
+                "string",
+                "",
+                "The debug container added to the copy",
+                0,
+            ),
             column("Node", "string", "", "The node the copy runs on", 1),
             column("Created By", "string", "", "The user who made it", 1),
             column("Expires", "string", "", "When the server deletes it", 1),
             column("Age", "string", "", "Time since creation", 0),
         ],
-        "rows": rows,
-    })
+        rows,
+    )
 }

@@ -469,26 +469,32 @@ fn table(
             table_row(cells, o, &o.metadata, include)
         })
         .collect();
-    let mut meta = json!({});
-    if let Some(rv) = resource_version {
-        meta["resourceVersion"] = json!(rv);
-    }
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": meta,
-        "columnDefinitions": [
-            column("Name", "string", "name", "Name of the node debug container", 0),
+    super::table::envelope(
+        super::table::list_meta(resource_version),
+        vec![
+            column(
+                "Name",
+                "string",
+                "name",
+                "Name of the node debug container",
+                0,
+            ),
             column("Node", "string", "", "The node", 0),
-            column("Profile", "string", "", "The node profile its pod amounts to", 0),
+            column(
+                "Profile",
+                "string",
+                "",
+                "The node profile its pod amounts to",
+                0,
+            ),
             column("Image", "string", "", "Container image", 0),
             column("State", "string", "", "Waiting, Running or Terminated", 0),
             column("Created By", "string", "", "The user who made it", 1),
             column("Expires", "string", "", "When the server deletes it", 1),
             column("Age", "string", "", "Time since creation", 0),
         ],
-        "rows": rows,
-    })
+        rows,
+    )
 }
 
 /// The query of a stream on `nodes/NODE/debug/NAME/…`: the container is NAME (a `container`

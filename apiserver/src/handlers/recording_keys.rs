@@ -78,8 +78,7 @@ fn table(items: &[RecordingKey]) -> Value {
             table_row(cells, k, &k.metadata, "Metadata")
         })
         .collect();
-    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {},
-        "columnDefinitions": columns, "rows": rows})
+    super::table::envelope(json!({}), columns, rows)
 }
 
 /// `GET …/recordingkeys`.
