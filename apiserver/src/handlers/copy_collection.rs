@@ -9,12 +9,12 @@
 use std::collections::BTreeMap;
 
 use axum::Extension;
-use axum::body::Body;
+
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use futures::StreamExt;
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderMap, StatusCode};
 use poddebug_storage::{CopySelection, CopyWatchEvent};
 use poddebug_types::ApiError;
 use poddebug_types::copy::{KIND_POD_DEBUG_COPY, PodDebugCopy};
@@ -144,22 +144,13 @@ async fn watch(
         .unwrap_or_else(|| "0".to_owned());
     let timeout =
         super::debug::seconds(q, "timeoutSeconds")?.map(|t| u32::try_from(t).unwrap_or(u32::MAX));
+    let length = super::watch::watch_length(q)?;
     let events = st
         .backend
         .watch_copies(selection, &rv, timeout, &auth.user)
         .await?;
-    let mut drain = st.watch_drain.clone();
-    let lines = events
-        .map(move |ev| Ok::<_, std::io::Error>(encode(ev, wants_table)))
-        .take_until(async move {
-            let _ = drain.wait_for(|d| *d).await;
-        });
-    let mut resp = Body::from_stream(lines).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(resp)
+    let lines = events.map(move |ev| encode(ev, wants_table));
+    Ok(super::watch::streamed(&st, Vec::new(), lines, length))
 }
 
 /// One watch event as a line.
