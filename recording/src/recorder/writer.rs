@@ -96,12 +96,24 @@ impl PartSink {
         if !self.pending.is_empty() {
             let data = Bytes::from(std::mem::take(&mut self.pending));
             let n = data.len() as u64;
-            // An unsigned store keeps no statement: its parts are not hashed.
-            let digest = self.store.signs().then(|| PartDigest {
-                bytes: n,
-                sha256: hex(&sha256(&data)),
+            // The part is hashed on another thread while the store writes it (an unsigned
+            // store keeps no statement: its parts are not hashed).
+            let hashing = self.store.signs().then(|| {
+                let part = data.clone();
+                (
+                    part.clone(),
+                    tokio::task::spawn_blocking(move || sha256(&part)),
+                )
             });
             self.store.write_part(&self.meta, self.seq, data).await?;
+            let digest = match hashing {
+                Some((part, task)) => Some(PartDigest {
+                    bytes: n,
+                    // A hashing thread that could not finish: hashed here instead.
+                    sha256: hex(&task.await.unwrap_or_else(|_| sha256(&part))),
+                }),
+                None => None,
+            };
             self.seq += 1;
             self.stored += n;
             if let (Some(digest), Ok(mut d)) = (digest, self.digests.lock()) {

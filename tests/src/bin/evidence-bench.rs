@@ -127,6 +127,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // The S3 client's TLS uses the process's provider, as the server installs it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let a = args();
     // Printable text with a newline now and then, as a shell's output.
     let data = Bytes::from(
