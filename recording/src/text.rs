@@ -61,7 +61,10 @@ impl Lines {
 
 impl vte::Perform for Lines {
     fn print(&mut self, c: char) {
-        self.push(c);
+        // DEL (which vte prints) and C1 controls show nothing on a terminal.
+        if !c.is_control() {
+            self.push(c);
+        }
     }
 
     fn execute(&mut self, byte: u8) {
@@ -119,6 +122,7 @@ mod tests {
             "split escapes"
         );
         assert_eq!(text(&["caf\u{e9}".as_bytes()]), ["café"]);
+        assert_eq!(text(&[b"ab\x7f\x7fc"]), ["abc"], "DEL shows nothing");
         let long = "x".repeat(MAX_LINE + 10);
         assert_eq!(text(&[long.as_bytes()]).len(), 2);
     }
