@@ -68,6 +68,9 @@ Examples:
   kubectl poddebug join SESSION --observe
   kubectl poddebug terminate SESSION
 
+  # The recordings in which a text was typed or printed
+  kubectl poddebug recordings search /etc/shadow -A
+
   # What the profiles allow, and the policy in force
   kubectl poddebug profiles -o wide";
 
@@ -278,6 +281,9 @@ pub enum Cmd {
         #[arg(short = 'q', long)]
         quiet: bool,
     },
+    /// Search the session recordings.
+    #[command(subcommand)]
+    Recordings(crate::recordings::Recordings),
     /// Show the debug profiles and the policy in force.
     Profiles {
         /// Output format.
@@ -331,7 +337,7 @@ pub struct RequestArgs {
 }
 
 /// Subcommand names; any other first word is a pod for `run`.
-const SUBCOMMANDS: [&str; 16] = [
+const SUBCOMMANDS: [&str; 17] = [
     "run",
     "delete",
     "get",
@@ -343,6 +349,7 @@ const SUBCOMMANDS: [&str; 16] = [
     "terminate",
     "join",
     "profiles",
+    "recordings",
     "request",
     "approve",
     "deny",

@@ -13,6 +13,7 @@ mod jit;
 mod list;
 mod node;
 mod output;
+mod recordings;
 mod request;
 mod run;
 mod session;
@@ -350,6 +351,7 @@ async fn subcommand(client: &kube::Client, ns: &str, command: Cmd) -> ExitCode {
             pod,
             output,
         } => sessions::list(client, &ns, all_namespaces, pod.as_deref(), output).await,
+        Cmd::Recordings(cmd) => recordings::run(client, &ns, cmd).await,
         Cmd::Terminate { session } => sessions::terminate(client, &ns, &session).await,
         Cmd::Join {
             session,
