@@ -71,11 +71,7 @@ impl vte::Perform for Lines {
         match byte {
             b'\n' | b'\r' | 0x0b | 0x0c => self.end(),
             b'\t' => self.push(' '),
-            0x08 => {
-                if self.current.pop().is_some() {
-                    self.chars -= 1;
-                }
-            }
+            0x08 if self.current.pop().is_some() => self.chars -= 1,
             _ => {}
         }
     }

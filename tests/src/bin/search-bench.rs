@@ -9,7 +9,7 @@
 //!   whole walk through the pages (`continue`);
 //! - a text in every recording, `limit=50`: the first page's latency;
 //! - a text in one recording of one namespace;
-//! and, in the crate alone, loading one index and searching it.
+//! - in the crate alone: loading one index and searching it.
 //!
 //! Usage (release build recommended; loopback only, bounded, ends by itself):
 //! `PODDEBUG_APISERVER_BIN=target/release/poddebug-apiserver target/release/search-bench
