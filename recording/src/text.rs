@@ -10,6 +10,8 @@ pub const MAX_LINE: usize = 512;
 pub struct OutputText {
     parser: vte::Parser,
     lines: Lines,
+    /// The first bytes of a UTF-8 character split at the end of the last output.
+    carry: Vec<u8>,
 }
 
 impl std::fmt::Debug for OutputText {
@@ -23,6 +25,7 @@ impl Default for OutputText {
         OutputText {
             parser: vte::Parser::new(),
             lines: Lines::default(),
+            carry: Vec::new(),
         }
     }
 }
@@ -81,12 +84,43 @@ impl OutputText {
     /// Feed output printed at session time `t`; the lines it completes are appended to `out`.
     pub fn push(&mut self, t: f64, output: &[u8], out: &mut Vec<(f64, String)>) {
         self.lines.now = t;
-        self.parser.advance(&mut self.lines, output);
+        // Decoded here, each bad sequence one U+FFFD and a character split across outputs
+        // kept whole, so that the parser sees the same text however the output was split.
+        let mut bytes = std::mem::take(&mut self.carry);
+        bytes.extend_from_slice(output);
+        let mut text = String::with_capacity(bytes.len());
+        let mut rest = &bytes[..];
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    text.push_str(s);
+                    break;
+                }
+                Err(e) => {
+                    let (good, bad) = rest.split_at(e.valid_up_to());
+                    text.push_str(std::str::from_utf8(good).unwrap_or_default());
+                    match e.error_len() {
+                        Some(n) => {
+                            text.push('\u{fffd}');
+                            rest = &bad[n..];
+                        }
+                        None => {
+                            self.carry = bad.to_vec();
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.parser.advance(&mut self.lines, text.as_bytes());
         out.append(&mut self.lines.done);
     }
 
     /// The line not yet ended (at the end of the session).
     pub fn finish(&mut self, out: &mut Vec<(f64, String)>) {
+        if !std::mem::take(&mut self.carry).is_empty() {
+            self.parser.advance(&mut self.lines, "\u{fffd}".as_bytes());
+        }
         self.lines.end();
         out.append(&mut self.lines.done);
     }
@@ -119,6 +153,21 @@ mod tests {
         );
         assert_eq!(text(&["caf\u{e9}".as_bytes()]), ["café"]);
         assert_eq!(text(&[b"ab\x7f\x7fc"]), ["abc"], "DEL shows nothing");
+        assert_eq!(
+            text(&[b"caf\xc3", b"\xa9 ok"]),
+            ["café ok"],
+            "a character split"
+        );
+        assert_eq!(
+            text(&[b"a\xffb\xe2\x82"]),
+            ["a\u{fffd}b\u{fffd}"],
+            "bad bytes"
+        );
+        assert_eq!(
+            text(&[b"\xd6\xb6t\xff"]),
+            text(&[b"\xd6", b"\xb6t", b"\xff"]),
+            "the same however split"
+        );
         let long = "x".repeat(MAX_LINE + 10);
         assert_eq!(text(&[long.as_bytes()]).len(), 2);
     }
