@@ -9,6 +9,7 @@
 //!   whole walk through the pages (`continue`);
 //! - a text in every recording, `limit=50`: the first page's latency;
 //! - a text in one recording of one namespace;
+//! - for comparison, a page of the list without search;
 //! - in the crate alone: loading one index and searching it.
 //!
 //! Usage (release build recommended; loopback only, bounded, ends by itself):
@@ -234,6 +235,16 @@ async fn main() {
     println!("crate, one index: search {}", line(&search));
 
     let client = server.front_proxy_client("alice", &["system:authenticated"]);
+    // What every page of a list costs without search (the metadata of the scope read).
+    let mut plain = Vec::new();
+    for _ in 0..a.searches {
+        let (took, _) = timed(&client, &format!("{GV}/debugrecordings?limit=100")).await;
+        plain.push(took);
+    }
+    println!(
+        "server, no search, every namespace, limit=100: {}",
+        line(&plain)
+    );
     let target = a.recordings / 2;
     let rare = format!("{GV}/debugrecordings?search=marker-{target:05}");
     let (mut pages, mut walks) = (Vec::new(), Vec::new());
