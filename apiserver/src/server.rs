@@ -418,6 +418,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         sessions: sessions.clone(),
         record_key,
         requests,
+        searches: Default::default(),
     };
     if let Some(r) = &state.recorder {
         r.spawn_sweeper(expiry.leading(), metrics.recordings_deleted.clone());

@@ -75,4 +75,6 @@ pub struct AppState {
     pub record_key: poddebug_storage::record_key::SharedRecordKey,
     /// Debug requests (just-in-time access).
     pub requests: Arc<crate::requests::Requests>,
+    /// The searches of recordings running here (bounded in all and per user).
+    pub searches: Arc<crate::handlers::recording_search::Searches>,
 }

@@ -68,6 +68,9 @@ Examples:
   kubectl poddebug join SESSION --observe
   kubectl poddebug terminate SESSION
 
+  # The recordings in which a text was typed or printed
+  kubectl poddebug recordings search /etc/shadow -A
+
   # What the profiles allow, and the policy in force
   kubectl poddebug profiles -o wide";
 
@@ -257,7 +260,7 @@ pub enum Cmd {
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
-    /// Session recordings: verify one without trusting the server.
+    /// Session recordings: search them, verify one without trusting the server.
     Recordings {
         /// What to do.
         #[command(subcommand)]

@@ -391,3 +391,106 @@ async fn poll_plugin(
     }
     None
 }
+
+#[tokio::test]
+async fn recordings_search_prints_the_recordings_that_hold_the_text() {
+    let fake = FakeKube::start().await;
+    fake.allow_all();
+    fake.add_namespace("shop", &[]);
+    fake.add_pod_json(serde_json::json!({
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "containers": [{"name": "app", "image": "busybox"}],
+            "ephemeralContainers": [{"name": "dbg", "image": "busybox", "stdin": true,
+                "tty": true}],
+        },
+    }));
+    assert!(fake.set_ec_state(
+        "shop",
+        "web",
+        "dbg",
+        poddebug_tests::ContainerState::Running
+    ));
+    let pki = fake.pki().clone();
+    let store = TempDir::new("plugin-recordings");
+    let flag = format!("--recording-dir={}", store.path().display());
+    let server = PodDebugServer::start(&fake, &pki, &[flag.as_str(), "--record-input"]).await;
+    let dir = TempDir::new("plugin-search");
+    let kc = server.write_kubeconfig(dir.path(), "bob", &["devs"], "shop");
+
+    // A session that typed a command (the fake echoes it as output).
+    let alice = server.front_proxy_client("alice", &["devs"]);
+    let headers = poddebug_tests::TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = alice
+        .upgrade(
+            http::Method::GET,
+            "/apis/poddebug.dev/v1alpha1/namespaces/shop/pods/web/attach?container=dbg&stdin=true&stdout=true&tty=true",
+            &headers,
+        )
+        .await
+        .expect("attach");
+    let mut c = poddebug_tests::channel::ChannelClient::new(
+        resp.io.expect("upgraded"),
+        "v5.channel.k8s.io",
+    )
+    .await;
+    c.stdin(b"cat /etc/Shadow\r").await.expect("send");
+    let t = std::time::Duration::from_secs(10);
+    c.read_until(t, |t| t.stdout_text().contains("Shadow"))
+        .await;
+    c.close_channel(poddebug_tests::channel::ch::STDIN)
+        .await
+        .expect("close");
+    c.finish(t).await;
+
+    // Bounded wait for the recording's end (its index is complete then).
+    let deadline = std::time::Instant::now() + t;
+    let list = loop {
+        let (code, out, err) = run(
+            &kc,
+            &["recordings", "search", "etc/shadow", "-o", "json"],
+            None,
+        )
+        .await;
+        assert_eq!(code, Some(0), "{err}");
+        let list: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        if list["items"][0]["status"]["end"].is_string() {
+            break list;
+        }
+        assert!(std::time::Instant::now() < deadline, "{out}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let matches = &list["items"][0]["status"]["matches"];
+    assert_eq!(matches[0]["source"], "Command", "{list}");
+    assert_eq!(matches[0]["text"], "cat /etc/Shadow");
+    assert_eq!(matches[1]["source"], "Output");
+
+    // The table: the server's columns, the first match last.
+    let (code, out, err) = run(
+        &kc,
+        &["recordings", "search", "ETC/SHADOW", "--pod", "web"],
+        None,
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    let header = out.lines().next().unwrap_or("");
+    assert!(
+        header.starts_with("NAME") && header.trim_end().ends_with("MATCH"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Command@") && out.contains("cat /etc/Shadow"),
+        "{out}"
+    );
+    let (code, out, err) = run(&kc, &["recordings", "search", "nowhere-said", "-A"], None).await;
+    assert_eq!((code, out.as_str()), (Some(0), ""), "{err}");
+    assert!(err.contains("No resources found"), "{err}");
+    // Text the server refuses: its Status, and a failure.
+    let (code, _, err) = run(&kc, &["recordings", "search", "ab"], None).await;
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("search") && err.contains("at least 3 bytes"),
+        "{err}"
+    );
+}

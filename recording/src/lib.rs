@@ -2,6 +2,8 @@
 //!
 //! - [`asciicast`]: the file format (asciicast v2);
 //! - [`commands`]: the lines a user submitted, derived from the recorded input;
+//! - [`text`], [`index`]: the text of a recording's output, and the search index of its
+//!   commands and output written with it;
 //! - [`chain`], [`signing`], [`keys`], [`statement`], [`verify`]: what makes a recording
 //!   evidence: the SHA-256 of each part, the hash chain over them, the Ed25519 signature of the
 //!   metadata, the server's keys, and the verification a server or a third party holding only
@@ -17,9 +19,11 @@ pub mod asciicast;
 pub mod chain;
 pub mod commands;
 pub mod error;
+pub mod index;
 pub mod keys;
 pub mod signing;
 pub mod statement;
+pub mod text;
 pub mod verify;
 
 pub use error::Error;

@@ -300,6 +300,8 @@ impl Recorder {
                 in_text: Utf8Carry::default(),
                 exit_code: None,
                 commands: self.record_input.then(CommandLog::default),
+                index: crate::index::IndexBuilder::new(),
+                indexed_commands: 0,
             },
             started,
             shared: shared.clone(),
@@ -664,6 +666,33 @@ mod tests {
         assert!(list.items[0].offset <= list.items[1].offset);
         let meta = &r.store().list(Some("ns"), Some("pod")).await.unwrap()[0];
         assert_eq!(meta.command_count, Some(2));
+        // The search index holds the commands as submitted and the output, with their times.
+        let found = |text: &str| {
+            let store = r.store().clone();
+            let id = id.clone();
+            let needle = crate::index::Needle::new(text).unwrap();
+            async move {
+                match store.read_index("ns", "pod", &id).await.unwrap() {
+                    store::IndexRead::Found(s) => s.search(&needle, 10),
+                    other => panic!("{other:?}"),
+                }
+            }
+        };
+        let f = found("/ETC/PASSWD").await;
+        assert_eq!(f.total, 1);
+        assert_eq!(
+            (f.matches[0].source.as_str(), f.matches[0].text.as_str()),
+            ("Command", "cat /etc/passwd")
+        );
+        assert_eq!(f.matches[0].offset, list.items[0].offset);
+        let f = found("root:x").await;
+        assert_eq!(
+            (f.matches[0].source.as_str(), f.matches[0].text.as_str()),
+            ("Output", "root:x:0:0")
+        );
+        assert_eq!(found("passwdd").await.total, 0, "the edited-away text");
+        assert_eq!(found("rm -rf").await.total, 0, "the abandoned line");
+        assert_eq!(found("unfinished").await.total, 0, "never submitted");
         // The commands are no part of the asciicast file.
         let cast = cast_text(&r, &id).await;
         assert!(
@@ -678,9 +707,24 @@ mod tests {
         let (r, dir) = recorder(0, false).await;
         let s = r.start(info(), &EndSignal::default()).await.unwrap();
         rec(&s, vec![out(b"$ ")]).await;
+        rec(&s, vec![out(b"\x1b[32mdone")]).await;
+        let id = s.id().to_owned();
         s.finish(async { Some(0) }).await;
         let meta = &r.store().list(Some("ns"), Some("pod")).await.unwrap()[0];
         assert_eq!(meta.command_count, None);
+        // The output is indexed all the same, its last line too (ended by the session's end).
+        let store::IndexRead::Found(s) = r.store().read_index("ns", "pod", &id).await.unwrap()
+        else {
+            panic!("no index")
+        };
+        let f = s.search(&crate::index::Needle::new("$ done").unwrap(), 10);
+        assert_eq!(
+            f.matches
+                .iter()
+                .map(|m| m.source.as_str())
+                .collect::<Vec<_>>(),
+            ["Output"]
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 

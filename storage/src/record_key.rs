@@ -48,6 +48,8 @@ pub enum Purpose {
     Recording,
     /// The commands derived from a recording's input, in the object store.
     RecordingCommands,
+    /// The search index of a recording's commands and output, in the object store.
+    RecordingIndex,
     /// A debug request (just-in-time access) and its reviews.
     Request,
 }
@@ -59,6 +61,7 @@ impl Purpose {
             Purpose::Stop => "poddebug.dev/stop",
             Purpose::Recording => "poddebug.dev/recording",
             Purpose::RecordingCommands => "poddebug.dev/recording-commands",
+            Purpose::RecordingIndex => "poddebug.dev/recording-index",
             Purpose::Request => "poddebug.dev/debug-request",
         }
     }

@@ -1547,3 +1547,310 @@ async fn a_receiver_that_never_answers_makes_the_export_drop_and_count_never_wai
     assert_eq!(webhook_events(&e.client, "sent").await, 0);
     hung.abort();
 }
+
+/// A session on `ns/pod` typing `keys` (a terminal's keys; the fake echoes them), ended once
+/// `until` is echoed.
+async fn typed(client: &TestClient, ns: &str, pod: &str, keys: &[&[u8]], until: &str) {
+    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let resp = client
+        .upgrade(
+            Method::GET,
+            &format!("{GV}/namespaces/{ns}/pods/{pod}/attach?{TTY}"),
+            &headers,
+        )
+        .await
+        .expect("upgrade request");
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    let mut c = ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await;
+    for k in keys {
+        c.stdin(k).await.expect("send");
+    }
+    c.read_until(T, |t| t.stdout_text().contains(until)).await;
+    c.close_channel(ch::STDIN).await.expect("close stdin");
+    c.finish(T).await;
+}
+
+/// `(namespace/pod, [(source, text)])` of each item of a search's answer.
+fn found(list: &Value) -> Vec<(String, Vec<(String, String)>)> {
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| {
+            let matches = i["status"]["matches"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|m| {
+                    assert!(m["offset"].as_f64().is_some_and(|o| o >= 0.0), "{m}");
+                    (
+                        m["source"].as_str().unwrap_or_default().to_owned(),
+                        m["text"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect();
+            (
+                format!(
+                    "{}/{}",
+                    i["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    i["spec"]["pod"].as_str().unwrap_or_default()
+                ),
+                matches,
+            )
+        })
+        .collect()
+}
+
+fn pair(source: &str, text: &str) -> (String, String) {
+    (source.to_owned(), text.to_owned())
+}
+
+/// The value of `poddebug_untrusted_records_total{kind="recording"}`.
+async fn untrusted_recordings(client: &TestClient) -> f64 {
+    let (code, _, body) = client
+        .request(Method::GET, "/metrics", &[], bytes::Bytes::new())
+        .await
+        .expect("metrics");
+    assert_eq!(code, StatusCode::OK);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix("poddebug_untrusted_records_total{kind=\"recording\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn search_finds_recordings_by_their_commands_and_output_per_pod_namespace_and_cluster() {
+    let e = env(&["--record-input"]).await;
+    for (ns, pod) in [(NS, "api"), ("shop", "cart")] {
+        e._fake.add_pod_json(json!({
+            "metadata": {"name": pod, "namespace": ns},
+            "spec": {
+                "containers": [{"name": "app", "image": "busybox"}],
+                "ephemeralContainers": [{"name": "dbg", "image": "busybox", "stdin": true,
+                    "tty": true}],
+            },
+        }));
+        assert!(
+            e._fake
+                .set_ec_state(ns, pod, "dbg", ContainerState::Running)
+        );
+    }
+    // bob may neither get nor list recordings, carol may list them in shop only.
+    e._fake.set_policy(|a| {
+        if a.user == "carol" && a.is("list", "pods/recordings") {
+            return a.namespace == "shop";
+        }
+        !(a.user == "bob" && (a.is("get", "pods/recordings") || a.is("list", "pods/recordings")))
+    });
+    // An edited line (Backspace, cursor moves) is found as it was submitted.
+    typed(
+        &e.client,
+        NS,
+        POD,
+        &[
+            b"echo Alpha-Marker wrongg\x7f\x7f\x7f\x7f\x7f\x7f",
+            b"one\r",
+        ],
+        "one",
+    )
+    .await;
+    typed(&e.client, NS, "api", &[b"echo beta-marker\r"], "beta").await;
+    typed(
+        &e.client,
+        "shop",
+        "cart",
+        &[b"\x1b[1;32mgreen\x1b[0m alpha-marker two\r"],
+        "two",
+    )
+    .await;
+    for (ns, pod) in [(NS, POD), (NS, "api"), ("shop", "cart")] {
+        let deadline = Instant::now() + T;
+        loop {
+            let (_, list) = e
+                .client
+                .get_json(&format!("{GV}/namespaces/{ns}/pods/{pod}/recordings"))
+                .await;
+            if list["items"][0]["status"]["end"].is_string() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{list}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    let search = |path: String| {
+        let client = e.client.clone();
+        async move {
+            let (code, list) = client.get_json(&path).await;
+            assert_eq!(code, StatusCode::OK, "{path}: {list}");
+            assert_eq!(list["kind"], "DebugRecordingList");
+            list
+        }
+    };
+    let all = search(format!("{GV}/debugrecordings?search=ALPHA-marker")).await;
+    assert_eq!(
+        found(&all),
+        [
+            (
+                "default/web".to_owned(),
+                vec![
+                    pair("Command", "echo Alpha-Marker one"),
+                    // The fake echoes the keys as they came (a terminal would have echoed
+                    // Backspace as "\x08 \x08"): the output shows what was printed.
+                    pair("Output", "echo Alpha-Marker wronggone")
+                ]
+            ),
+            (
+                "shop/cart".to_owned(),
+                // Escape sequences are left out of both.
+                vec![
+                    pair("Command", "green alpha-marker two"),
+                    pair("Output", "green alpha-marker two")
+                ]
+            ),
+        ],
+        "{all}"
+    );
+    assert_eq!(all["items"][0]["status"]["matchCount"], 2);
+    // What was edited away is in no command (only in the output that printed it).
+    let edited = search(format!("{GV}/debugrecordings?search=wrongg")).await;
+    assert_eq!(
+        found(&edited),
+        [(
+            "default/web".to_owned(),
+            vec![pair("Output", "echo Alpha-Marker wronggone")]
+        )]
+    );
+    let ns = search(format!(
+        "{GV}/namespaces/{NS}/debugrecordings?search=marker"
+    ))
+    .await;
+    let pods: Vec<String> = found(&ns).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(pods, ["default/web", "default/api"]);
+    let pod = search(format!("{BASE}/recordings?search=beta-marker")).await;
+    assert_eq!(found(&pod), []);
+    let pod = search(format!(
+        "{GV}/namespaces/{NS}/pods/api/recordings?search=beta-marker"
+    ))
+    .await;
+    assert_eq!(found(&pod).len(), 1);
+    // The label selector and paging hold as without search.
+    let sel = search(format!(
+        "{GV}/debugrecordings?search=marker&labelSelector=poddebug.dev%2Fpod%3Dcart"
+    ))
+    .await;
+    assert_eq!(names(&sel).len(), 1);
+    let first = search(format!("{GV}/debugrecordings?search=alpha-marker&limit=1")).await;
+    assert_eq!(found(&first)[0].0, "default/web");
+    let token = first["metadata"]["continue"].as_str().expect("continue");
+    let next = search(format!(
+        "{GV}/debugrecordings?search=alpha-marker&limit=1&continue={token}"
+    ))
+    .await;
+    assert_eq!(found(&next)[0].0, "shop/cart");
+    // The Table has a column for the first match.
+    let (code, _, body) = e
+        .client
+        .request(
+            Method::GET,
+            &format!("{GV}/debugrecordings?search=beta-marker"),
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("table");
+    assert_eq!(code, StatusCode::OK);
+    let table: Value = serde_json::from_slice(&body).expect("JSON");
+    let columns = table["columnDefinitions"].as_array().expect("columns");
+    assert_eq!(columns.last().expect("a column")["name"], "Match");
+    let cells = table["rows"][0]["cells"].as_array().expect("cells");
+    let cell = cells.last().and_then(Value::as_str).unwrap_or_default();
+    assert!(cell.starts_with("Command@"), "{cell}");
+    assert!(cell.ends_with(": echo beta-marker"), "{cell}");
+
+    // Text too short or too long: 400 with a cause on the field.
+    for bad in ["ab".to_owned(), "x".repeat(257)] {
+        let (code, status) = e
+            .client
+            .get_json(&format!("{GV}/debugrecordings?search={bad}"))
+            .await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{status}");
+        assert_eq!(status["reason"], "BadRequest");
+        assert_eq!(
+            status["details"]["causes"][0]["field"], "search",
+            "{status}"
+        );
+    }
+    // Search is authorized as the list is.
+    let bob = e
+        .server
+        .front_proxy_client("bob", &["system:authenticated"]);
+    let carol = e
+        .server
+        .front_proxy_client("carol", &["system:authenticated"]);
+    for (who, path) in [
+        (&bob, format!("{GV}/debugrecordings?search=marker")),
+        (
+            &bob,
+            format!("{GV}/namespaces/{NS}/debugrecordings?search=marker"),
+        ),
+        (&bob, format!("{BASE}/recordings?search=marker")),
+        (&carol, format!("{GV}/debugrecordings?search=marker")),
+        (
+            &carol,
+            format!("{GV}/namespaces/{NS}/debugrecordings?search=marker"),
+        ),
+    ] {
+        let (code, status) = who.get_json(&path).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {status}");
+        assert_eq!(status["reason"], "Forbidden");
+    }
+    let (code, list) = carol
+        .get_json(&format!(
+            "{GV}/namespaces/shop/debugrecordings?search=marker"
+        ))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    assert_eq!(found(&list).len(), 1);
+
+    // An index someone with access to the store changed, or copied from another recording,
+    // is ignored (and counted), not searched.
+    let index_of = |ns: &str, pod: &str| {
+        let dir = e.dir.0.join(ns).join(pod);
+        let id = std::fs::read_dir(&dir)
+            .expect("pod dir")
+            .filter_map(|d| d.ok())
+            .find(|d| d.path().is_dir())
+            .expect("recording dir")
+            .file_name();
+        dir.join(id).join("index")
+    };
+    let before = untrusted_recordings(&e.client).await;
+    let web = index_of(NS, POD);
+    let text = std::fs::read_to_string(&web).expect("index");
+    std::fs::write(&web, text.replace("Alpha-Marker", "Alpha-Markex")).expect("write");
+    std::fs::copy(index_of(NS, "api"), index_of("shop", "cart")).expect("copy");
+    let all = search(format!("{GV}/debugrecordings?search=marke")).await;
+    let pods: Vec<String> = found(&all).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(pods, ["default/api"]);
+    assert!(untrusted_recordings(&e.client).await >= before + 2.0);
+}
+
+#[tokio::test]
+async fn without_a_recording_dir_there_is_no_search() {
+    let fake = FakeKube::start_with_pki(TestPki::new()).await;
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let client = server.front_proxy_client("alice", &["system:authenticated"]);
+    for path in [
+        format!("{BASE}/recordings?search=abc"),
+        format!("{BASE}/recordings?search=ab"),
+        format!("{GV}/debugrecordings?search=abc"),
+        format!("{GV}/namespaces/{NS}/debugrecordings?search=abc"),
+    ] {
+        let (code, status) = client.get_json(&path).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{path}: {status}");
+    }
+}

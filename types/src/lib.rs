@@ -37,7 +37,8 @@ pub use field::{ErrorList, FieldError, FieldErrorKind, FieldValue};
 pub use profile::Profile;
 pub use recording::{
     KIND_RECORDING, KIND_RECORDING_COMMAND_LIST, KIND_RECORDING_LIST, Recording, RecordingCommand,
-    RecordingCommandList, RecordingList, RecordingRecord, RecordingSpec, RecordingStatus,
+    RecordingCommandList, RecordingList, RecordingMatch, RecordingRecord, RecordingSpec,
+    RecordingStatus,
 };
 pub use session::{
     DebugSession, DebugSessionList, DebugSessionSpec, DebugSessionStatus, KIND_DEBUG_SESSION,

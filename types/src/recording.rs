@@ -119,7 +119,7 @@ pub struct RecordingSpec {
 }
 
 /// RecordingStatus is how far a recording got.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "dev.poddebug.v1alpha1.DebugRecordingStatus")]
 pub struct RecordingStatus {
@@ -152,6 +152,29 @@ pub struct RecordingStatus {
     /// so that listing never reads a recording.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::evidence::VerificationStatus>,
+    /// Where the text of a search (`?search=TEXT`) is in the recording's commands and output:
+    /// the first lines that hold it, in session time order. Set in the answer to a search
+    /// only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<Vec<RecordingMatch>>,
+    /// How many lines of the recording's index hold the text of a search in all (`matches`
+    /// shows the first of them). Set in the answer to a search only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_count: Option<u64>,
+}
+
+/// RecordingMatch is a line of a recording that holds the text searched for.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.poddebug.v1alpha1.DebugRecordingMatch")]
+pub struct RecordingMatch {
+    /// Session time the line began at (seconds from the start).
+    pub offset: f64,
+    /// `Command`: a line the user submitted, derived from the recorded input; `Output`: a line
+    /// the session printed, escape sequences left out.
+    pub source: String,
+    /// The line (at most 200 characters of it, around the match).
+    pub text: String,
 }
 
 /// RecordingList is a list of recordings, oldest first.
@@ -200,6 +223,8 @@ impl RecordingRecord {
                 verified: self.verified,
                 command_count: self.command_count,
                 verification: None,
+                matches: None,
+                match_count: None,
             },
         }
     }

@@ -22,6 +22,11 @@ pub enum ApiError {
     /// 400 BadRequest: the request itself is malformed. The text is the whole message.
     #[error("{0}")]
     BadRequest(String),
+    /// 400 BadRequest about request parameters: the message aggregates the field errors, one
+    /// cause per field error in `details.causes` (as kube-apiserver's 422 Invalid does for a
+    /// body).
+    #[error("{}", .0.aggregate().unwrap_or_default())]
+    BadParameters(ErrorList),
     /// 401 Unauthorized: no valid credentials.
     #[error("{0}")]
     Unauthorized(String),
@@ -132,6 +137,17 @@ pub enum ApiError {
     Upstream(Box<Status>),
 }
 
+/// The Status cause of a field error.
+fn cause(e: &crate::field::FieldError) -> StatusCause {
+    StatusCause {
+        reason: Some(e.kind.reason().to_owned()),
+        message: Some(e.body()),
+        // Go's StatusCause.Field is `omitempty`: the static-pod error (path "") has no
+        // `field` key at all.
+        field: non_empty(&e.field),
+    }
+}
+
 impl ApiError {
     /// 404 for an object of `resource` in `group`.
     pub fn not_found(resource: &str, group: &str, name: &str) -> Self {
@@ -206,7 +222,7 @@ impl ApiError {
     /// The HTTP status code.
     pub fn code(&self) -> u16 {
         match self {
-            ApiError::BadRequest(_) => 400,
+            ApiError::BadRequest(_) | ApiError::BadParameters(_) => 400,
             ApiError::Unauthorized(_) => 401,
             ApiError::Forbidden { .. } | ApiError::ForbiddenMessage(_) => 403,
             ApiError::NotFound { .. } | ApiError::PathNotFound => 404,
@@ -231,7 +247,7 @@ impl ApiError {
     /// The `Status.reason`.
     pub fn reason(&self) -> &str {
         match self {
-            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::BadRequest(_) | ApiError::BadParameters(_) => "BadRequest",
             ApiError::Unauthorized(_) => "Unauthorized",
             ApiError::Forbidden { .. } | ApiError::ForbiddenMessage(_) => "Forbidden",
             ApiError::NotFound { .. } | ApiError::PathNotFound => "NotFound",
@@ -297,18 +313,11 @@ impl ApiError {
                 name: non_empty(name),
                 group: non_empty(group),
                 kind: non_empty(kind),
-                causes: Some(
-                    errors
-                        .iter()
-                        .map(|e| StatusCause {
-                            reason: Some(e.kind.reason().to_owned()),
-                            message: Some(e.body()),
-                            // Go's StatusCause.Field is `omitempty`: the static-pod error
-                            // (path "") has no `field` key at all.
-                            field: non_empty(&e.field),
-                        })
-                        .collect(),
-                ),
+                causes: Some(errors.iter().map(cause).collect()),
+                ..Default::default()
+            }),
+            ApiError::BadParameters(errors) => Some(StatusDetails {
+                causes: Some(errors.iter().map(cause).collect()),
                 ..Default::default()
             }),
             ApiError::TooManyRequests {

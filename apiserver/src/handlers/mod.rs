@@ -17,6 +17,7 @@ pub mod paging;
 pub mod portal;
 pub mod profiles;
 pub mod recording_keys;
+pub mod recording_search;
 pub mod recordings;
 pub mod requests;
 pub mod selection;

@@ -9,6 +9,9 @@
 //! `DebugRecordingEvidence`), which with the recording's bytes and the public keys
 //! (`recordingkeys`) is what a verifier needs.
 //!
+//! With `?search=TEXT`, the three lists hold only the recordings whose commands or output
+//! hold `TEXT`, each with its matches ([`super::recording_search`]).
+//!
 //! `GET …/namespaces/NS/debugrecordings/ID` also verifies the recording (`status.verification`):
 //! every part the signed statement of its metadata lists is read and hashed, bounded by the
 //! recording's size (`--max-recording-bytes`); lists carry no verification.
@@ -37,6 +40,7 @@ use poddebug_types::{ApiError, GROUP, Recording, RecordingList, RecordingRecord,
 use serde_json::{Value, json};
 
 use super::json_response;
+use super::recording_search;
 use super::table::{column, table_row};
 use crate::authn::Authenticated;
 use crate::authz::Attributes;
@@ -54,7 +58,7 @@ fn recorder(st: &AppState) -> Result<&Recorder, Error> {
         .ok_or_else(|| ApiError::PathNotFound.into())
 }
 
-fn storage_failed(e: &dyn std::fmt::Display) -> Error {
+pub(super) fn storage_failed(e: &dyn std::fmt::Display) -> Error {
     tracing::warn!(error = %e, "reading recordings failed");
     ApiError::Internal("reading the recordings failed".to_owned()).into()
 }
@@ -103,10 +107,11 @@ fn parse_continue(token: &str) -> Result<(Option<jiff::Timestamp>, String, Strin
     Ok((v.0.parse().ok(), v.1, v.2))
 }
 
-/// The Table `kubectl get debugrecordings` prints.
-fn table(items: &[Recording], meta: &ListMeta, include_object: &str) -> Value {
+/// The Table `kubectl get debugrecordings` prints (with a column for the first match when
+/// `search`).
+fn table(items: &[Recording], meta: &ListMeta, include_object: &str, search: bool) -> Value {
     let now = jiff::Timestamp::now();
-    let columns = vec![
+    let mut columns = vec![
         column("Name", "string", "name", "The recording id", 0),
         column("Pod", "string", "", "The pod", 0),
         column("Container", "string", "", "The debug container", 0),
@@ -131,10 +136,20 @@ fn table(items: &[Recording], meta: &ListMeta, include_object: &str) -> Value {
         ),
         column("Age", "string", "", "Since the session started", 0),
     ];
+    if search {
+        columns.push(column(
+            "Match",
+            "string",
+            "",
+            "The first line of the recording's commands or output that holds the text searched \
+             for",
+            0,
+        ));
+    }
     let rows: Vec<Value> = items
         .iter()
         .map(|r| {
-            let cells = json!([
+            let mut cells = json!([
                 r.metadata.name.clone().unwrap_or_default(),
                 r.spec.pod,
                 r.spec.container,
@@ -152,6 +167,13 @@ fn table(items: &[Recording], meta: &ListMeta, include_object: &str) -> Value {
                 r.status.verified,
                 super::table::human_age(r.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
             ]);
+            if search && let Some(cells) = cells.as_array_mut() {
+                let first = r.status.matches.as_ref().and_then(|m| m.first());
+                cells.push(json!(first.map_or_else(String::new, |m| format!(
+                    "{}@{:.1}s: {}",
+                    m.source, m.offset, m.text
+                ))));
+            }
             table_row(cells, r, &r.metadata, include_object)
         })
         .collect();
@@ -164,6 +186,7 @@ fn table(items: &[Recording], meta: &ListMeta, include_object: &str) -> Value {
 /// `labelSelector`, `limit` and `continue`, as JSON or a Table.
 async fn respond(
     st: &AppState,
+    user: &str,
     namespace: Option<&str>,
     pod: Option<&str>,
     headers: &HeaderMap,
@@ -190,8 +213,14 @@ async fn respond(
         .filter(|c| !c.is_empty())
         .map(|c| parse_continue(c))
         .transpose()?;
-    let mut records = recorder(st)?
-        .store()
+    let store = recorder(st)?.store();
+    let needle = recording_search::needle(q)?;
+    // Taken before the store is read, held until the answer is made.
+    let _search = needle
+        .as_ref()
+        .map(|_| st.searches.start(user))
+        .transpose()?;
+    let mut records = store
         .list(namespace, pod)
         .await
         .map_err(|e| storage_failed(&e))?;
@@ -201,6 +230,37 @@ async fn respond(
         records.retain(|r| sort_key(r) > *after);
     }
     let mut meta = ListMeta::default();
+    let items: Vec<Recording> = if let Some(needle) = &needle {
+        let page = recording_search::search(store, records, needle, limit).await?;
+        meta.continue_ = page.last_examined.as_ref().map(continue_token);
+        page.items
+            .into_iter()
+            .map(|(r, found)| {
+                let mut o = r.to_object(labels(&r));
+                o.status.matches = Some(found.matches);
+                o.status.match_count = Some(found.total);
+                o
+            })
+            .collect()
+    } else {
+        page(&mut records, limit, &mut meta);
+        records.iter().map(|r| r.to_object(labels(r))).collect()
+    };
+    if super::table::wants_table(headers) {
+        let include = q
+            .get("includeObject")
+            .map(String::as_str)
+            .unwrap_or("Metadata");
+        return json_response(
+            StatusCode::OK,
+            &table(&items, &meta, include, needle.is_some()),
+        );
+    }
+    json_response(StatusCode::OK, &RecordingList::new(items, meta))
+}
+
+/// Cut `records` to `limit` (0: no limit), `meta` saying where the next page starts.
+fn page(records: &mut Vec<RecordingRecord>, limit: usize, meta: &mut ListMeta) {
     if limit > 0 && records.len() > limit {
         let rest = records.len() - limit;
         records.truncate(limit);
@@ -209,25 +269,17 @@ async fn respond(
             meta.remaining_item_count = Some(i64::try_from(rest).unwrap_or(i64::MAX));
         }
     }
-    let items: Vec<Recording> = records.iter().map(|r| r.to_object(labels(r))).collect();
-    if super::table::wants_table(headers) {
-        let include = q
-            .get("includeObject")
-            .map(String::as_str)
-            .unwrap_or("Metadata");
-        return json_response(StatusCode::OK, &table(&items, &meta, include));
-    }
-    json_response(StatusCode::OK, &RecordingList::new(items, meta))
 }
 
 /// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/pods/POD/recordings`.
 pub async fn list(
     State(st): State<AppState>,
     Path((ns, pod)): Path<(String, String)>,
+    Extension(auth): Extension<Authenticated>,
     headers: HeaderMap,
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Response, Error> {
-    respond(&st, Some(&ns), Some(&pod), &headers, &q).await
+    respond(&st, &auth.user.user, Some(&ns), Some(&pod), &headers, &q).await
 }
 
 /// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/debugrecordings`.
@@ -240,7 +292,7 @@ pub async fn in_namespace(
 ) -> Result<Response, Error> {
     recorder(&st)?;
     crate::filters::check(&st, &auth.user, &pods_recordings("list", &ns)).await?;
-    respond(&st, Some(&ns), None, &headers, &q).await
+    respond(&st, &auth.user.user, Some(&ns), None, &headers, &q).await
 }
 
 /// `GET /apis/poddebug.dev/v1alpha1/debugrecordings`.
@@ -252,7 +304,7 @@ pub async fn all_namespaces(
 ) -> Result<Response, Error> {
     recorder(&st)?;
     crate::filters::check(&st, &auth.user, &pods_recordings("list", "")).await?;
-    respond(&st, None, None, &headers, &q).await
+    respond(&st, &auth.user.user, None, None, &headers, &q).await
 }
 
 /// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/debugrecordings/ID`: the `DebugRecording` object
@@ -286,7 +338,12 @@ pub async fn get_in_namespace(
     if super::table::wants_table(&headers) {
         return json_response(
             StatusCode::OK,
-            &table(std::slice::from_ref(&obj), &ListMeta::default(), "Metadata"),
+            &table(
+                std::slice::from_ref(&obj),
+                &ListMeta::default(),
+                "Metadata",
+                false,
+            ),
         );
     }
     json_response(StatusCode::OK, &obj)

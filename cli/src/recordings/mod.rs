@@ -1,4 +1,4 @@
-//! `recordings`: session recordings, as evidence.
+//! `recordings`: session recordings, searched and verified as evidence.
 
 use std::path::PathBuf;
 
@@ -6,11 +6,16 @@ use clap::Subcommand;
 
 use crate::output::Format;
 
+mod search;
 pub mod verify;
 
 /// `kubectl poddebug recordings …`.
 #[derive(Subcommand, Debug)]
 pub enum RecordingsCmd {
+    /// Find the recordings whose commands or output hold TEXT (case-insensitive), with the
+    /// lines that hold it and when in the session.
+    #[command(after_help = search::EXAMPLES)]
+    Search(search::SearchArgs),
     /// Verify a recording without trusting the server: its bytes against the SHA-256 of each
     /// part, the hash chain and the Ed25519 signature of its metadata, with the public keys
     /// (the cluster's recordingkeys, or --keys). Exit code 0: Verified; 3: Truncated;
@@ -62,6 +67,10 @@ pub async fn run(
     cmd: RecordingsCmd,
 ) -> std::process::ExitCode {
     match cmd {
+        RecordingsCmd::Search(args) => match client {
+            Some(c) => search::run(c, ns, args).await,
+            None => std::process::ExitCode::FAILURE,
+        },
         RecordingsCmd::Verify {
             id,
             pod,

@@ -2,6 +2,7 @@
 
 mod body;
 mod commands;
+mod index;
 mod names;
 mod origins;
 mod request;
@@ -38,6 +39,12 @@ pub const TARGETS: &[Target] = &[
         about: "the line editor that derives a session's commands from its recorded input: any split gives the same lines, within their bounds",
         run: commands::run,
         seeds: commands::seeds,
+    },
+    Target {
+        name: "index",
+        about: "a recording's search index: the output's text with escape sequences parsed out (any split gives the same lines), the index read back and searched",
+        run: index::run,
+        seeds: index::seeds,
     },
     Target {
         name: "names",

@@ -12,7 +12,10 @@
 //!   `truncated`);
 //! - `NAMESPACE/POD/ID/commands.json`: the commands derived from the recorded input (with
 //!   `--record-input`), rewritten with the part that holds the input they came from; bounded
-//!   ([`crate::commands::MAX_COMMANDS`], [`crate::commands::MAX_COMMAND_BYTES`]).
+//!   ([`crate::commands::MAX_COMMANDS`], [`crate::commands::MAX_COMMAND_BYTES`]);
+//! - `NAMESPACE/POD/ID/index`: the search index of its commands and output ([`index`]),
+//!   rewritten with the parts that hold new lines of them, and at the end; bounded
+//!   ([`crate::index::MAX_TEXT`]).
 //!
 //! The metadata carries the record key's MAC ([`Purpose::Recording`]) over its location and its
 //! content, written anew with each rewrite; so do the commands
@@ -42,6 +45,9 @@ use poddebug_types::evidence::VerificationStatus;
 use poddebug_types::{RecordingCommand, RecordingCommandList};
 
 use crate::keys::{Keys, SharedKeys};
+
+pub mod index;
+pub use index::{IndexRead, MAX_INDEX_OBJECT};
 use serde::{Deserialize, Serialize};
 
 /// The metadata of one recording (the `ID.json` object and one item of the list).
@@ -875,7 +881,7 @@ mod tests {
         }
     }
 
-    fn temp_store(tag: &str) -> (Store, std::path::PathBuf) {
+    pub(super) fn temp_store(tag: &str) -> (Store, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("poddebug-{tag}-{:x}", rand::random::<u64>()));
         let key = SharedRecordKey::loaded(poddebug_storage::record_key::RecordKey::generate());
         let store = Store::dir(&dir)

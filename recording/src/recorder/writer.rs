@@ -19,6 +19,7 @@ use super::tap::{Item, TapShared};
 use crate::asciicast::{self, Capped, Header, Utf8Carry};
 use crate::chain::{hex, sha256};
 use crate::commands::CommandLog;
+use crate::index::IndexBuilder;
 use poddebug_types::evidence::{Evidence, PartDigest};
 
 /// How long a writer, once woken by a chunk, lets more gather before it writes them.
@@ -45,7 +46,9 @@ const FLUSH_AT: usize = 1 << 20;
 /// each part (and every interval while the session is idle), so that a recording whose replica
 /// died is told from one still being written. A session holds at most about `PART_BYTES` plus
 /// one batch ([`FLUSH_AT`]) in memory. The commands derived from the input are written before
-/// the metadata that counts them, each time new ones were submitted.
+/// the metadata that counts them, each time new ones were submitted; so is the search index,
+/// each time it holds new lines (and at the end), so that a replica that dies loses no more of
+/// it than of the recording.
 pub(super) struct PartSink {
     store: Store,
     meta: Metadata,
@@ -88,6 +91,7 @@ impl PartSink {
         &mut self,
         end: bool,
         commands: Option<&mut CommandLog>,
+        index: &mut IndexBuilder,
     ) -> Result<(), StoreError> {
         let due = end || self.pending.len() >= PART_BYTES || self.last.elapsed() >= self.interval;
         if !due {
@@ -134,6 +138,12 @@ impl PartSink {
             }
             self.meta.command_count = Some(log.count());
         }
+        if index.take_changed()
+            && let Err(e) = self.store.write_index(&self.meta, &index.to_json()).await
+        {
+            index.mark_changed();
+            return Err(e);
+        }
         if !end {
             self.meta.bytes = self.stored;
             self.meta.renewed = Some(jiff::Timestamp::now().to_string());
@@ -175,6 +185,10 @@ pub(super) struct Lines {
     pub(super) exit_code: Option<i32>,
     /// The commands derived from the input (with `--record-input`).
     pub(super) commands: Option<CommandLog>,
+    /// The search index of the commands and the output the recording holds.
+    pub(super) index: IndexBuilder,
+    /// Commands of `commands` already in `index`.
+    pub(super) indexed_commands: usize,
 }
 
 impl Lines {
@@ -190,9 +204,19 @@ impl Lines {
                     && !self.capped.truncated()
                 {
                     log.push(t, &data);
+                    for c in log.items().get(self.indexed_commands..).unwrap_or_default() {
+                        self.index.command(c);
+                    }
+                    self.indexed_commands = log.items().len();
                 }
             }
-            Item::Text { input: false, data } => self.text_event(t, "o", &data),
+            Item::Text { input: false, data } => {
+                self.text_event(t, "o", &data);
+                // As the commands: the output the recording holds.
+                if !self.capped.truncated() {
+                    self.index.output(t, &data);
+                }
+            }
             Item::Resize { width, height } if !self.header_written => {
                 self.header.width = width;
                 self.header.height = height;
@@ -331,7 +355,10 @@ impl Writer {
             // A burst is over: give its room back.
             self.lines.buf = Vec::new();
         }
-        let synced = self.sink.sync(end, self.lines.commands.as_mut()).await;
+        let synced = self
+            .sink
+            .sync(end, self.lines.commands.as_mut(), &mut self.lines.index)
+            .await;
         // What is held now: the lines not yet in a part.
         self.held
             .set((self.lines.buf.len() + self.sink.pending.len()) as u64);
@@ -369,6 +396,7 @@ impl Writer {
         }
         if failure.is_none() {
             self.lines.finish_output(last);
+            self.lines.index.finish();
             if !self.lines.header_written {
                 self.lines.write_header();
             }

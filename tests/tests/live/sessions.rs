@@ -766,7 +766,7 @@ async fn recording_text(client: &TestClient, sb: &Sandbox, id: &str) -> Result<S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG) and PODDEBUG_LIVE_RECORDING_STORE"]
-async fn the_commands_typed_through_one_replica_are_served_edited_through_another() {
+async fn the_commands_typed_through_one_replica_are_served_edited_and_found_through_another() {
     if !enabled() {
         return;
     }
@@ -843,6 +843,76 @@ async fn the_commands_typed_through_one_replica_are_served_edited_through_anothe
         None,
     );
     assert!(raw.contains("echo fixed-$((1+2))"), "{raw}");
+
+    // Search through replica 2 finds the session by the command as it was submitted (in any
+    // case) and by what the shell printed, from the index replica 1 wrote with the recording.
+    let search = |text: &str| {
+        let path = format!(
+            "{GV}/namespaces/{}/debugrecordings?search={}",
+            sb.ns,
+            percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC)
+        );
+        let client = two.user(ALICE);
+        async move {
+            let (code, list) = client.get_json(&path).await;
+            assert_eq!(code, StatusCode::OK, "{path}: {list}");
+            list
+        }
+    };
+    let found = search("ECHO FIXED-$((1+2))").await;
+    let item = &found["items"][0];
+    assert_eq!(id_of(item), id, "{found}");
+    let matches = item["status"]["matches"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        matches
+            .iter()
+            .any(|m| m["source"] == "Command" && m["text"] == "echo fixed-$((1+2))"),
+        "{found}"
+    );
+    let printed = search("fixed-3").await;
+    assert!(
+        printed["items"][0]["status"]["matches"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|m| m["source"] == "Output" && m["text"] == "fixed-3"),
+        "{printed}"
+    );
+    assert_eq!(
+        search("echo typo").await["items"][0]["status"]["matches"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["source"] == "Command")
+            .count(),
+        0,
+        "the word rubbed out is in no command"
+    );
+    // Through the aggregator, as kubectl reads it; and text out of bounds is refused there.
+    let raw = poddebug_tests::kubectl::kubectl_ok(
+        &[
+            "get",
+            "--raw",
+            &format!("{GV}/namespaces/{}/debugrecordings?search=fixed-3", sb.ns),
+        ],
+        None,
+    );
+    assert!(raw.contains(&id), "{raw}");
+    let (code, status) = two
+        .user(ALICE)
+        .get_json(&format!(
+            "{GV}/namespaces/{}/debugrecordings?search=ab",
+            sb.ns
+        ))
+        .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["field"], "search",
+        "{status}"
+    );
 
     // The session, its recording and the edited command reached the webhook, each once, as
     // valid OCSF.
