@@ -96,9 +96,13 @@ impl PartSink {
         if !self.pending.is_empty() {
             let data = Bytes::from(std::mem::take(&mut self.pending));
             let n = data.len() as u64;
+            // The part's span of session time: the recording's time table, signed with it.
+            let span = asciicast::event_span(&data);
             let digest = PartDigest {
                 bytes: n,
                 sha256: hex(&sha256(&data)),
+                start_micros: span.map(|s| s.0),
+                end_micros: span.map(|s| s.1),
             };
             self.store.write_part(&self.meta, self.seq, data).await?;
             self.seq += 1;
