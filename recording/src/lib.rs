@@ -18,6 +18,7 @@ pub mod chain;
 pub mod commands;
 pub mod error;
 pub mod keys;
+pub mod range;
 pub mod signing;
 pub mod statement;
 pub mod verify;
