@@ -313,6 +313,11 @@ pub enum Cmd {
         #[arg(long)]
         comment: Option<String>,
     },
+    /// Session recordings: play one.
+    Recordings {
+        #[command(subcommand)]
+        command: crate::recordings::Recordings,
+    },
 }
 
 /// `request`: the request's own flags, then `run`'s.
@@ -331,7 +336,7 @@ pub struct RequestArgs {
 }
 
 /// Subcommand names; any other first word is a pod for `run`.
-const SUBCOMMANDS: [&str; 16] = [
+const SUBCOMMANDS: [&str; 17] = [
     "run",
     "delete",
     "get",
@@ -347,6 +352,7 @@ const SUBCOMMANDS: [&str; 16] = [
     "approve",
     "deny",
     "revoke",
+    "recordings",
     "help",
 ];
 

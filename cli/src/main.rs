@@ -13,6 +13,7 @@ mod jit;
 mod list;
 mod node;
 mod output;
+mod recordings;
 mod request;
 mod run;
 mod session;
@@ -272,6 +273,7 @@ async fn subcommand(client: &kube::Client, ns: &str, command: Cmd) -> ExitCode {
     let ns = ns.to_owned();
     match command {
         Cmd::Run(_) | Cmd::Request(_) => ExitCode::FAILURE,
+        Cmd::Recordings { command } => recordings::run(client, &ns, command).await,
         Cmd::Approve { name, comment } => {
             jit::review(client, &ns, &name, "approve", comment.as_deref()).await
         }

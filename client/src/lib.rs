@@ -44,6 +44,7 @@ mod debug_containers;
 mod error;
 mod nodes;
 mod params;
+mod recordings;
 mod requests;
 mod sessions;
 mod streams;
@@ -58,6 +59,7 @@ pub use debug_containers::{DebugContainers, waiting_reason};
 pub use error::{Error, Result, Status};
 pub use nodes::{NodeDebugContainers, outcome_of as node_outcome_of};
 pub use params::{AttachParams, CreateParams, LogParams};
+pub use recordings::{RecordingRange, Recordings};
 pub use requests::DebugRequests;
 pub use sessions::Sessions;
 
