@@ -19,6 +19,7 @@ pub mod page_server;
 pub mod pki;
 pub mod server;
 pub mod spdy;
+pub mod synthetic;
 pub mod user_proxy;
 pub mod webhook;
 
