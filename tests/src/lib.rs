@@ -17,6 +17,7 @@ pub mod kubectl;
 pub mod ocsf;
 pub mod page_server;
 pub mod pki;
+pub mod playback;
 pub mod server;
 pub mod spdy;
 pub mod synthetic;
