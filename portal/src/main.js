@@ -309,7 +309,14 @@ async function podView(ns, pod, recording = null) {
     );
   }
 
-  await refresh();
+  try {
+    await refresh();
+  } catch (e) {
+    // Someone who may read the pod's recordings but not its debug containers (an auditor)
+    // still gets the rest of the page, with the refusal shown.
+    showError(e);
+    table.replaceChildren(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'Debug containers cannot be listed.')));
+  }
   refreshSessions().catch(() => {});
   const timer = window.setInterval(() => refreshSessions().catch(() => {}), 3000);
   onLeave(() => window.clearInterval(timer));
