@@ -42,6 +42,8 @@ pub fn server_store(url: &str, record_key: &Value, signing_keys: &Value) -> Stor
         .map(|b| RecordKey::from_bytes(b))
         .expect("the record key Secret holds a key");
     let keys = Keys::from_entries(&secret_entries(signing_keys)).expect("the signing keys");
+    // An S3 store's client takes the process's crypto provider, as the server installs it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     Store::from_url(url)
         .expect("the store")
         .authenticated(SharedRecordKey::loaded(key), UntrustedRecords::default())
