@@ -89,7 +89,7 @@ pub async fn check_player(
     wait_js(b, "document.querySelector('#player-commands')").await;
 
     // Paused, then to the eighth command: the screen as it was when it was submitted (the
-    // command typed; what its part recorded before it, and nothing earlier).
+    // part's keyframe, the earlier commands and their output, then the command typed).
     b.click("#player-play").await;
     wait_js(
         b,
@@ -105,7 +105,11 @@ pub async fn check_player(
     )
     .await;
     let screen = b.wait_text(SCREEN, "$ echo step-7").await;
-    assert!(!screen.contains("step-6"), "{screen}");
+    assert!(
+        screen.contains("echo step-6\nstep-6\n$ $ echo step-7")
+            && !screen.contains("step-7\nstep-7"),
+        "{screen}"
+    );
     assert_eq!(player(b, "state").await, "paused");
     let fetches = recording_fetches(b, id).await;
     assert!(
@@ -122,15 +126,18 @@ pub async fn check_player(
         std::fs::write(path, b.screenshot().await).expect("write the screenshot");
     }
 
-    // The scrubber, to 2m10s: minute 2's part draws the screen.
+    // The scrubber, to 2m10s: the screen then (minute 2's output, nothing later).
     choose(b, "#player-scrubber", "130").await;
     wait_js(
         b,
         "document.querySelector('#player').dataset.seeked === '130.000'",
     )
     .await;
-    let screen = b.wait_text(SCREEN, "step-2").await;
-    assert!(!screen.contains("step-3"), "{screen}");
+    let screen = b.wait_text(SCREEN, "step-2\n$").await;
+    assert!(
+        screen.contains("step-1") && !screen.contains("step-3"),
+        "{screen}"
+    );
 
     // 8×, pauses over a second cut to it: resumed, playback reaches the end (the next
     // windows fetched as it goes), the last command's output on the screen.

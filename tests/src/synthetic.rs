@@ -1,6 +1,6 @@
 //! Long recordings made in a moment: written into the server's store as its recorder writes
-//! them (parts of whole event lines, the metadata with the time table in its signed statement,
-//! the commands), with synthetic session times, signed with the server's own keys (read from
+//! them (parts of whole event lines, each part's keyframe beside it, the metadata with the time
+//! table in its signed statement, the commands), with synthetic session times, signed with the server's own keys (read from
 //! its Secrets), so that the server serves and verifies them as its own.
 
 use std::collections::BTreeMap;
@@ -10,6 +10,7 @@ use bytes::Bytes;
 use poddebug_recording::asciicast::{event_line, event_span};
 use poddebug_recording::chain::{hex, sha256};
 use poddebug_recording::keys::{Keys, SharedKeys};
+use poddebug_recording::recorder::keyframe::Screen;
 use poddebug_recording::recorder::store::{Store, new_id};
 use poddebug_storage::UntrustedRecords;
 use poddebug_storage::record_key::{RecordKey, SharedRecordKey};
@@ -90,6 +91,8 @@ pub async fn write_session(
     });
     let mut steps = Vec::new();
     let mut digests = Vec::new();
+    // The screen its output draws, for each part's keyframe, as the recorder keeps it.
+    let mut screen = Screen::new(80, 24);
     let mut bytes = 0u64;
     for k in 0..minutes {
         let base = f64::from(k * 60);
@@ -111,12 +114,27 @@ pub async fn write_session(
         let output = format!("step-{k}");
         part.extend(event_line(at + 0.2, "o", &format!("{output}\r\n")));
         part.extend(event_line(at + 0.3, "o", "$ "));
+        let keyframe = (k > 0).then(|| screen.keyframe());
+        if let Some(kf) = &keyframe {
+            store
+                .write_keyframe(&meta, k, Bytes::from(kf.clone()))
+                .await
+                .expect("write a keyframe");
+        }
+        for line in part.split(|b| *b == b'\n') {
+            if let Ok((_, code, data)) = serde_json::from_slice::<(f64, String, String)>(line)
+                && code == "o"
+            {
+                screen.feed(data.as_bytes());
+            }
+        }
         let span = event_span(&part);
         digests.push(PartDigest {
             bytes: part.len() as u64,
             sha256: hex(&sha256(&part)),
             start_micros: span.map(|s| s.0),
             end_micros: span.map(|s| s.1),
+            keyframe_sha256: keyframe.map(|kf| hex(&sha256(kf.as_bytes()))),
         });
         bytes += part.len() as u64;
         store

@@ -53,32 +53,40 @@ async fn a_long_recording_is_served_by_session_time() {
     assert_eq!(code, 200, "{one}");
     assert_eq!(one["status"]["verification"]["result"], "Verified", "{one}");
 
-    // A range inside minute 7: the header, then part 7 from its start to the end asked for.
+    // A range inside minute 7: the header, the keyframe of part 7 (the screen as minute 7
+    // began), then part 7 from its start to the end asked for.
     let at = steps[7].at;
     let (code, body) = get_text(&alice, &format!("{BASE}/{id}?start={at}&end={}", at + 0.25)).await;
     assert_eq!(code, 200, "{body}");
     let lines: Vec<&str> = body.lines().collect();
     let header: Value = serde_json::from_str(lines[0]).expect("the header");
     assert_eq!(header["version"], 2);
-    let times: Vec<f64> = lines[1..]
+    let events: Vec<(f64, String, String)> = lines[1..]
         .iter()
-        .map(|l| {
-            serde_json::from_str::<(f64, String, String)>(l)
-                .expect("an event")
-                .0
-        })
+        .map(|l| serde_json::from_str(l).expect("an event"))
         .collect();
-    assert_eq!(times.first(), Some(&420.5), "from the part's start: {body}");
-    assert!(times.iter().all(|t| *t <= at + 0.25), "{body}");
-    assert!(body.contains("step-7") && !body.contains("step-6") && !body.contains("step-8"));
-    // The whole recording is still there, and a start alone plays to the end.
+    let (t, code, keyframe) = &events[0];
+    assert_eq!((*t, code.as_str()), (420.5, "o"), "{body}");
+    assert!(
+        keyframe.contains("step-6") && keyframe.contains("step-0"),
+        "{keyframe:?}"
+    );
+    let rest: String = events[1..].iter().map(|e| e.2.as_str()).collect();
+    assert_eq!(events[1].0, 420.5, "from the part's start: {body}");
+    assert!(events.iter().all(|e| e.0 <= at + 0.25), "{body}");
+    assert!(rest.contains("step-7") && !rest.contains("step-6") && !body.contains("step-8"));
+    // The whole recording is still there (no keyframe in it), and a start alone plays to the
+    // end.
     let (_, whole) = get_text(&alice, &format!("{BASE}/{id}")).await;
     assert!(whole.contains("step-0") && whole.contains("step-11"));
+    assert_eq!(whole.matches("step-3").count(), 1, "printed once: {whole}");
     // 600 s is in minute 9's part (minute 10's begins at 600.5), which drew the screen then.
     let (_, tail) = get_text(&alice, &format!("{BASE}/{id}?start=600")).await;
-    assert!(tail.contains("step-9") && tail.contains("step-11") && !tail.contains("step-8"));
+    assert!(tail.contains("step-9") && tail.contains("step-11"));
     let (_, tail) = get_text(&alice, &format!("{BASE}/{id}?start=601")).await;
-    assert!(tail.contains("step-10") && tail.contains("step-11") && !tail.contains("step-9"));
+    let first_event = tail.lines().nth(2).unwrap_or_default();
+    assert!(first_event.starts_with("[600.5,"), "{tail}");
+    assert!(tail.contains("step-10") && tail.contains("step-11"));
 
     // Refusals: not a number (400), out of range (422 with a cause per field).
     let (code, s) = alice.get_json(&format!("{BASE}/{id}?start=5m")).await;

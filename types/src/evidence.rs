@@ -38,6 +38,11 @@ pub struct PartDigest {
     /// Session time of the part's last event, in microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_micros: Option<u64>,
+    /// SHA-256 (lower-case hex) of the part's keyframe, the object `ID/k.key` beside it: what
+    /// redraws the screen as it was when the part begins (absent for the first part, and for
+    /// parts written by an earlier version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyframe_sha256: Option<String>,
 }
 
 /// The signed statement a recording's metadata carries: the SHA-256 of every part written so

@@ -510,6 +510,23 @@ impl Store {
         )))
     }
 
+    /// Write the keyframe of part `seq` of a recording (`NNNNNNNN.key` beside the part;
+    /// [`super::keyframe`]).
+    pub async fn write_keyframe(
+        &self,
+        m: &Metadata,
+        seq: u32,
+        data: Bytes,
+    ) -> Result<(), StoreError> {
+        self.os
+            .put(
+                &self.key(&[&m.namespace, &m.pod, &m.id, &format!("{seq:08}.key")]),
+                PutPayload::from(data),
+            )
+            .await
+            .map(|_| ())
+    }
+
     /// Write part `seq` of a recording.
     pub async fn write_part(&self, m: &Metadata, seq: u32, data: Bytes) -> Result<(), StoreError> {
         self.os
@@ -734,9 +751,18 @@ impl Store {
             .as_ref()
             .and_then(|m| m.evidence.as_ref())
             .and_then(|e| crate::range::parts_for(&e.parts, range));
+        let mut keyframe = None;
         let (header, keys): (Option<Key>, Vec<Key>) = match planned {
             Some(needed) => {
                 let first = *needed.start();
+                if let Some(part) = meta
+                    .as_ref()
+                    .and_then(|m| m.evidence.as_ref())
+                    .and_then(|e| e.parts.get(first))
+                    .filter(|_| first > 0)
+                {
+                    keyframe = self.keyframe_event(namespace, pod, id, first, part).await?;
+                }
                 let header = (first > 0).then(|| self.part_key(namespace, pod, id, 0));
                 let keys = needed
                     .filter_map(|i| u32::try_from(i).ok())
@@ -775,6 +801,7 @@ impl Store {
         struct Reading {
             os: Arc<dyn ObjectStore>,
             header: Option<Key>,
+            keyframe: Option<Vec<u8>>,
             keys: std::collections::VecDeque<Key>,
             filter: crate::range::LineFilter,
             failed: bool,
@@ -782,6 +809,7 @@ impl Store {
         let state = Reading {
             os: self.os.clone(),
             header,
+            keyframe,
             keys: keys.into(),
             filter: crate::range::LineFilter::new(range),
             failed: false,
@@ -814,6 +842,10 @@ impl Store {
                     Ok(line) => {
                         let mut out = st.filter.push(&line);
                         out.extend(st.filter.finish_part());
+                        // The screen as the first part read begins, right after the header.
+                        if let Some(k) = st.keyframe.take() {
+                            out.extend(k);
+                        }
                         (Ok(Bytes::from(out)), st)
                     }
                     Err(e) => {
@@ -840,6 +872,41 @@ impl Store {
             })
         });
         Ok(Some(stream.boxed()))
+    }
+
+    /// The keyframe of part `seq` as an output event at the part's first event time, when the
+    /// statement names one and the object beside the part is the one it names (a changed or
+    /// missing keyframe is left out: the part still plays, from a blank screen).
+    async fn keyframe_event(
+        &self,
+        namespace: &str,
+        pod: &str,
+        id: &str,
+        seq: usize,
+        part: &poddebug_types::evidence::PartDigest,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let (Some(want), Some(start), Ok(seq)) =
+            (&part.keyframe_sha256, part.start_micros, u32::try_from(seq))
+        else {
+            return Ok(None);
+        };
+        let key = self.key(&[namespace, pod, id, &format!("{seq:08}.key")]);
+        let data = match self.os.get(&key).await {
+            Ok(r) => r.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if crate::chain::hex(&crate::chain::sha256(&data)) != *want {
+            tracing::warn!(%namespace, %pod, %id, part = seq, "a keyframe is not the one the statement names: left out");
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&data);
+        // Microseconds to seconds: exact for the times a session reaches.
+        Ok(Some(crate::asciicast::event_line(
+            start as f64 / 1e6,
+            "o",
+            &text,
+        )))
     }
 
     /// How the recording verifies against the signed statement of its metadata: every part
@@ -1193,6 +1260,7 @@ mod tests {
         let mut m = meta(&new_id(jiff::Timestamp::now()), "2026-01-01T00:00:00Z");
         let mut parts = Vec::new();
         let mut digests = Vec::new();
+        let mut screen = super::super::keyframe::Screen::new(80, 24);
         for k in 0..minutes {
             let mut data = Vec::new();
             if k == 0 {
@@ -1202,12 +1270,25 @@ mod tests {
                 let t = f64::from(k * 60 + s) + 0.5;
                 data.extend(crate::asciicast::event_line(t, "o", &format!("{t}\r\n")));
             }
+            let keyframe = (k > 0).then(|| screen.keyframe());
+            if let Some(kf) = &keyframe {
+                store
+                    .write_keyframe(&m, k, Bytes::from(kf.clone()))
+                    .await
+                    .unwrap();
+            }
+            for s in 0..60 {
+                let t = f64::from(k * 60 + s) + 0.5;
+                screen.feed(format!("{t}\r\n").as_bytes());
+            }
             let span = crate::asciicast::event_span(&data);
             digests.push(poddebug_types::evidence::PartDigest {
                 bytes: data.len() as u64,
                 sha256: crate::chain::hex(&crate::chain::sha256(&data)),
                 start_micros: span.map(|s| s.0),
                 end_micros: span.map(|s| s.1),
+                keyframe_sha256: keyframe
+                    .map(|kf| crate::chain::hex(&crate::chain::sha256(kf.as_bytes()))),
             });
             store
                 .write_part(&m, k, Bytes::from(data.clone()))
@@ -1248,11 +1329,23 @@ mod tests {
         let doc = range(&store, &id, 200.0, Some(210.0)).await;
         let lines: Vec<&str> = doc.lines().collect();
         assert!(lines[0].starts_with("{\"version\":2"), "{doc}");
-        // From the part's start (the screen at 200 s is drawn by what came before in it) to
-        // the end asked for.
-        assert_eq!(lines[1], "[180.5,\"o\",\"180.5\\r\\n\"]");
+        // The keyframe (the screen as part 3 begins: the last 24 lines of part 2), then from
+        // the part's start (the screen at 200 s is drawn by what came before in it) to the end
+        // asked for.
+        let (t, code, screen): (f64, String, String) = serde_json::from_str(lines[1]).unwrap();
+        assert_eq!((t, code.as_str()), (180.5, "o"));
+        assert!(
+            screen.contains("179.5") && screen.contains("157.5") && !screen.contains("119.5"),
+            "{screen}"
+        );
+        assert_eq!(lines[2], "[180.5,\"o\",\"180.5\\r\\n\"]");
         assert_eq!(lines.last(), Some(&"[209.5,\"o\",\"209.5\\r\\n\"]"));
-        assert_eq!(lines.len(), 1 + 30);
+        assert_eq!(lines.len(), 2 + 30);
+        // A keyframe changed in the store is not the one the statement names: left out.
+        std::fs::write(dir.join(format!("ns/pod/{id}/00000003.key")), "forged").unwrap();
+        let doc = range(&store, &id, 200.0, Some(210.0)).await;
+        assert!(!doc.contains("forged") && !doc.contains("179.5"), "{doc}");
+        assert_eq!(doc.lines().count(), 1 + 30);
         // The whole recording cannot be read any more; a range past its end reads part 11 only
         // (gone): an error, not a panic or a hang.
         assert!(

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::keyframe::Screen;
 use super::memory::Held;
 use super::session::exit_code_of_status;
 use super::store::{Metadata, PART_BYTES, Store, StoreError};
@@ -57,6 +58,8 @@ pub(super) struct PartSink {
     /// The size and SHA-256 of each part written, shared with the session, which signs them in
     /// the final metadata.
     digests: Digests,
+    /// The keyframe of the next part: the screen when the last part written ended.
+    keyframe: Option<String>,
 }
 
 /// The digests of a recording's parts written so far.
@@ -78,6 +81,7 @@ impl PartSink {
             last: Instant::now(),
             stored: 0,
             digests,
+            keyframe: None,
         }
     }
 
@@ -88,6 +92,7 @@ impl PartSink {
         &mut self,
         end: bool,
         commands: Option<&mut CommandLog>,
+        screen: Option<&Screen>,
     ) -> Result<(), StoreError> {
         let due = end || self.pending.len() >= PART_BYTES || self.last.elapsed() >= self.interval;
         if !due {
@@ -98,14 +103,30 @@ impl PartSink {
             let n = data.len() as u64;
             // The part's span of session time: the recording's time table, signed with it.
             let span = asciicast::event_span(&data);
+            // The screen as this part begins, beside it (written first: a part is never
+            // listed without its keyframe).
+            let keyframe = match self.keyframe.take() {
+                Some(k) => {
+                    let digest = hex(&sha256(k.as_bytes()));
+                    self.store
+                        .write_keyframe(&self.meta, self.seq, Bytes::from(k))
+                        .await?;
+                    Some(digest)
+                }
+                None => None,
+            };
             let digest = PartDigest {
                 bytes: n,
                 sha256: hex(&sha256(&data)),
                 start_micros: span.map(|s| s.0),
                 end_micros: span.map(|s| s.1),
+                keyframe_sha256: keyframe,
             };
             self.store.write_part(&self.meta, self.seq, data).await?;
             self.seq += 1;
+            // Everything drawn so far is in the parts written: the screen now is where the
+            // next part begins.
+            self.keyframe = screen.map(Screen::keyframe);
             self.stored += n;
             if let Ok(mut d) = self.digests.lock() {
                 d.push(digest);
@@ -166,6 +187,8 @@ pub(super) struct Lines {
     pub(super) exit_code: Option<i32>,
     /// The commands derived from the input (with `--record-input`).
     pub(super) commands: Option<CommandLog>,
+    /// The screen the recorded output draws (from the header on), for the parts' keyframes.
+    pub(super) screen: Option<Screen>,
 }
 
 impl Lines {
@@ -189,6 +212,9 @@ impl Lines {
                 self.header.height = height;
             }
             Item::Resize { width, height } => {
+                if let Some(screen) = &mut self.screen {
+                    screen.resize(width, height);
+                }
                 let line = asciicast::event_line(t, "r", &format!("{width}x{height}"));
                 let start = self.buf.len();
                 self.buf.extend_from_slice(&line);
@@ -212,6 +238,13 @@ impl Lines {
         let start = self.buf.len();
         if asciicast::push_event(&mut self.buf, t, code, |out| carry.push_escaped(data, out)) {
             self.admit(start);
+            // What the recording holds is what its screen draws.
+            if code == "o"
+                && self.buf.len() > start
+                && let Some(screen) = &mut self.screen
+            {
+                screen.feed(data);
+            }
         }
     }
 
@@ -260,6 +293,7 @@ impl Lines {
 
     pub(super) fn write_header(&mut self) {
         self.header_written = true;
+        self.screen = Some(Screen::new(self.header.width, self.header.height));
         let line = asciicast::header_line(&self.header);
         // The header always fits: the cap is at least MIN_CAP.
         self.capped.admit(&line);
@@ -322,7 +356,14 @@ impl Writer {
             // A burst is over: give its room back.
             self.lines.buf = Vec::new();
         }
-        let synced = self.sink.sync(end, self.lines.commands.as_mut()).await;
+        let synced = self
+            .sink
+            .sync(
+                end,
+                self.lines.commands.as_mut(),
+                self.lines.screen.as_ref(),
+            )
+            .await;
         // What is held now: the lines not yet in a part.
         self.held
             .set((self.lines.buf.len() + self.sink.pending.len()) as u64);
