@@ -4,6 +4,7 @@ mod body;
 mod commands;
 mod names;
 mod origins;
+mod range;
 mod request;
 mod streams;
 
@@ -38,6 +39,12 @@ pub const TARGETS: &[Target] = &[
         about: "the line editor that derives a session's commands from its recorded input: any split gives the same lines, within their bounds",
         run: commands::run,
         seeds: commands::seeds,
+    },
+    Target {
+        name: "recording-range",
+        about: "reading a recording by session time: any split of the parts read gives the same document, one header, events up to the end",
+        run: range::run,
+        seeds: range::seeds,
     },
     Target {
         name: "names",
