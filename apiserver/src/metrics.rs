@@ -409,6 +409,21 @@ impl Metrics {
         }
     }
 
+    /// Verifications of recordings (`status.verification`) by outcome: `hashed` (every part
+    /// read) or `reused` (the verdict of unchanged objects).
+    pub fn register_recording_verifications(
+        &self,
+        counts: Family<poddebug_recording::recorder::verified::OutcomeLabels, Counter>,
+    ) {
+        if let Ok(mut reg) = self.product.lock() {
+            reg.register(
+                "recording_verifications",
+                "Recordings verified on read, by outcome: hashed (every part read) or reused (the verdict reached on the same unchanged objects)",
+                counts,
+            );
+        }
+    }
+
     /// Serve the storage's count of Events it could not write as `poddebug_events_failed_total`.
     pub fn register_events_failed(&self, c: &Counter) {
         if let Ok(mut reg) = self.product.lock() {

@@ -7,7 +7,7 @@ use axum::routing::get;
 use crate::filters::handler_chain;
 use crate::handlers::{
     attach, copies, copy_collection, debug, discovery, health, list, log, nodes, not_found, portal,
-    profiles, recordings, requests, sessions,
+    profiles, recording_keys, recordings, requests, sessions,
 };
 use crate::state::AppState;
 
@@ -119,6 +119,15 @@ pub fn app(state: AppState) -> Router {
         .route(
             &format!("{ns_pods}/recordings/{{id}}/commands"),
             get(recordings::commands),
+        )
+        .route(
+            &format!("{ns_pods}/recordings/{{id}}/evidence"),
+            get(recordings::evidence),
+        )
+        .route(&format!("{GV}/recordingkeys"), get(recording_keys::list))
+        .route(
+            &format!("{GV}/recordingkeys/{{id}}"),
+            get(recording_keys::get),
         )
         .route(
             &format!("{GV}/debugrecordings"),

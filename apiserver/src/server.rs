@@ -421,6 +421,7 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
     };
     if let Some(r) = &state.recorder {
         r.spawn_sweeper(expiry.leading(), metrics.recordings_deleted.clone());
+        metrics.register_recording_verifications(r.store().verified().counts());
     }
     let app = routes::app(state);
     spawn_background(

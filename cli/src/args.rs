@@ -257,6 +257,12 @@ pub enum Cmd {
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
+    /// Session recordings: play one, or verify one without trusting the server.
+    Recordings {
+        /// What to do.
+        #[command(subcommand)]
+        command: crate::recordings::RecordingsCmd,
+    },
     /// End a live session, whichever replica relays it (its user is told who ended it).
     Terminate {
         /// The session id (as `sessions` lists it).
@@ -312,11 +318,6 @@ pub enum Cmd {
         /// Why (recorded in the request's reviews).
         #[arg(long)]
         comment: Option<String>,
-    },
-    /// Session recordings: play one.
-    Recordings {
-        #[command(subcommand)]
-        command: crate::recordings::Recordings,
     },
 }
 

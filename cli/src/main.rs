@@ -186,6 +186,13 @@ pub(crate) async fn print_logs(
 
 async fn run(cli: Cli, options: &ConnectOptions) -> ExitCode {
     let g = &cli.global;
+    // Offline verification contacts no cluster (a third party may have none).
+    if let Cmd::Recordings { command } = &cli.command
+        && command.offline()
+        && let Cmd::Recordings { command } = cli.command
+    {
+        return recordings::run(None, "", command).await;
+    }
     let (client, default_ns) = match poddebug_client::connect(options).await {
         Ok(c) => c,
         Err(e) => return fail(&e),
@@ -273,7 +280,6 @@ async fn subcommand(client: &kube::Client, ns: &str, command: Cmd) -> ExitCode {
     let ns = ns.to_owned();
     match command {
         Cmd::Run(_) | Cmd::Request(_) => ExitCode::FAILURE,
-        Cmd::Recordings { command } => recordings::run(client, &ns, command).await,
         Cmd::Approve { name, comment } => {
             jit::review(client, &ns, &name, "approve", comment.as_deref()).await
         }
@@ -352,6 +358,7 @@ async fn subcommand(client: &kube::Client, ns: &str, command: Cmd) -> ExitCode {
             pod,
             output,
         } => sessions::list(client, &ns, all_namespaces, pod.as_deref(), output).await,
+        Cmd::Recordings { command } => recordings::run(Some(client), &ns, command).await,
         Cmd::Terminate { session } => sessions::terminate(client, &ns, &session).await,
         Cmd::Join {
             session,

@@ -1,8 +1,13 @@
-//! Session recordings of a pod: reading one (asciicast v2) whole or by session time, for a
-//! player.
+//! Recordings of debug sessions: read one recording's metadata (`DebugRecording`), its bytes
+//! (whole, or by session time for a player), its evidence, and the public keys recordings are
+//! signed with — what a verifier that does not trust the server needs
+//! (`poddebug-recording`'s `verify::StreamVerifier` checks them).
 
 use futures::AsyncBufRead;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use poddebug_types::Recording;
+use poddebug_types::evidence::{RecordingEvidence, RecordingKeyList};
+use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
 
@@ -16,14 +21,15 @@ fn esc(s: &str) -> String {
 /// there to the end; neither reads the whole recording.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RecordingRange {
-    /// Session time to play from: the answer begins with the part of the recording that
-    /// holds it (its events before `start` draw the screen as it was).
+    /// Session time to play from: the answer begins with the screen as the part of the
+    /// recording that holds it began (its keyframe), then that part from its start (its
+    /// events before `start` draw the screen as it was).
     pub start: Option<f64>,
     /// Session time to stop at.
     pub end: Option<f64>,
 }
 
-/// The recordings of the pods of one namespace.
+/// The recordings of a namespace.
 #[derive(Clone)]
 pub struct Recordings {
     client: kube::Client,
@@ -38,6 +44,14 @@ impl std::fmt::Debug for Recordings {
     }
 }
 
+fn get_request(uri: String) -> Result<http::Request<Vec<u8>>> {
+    http::Request::builder()
+        .method(http::Method::GET)
+        .uri(uri)
+        .body(Vec::new())
+        .map_err(|e| Error::InvalidParams(e.to_string()))
+}
+
 impl Recordings {
     /// The recordings of namespace `ns`.
     pub fn new(client: kube::Client, ns: &str) -> Self {
@@ -45,6 +59,45 @@ impl Recordings {
             client,
             namespace: ns.to_owned(),
         }
+    }
+
+    async fn get_json<T: DeserializeOwned>(&self, uri: String) -> Result<T> {
+        let text = self.client.request_text(get_request(uri)?).await?;
+        serde_json::from_str(&text).map_err(Error::Decode)
+    }
+
+    fn file(&self, pod: &str, id: &str) -> String {
+        format!(
+            "{GV}/namespaces/{}/pods/{}/recordings/{}",
+            esc(&self.namespace),
+            esc(pod),
+            esc(id)
+        )
+    }
+
+    /// Recording `id` as an object (`debugrecordings/ID`), with the server's own
+    /// `status.verification`.
+    pub async fn get(&self, id: &str) -> Result<Recording> {
+        self.get_json(format!(
+            "{GV}/namespaces/{}/debugrecordings/{}",
+            esc(&self.namespace),
+            esc(id)
+        ))
+        .await
+    }
+
+    /// The metadata of recording `id` of pod `pod` as stored and signed.
+    pub async fn evidence(&self, pod: &str, id: &str) -> Result<RecordingEvidence> {
+        self.get_json(format!("{}/evidence", self.file(pod, id)))
+            .await
+    }
+
+    /// The bytes of recording `id` of pod `pod` (asciicast v2), as they stream in.
+    pub async fn bytes(&self, pod: &str, id: &str) -> Result<impl AsyncBufRead + use<>> {
+        Ok(self
+            .client
+            .request_stream(get_request(self.file(pod, id))?)
+            .await?)
     }
 
     /// Recording `id` of pod `pod` as asciicast v2 (the header line, then one event a line),
@@ -55,23 +108,20 @@ impl Recordings {
         id: &str,
         range: &RecordingRange,
     ) -> Result<impl AsyncBufRead + use<>> {
-        let mut path = format!(
-            "{GV}/namespaces/{}/pods/{}/recordings/{}",
-            esc(&self.namespace),
-            esc(pod),
-            esc(id)
-        );
+        let mut uri = self.file(pod, id);
         let query: Vec<String> = [("start", range.start), ("end", range.end)]
             .into_iter()
             .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
             .collect();
         if !query.is_empty() {
-            path.push('?');
-            path.push_str(&query.join("&"));
+            uri.push('?');
+            uri.push_str(&query.join("&"));
         }
-        let req = http::Request::get(path)
-            .body(Vec::new())
-            .map_err(|e| Error::InvalidParams(e.to_string()))?;
-        Ok(self.client.request_stream(req).await?)
+        Ok(self.client.request_stream(get_request(uri)?).await?)
+    }
+
+    /// The public keys recordings are signed with (`recordingkeys`, cluster-scoped).
+    pub async fn keys(&self) -> Result<RecordingKeyList> {
+        self.get_json(format!("{GV}/recordingkeys")).await
     }
 }

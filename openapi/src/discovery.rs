@@ -149,6 +149,8 @@ mod tests {
                  "kind": "DebugRecordingList", "verbs": ["get"]},
                 {"name": "pods/sessions", "singularName": "", "namespaced": true,
                  "kind": "DebugSession", "verbs": ["delete", "get", "list"]},
+                {"name": "recordingkeys", "singularName": "recordingkey", "namespaced": false,
+                 "kind": "RecordingKey", "verbs": ["get", "list"]},
             ])
         );
         let names: Vec<_> = list["resources"]

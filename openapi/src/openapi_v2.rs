@@ -114,7 +114,7 @@ mod tests {
         let doc = openapi_v2();
         assert_eq!(doc["swagger"], "2.0");
         assert!(doc["info"]["title"].is_string() && doc["info"]["version"].is_string());
-        assert!(doc["paths"].as_object().is_some_and(|p| p.len() == 35));
+        assert!(doc["paths"].as_object().is_some_and(|p| p.len() == 38));
     }
 
     #[test]

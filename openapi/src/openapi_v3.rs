@@ -152,7 +152,7 @@ mod tests {
     fn document_shape() {
         let doc = openapi_v3_group_version();
         assert_eq!(doc["openapi"], "3.0.0");
-        assert!(doc["paths"].as_object().is_some_and(|p| p.len() == 35));
+        assert!(doc["paths"].as_object().is_some_and(|p| p.len() == 38));
         assert!(doc["components"]["schemas"]["io.k8s.api.core.v1.Container"].is_object());
     }
 

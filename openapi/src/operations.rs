@@ -819,6 +819,10 @@ mod tests {
                 vec!["get"],
             ),
             (
+                format!("{p}/namespaces/{{namespace}}/pods/{{name}}/recordings/{{id}}/evidence"),
+                vec!["get"],
+            ),
+            (
                 format!("{p}/namespaces/{{namespace}}/pods/{{name}}/sessions"),
                 vec!["get"],
             ),
@@ -836,6 +840,8 @@ mod tests {
             (format!("{p}/nodes/{{name}}/log"), vec!["get"]),
             (format!("{p}/poddebugcontainers"), vec!["get"]),
             (format!("{p}/poddebugcopies"), vec!["get"]),
+            (format!("{p}/recordingkeys"), vec!["get"]),
+            (format!("{p}/recordingkeys/{{name}}"), vec!["get"]),
         ];
         let got: Vec<(String, Vec<&str>)> = items
             .iter()
@@ -946,7 +952,8 @@ mod tests {
                         if item.path.ends_with('}')
                             || item.path.ends_with("/log")
                             || item.path.ends_with("/recordings")
-                            || item.path.ends_with("/commands") =>
+                            || item.path.ends_with("/commands")
+                            || item.path.ends_with("/evidence") =>
                     {
                         "get"
                     }

@@ -397,7 +397,10 @@ pub const RESOURCES: &[Resource] = &[
             item: "id",
             item_description: "id of the recording",
             media_types: &["application/x-asciicast"],
-            derived: &[("commands", "DebugRecordingCommandList")],
+            derived: &[
+                ("commands", "DebugRecordingCommandList"),
+                ("evidence", "DebugRecordingEvidence"),
+            ],
             options: crate::params::RECORDING_RANGE,
         },
     },
@@ -415,6 +418,18 @@ pub const RESOURCES: &[Resource] = &[
             item: "session",
             item_description: "id of the session",
         },
+    },
+    Resource {
+        name: "recordingkeys",
+        singular_name: "recordingkey",
+        parent_kind: "",
+        scope: Scope::Cluster,
+        kind: Gvk::poddebug("RecordingKey"),
+        list_kind: Some("RecordingKeyList"),
+        verbs: &[Verb::Get, Verb::List],
+        short_names: &[],
+        categories: &[],
+        shape: Shape::Objects,
     },
 ];
 

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use poddebug_types::copy::{PodDebugCopy, PodDebugCopyList};
+use poddebug_types::evidence::{RecordingEvidence, RecordingKey, RecordingKeyList};
 use poddebug_types::node::{NodeDebugContainer, NodeDebugContainerList};
 use poddebug_types::request::{Approval, DebugRequest, DebugRequestList};
 use poddebug_types::{
@@ -31,7 +32,7 @@ pub(crate) struct KindSchema {
 }
 
 /// Every kind with a definition and `x-kubernetes-group-version-kind`.
-pub(crate) fn kinds() -> [KindSchema; 17] {
+pub(crate) fn kinds() -> [KindSchema; 20] {
     [
         KindSchema {
             gvk: Gvk::poddebug("PodDebugContainer"),
@@ -60,6 +61,18 @@ pub(crate) fn kinds() -> [KindSchema; 17] {
         KindSchema {
             gvk: Gvk::poddebug("DebugRecordingCommandList"),
             name: RecordingCommandList::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("DebugRecordingEvidence"),
+            name: RecordingEvidence::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("RecordingKey"),
+            name: RecordingKey::schema_name(),
+        },
+        KindSchema {
+            gvk: Gvk::poddebug("RecordingKeyList"),
+            name: RecordingKeyList::schema_name(),
         },
         KindSchema {
             gvk: Gvk::poddebug("DebugSession"),
@@ -130,6 +143,8 @@ pub(crate) fn definitions(dialect: Dialect) -> Map<String, Value> {
     let _ = generator.subschema_for::<DebugProfileList>();
     let _ = generator.subschema_for::<RecordingList>();
     let _ = generator.subschema_for::<RecordingCommandList>();
+    let _ = generator.subschema_for::<RecordingEvidence>();
+    let _ = generator.subschema_for::<RecordingKeyList>();
     let _ = generator.subschema_for::<DebugSessionList>();
     let _ = generator.subschema_for::<PodDebugCopy>();
     let _ = generator.subschema_for::<PodDebugCopyList>();

@@ -27,6 +27,7 @@ pub mod rate;
 pub mod session;
 pub mod store;
 pub mod tap;
+pub mod verified;
 pub mod writer;
 
 use std::sync::Arc;

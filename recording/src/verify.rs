@@ -273,5 +273,99 @@ pub fn verify_parts(
     v.finish()
 }
 
+/// Verifying a recording from its bytes in one piece, as `GET …/pods/POD/recordings/ID`
+/// serves them (the parts concatenated, in order): what `kubectl poddebug recordings verify`
+/// and a third party do, holding only the recording, its metadata
+/// (`GET …/recordings/ID/evidence`) and the public keys (`recordingkeys`).
+///
+/// The bytes are cut where the statement's part sizes say each part ends, and each piece is
+/// hashed as it streams past; what follows the listed parts is one more, unlisted part. A part
+/// missing or changed in size shifts every cut after it: the first piece that does not hold
+/// is the part named, as the store-side verification names it. Unlike that one, the bytes in
+/// one piece cannot tell two parts added after the listed ones from one: both read as one
+/// unlisted part (still `Tampered` once the recording is complete, `Truncated` otherwise).
+#[derive(Debug)]
+pub struct StreamVerifier {
+    /// Size of each listed part.
+    sizes: Vec<u64>,
+    /// Size and digest of each piece cut so far.
+    pieces: Vec<(u64, Digest)>,
+    current: crate::chain::Hasher,
+    /// Bytes hashed into `current`.
+    in_current: u64,
+    /// Bytes after the listed parts.
+    trailing: u64,
+}
+
+impl StreamVerifier {
+    /// A verifier of the recording `record` describes.
+    pub fn new(record: &RecordingRecord) -> StreamVerifier {
+        let sizes = record
+            .evidence
+            .as_ref()
+            .map(|e| e.parts.iter().map(|p| p.bytes).collect())
+            .unwrap_or_default();
+        StreamVerifier {
+            sizes,
+            pieces: Vec::new(),
+            current: crate::chain::Hasher::default(),
+            in_current: 0,
+            trailing: 0,
+        }
+    }
+
+    /// The next bytes of the recording.
+    pub fn update(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let Some(&want) = self.sizes.get(self.pieces.len()) else {
+                self.trailing += bytes.len() as u64;
+                return;
+            };
+            let room = want.saturating_sub(self.in_current);
+            let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
+            self.current.update(&bytes[..take]);
+            self.in_current += take as u64;
+            bytes = &bytes[take..];
+            if self.in_current == want {
+                self.cut();
+            }
+        }
+    }
+
+    fn cut(&mut self) {
+        let done = std::mem::take(&mut self.current);
+        self.pieces.push(done.finish());
+        self.in_current = 0;
+    }
+
+    /// The verdict, trusting `keys`; `running`: the recording is still being written (as
+    /// [`running`] tells from its metadata).
+    pub fn finish(
+        mut self,
+        record: &RecordingRecord,
+        keys: &KeySet,
+        running: bool,
+    ) -> VerificationStatus {
+        // A listed part the bytes end inside of is present, and short.
+        if self.in_current > 0 {
+            self.cut();
+        }
+        let mut stored: Vec<u32> = (0..self.pieces.len())
+            .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+            .collect();
+        if self.trailing > 0 {
+            stored.push(u32::try_from(self.sizes.len()).unwrap_or(u32::MAX));
+        }
+        let mut v = Verifier::new(record, keys, stored, running);
+        while let Some(seq) = v.next_part() {
+            let Some((size, digest)) = self.pieces.get(seq as usize) else {
+                break;
+            };
+            v.part(*size, digest);
+        }
+        v.finish()
+    }
+}
+
 #[cfg(test)]
 mod tests;

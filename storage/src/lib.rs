@@ -50,6 +50,7 @@ mod prefetch;
 mod read;
 pub mod record_key;
 mod requests;
+pub mod secret_once;
 mod selector;
 mod sessions;
 pub mod signing_secret;

@@ -20,7 +20,7 @@
 
 use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use ring::hmac;
 
 use crate::StorageError;
@@ -107,38 +107,21 @@ impl RecordKey {
         namespace: &str,
     ) -> Result<RecordKey, StorageError> {
         let secrets: Api<Secret> = Api::namespaced(client, namespace);
-        if let Some(s) = secrets.get_opt(SECRET_NAME).await? {
-            return key_of(&s);
-        }
-        let secret = Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some(SECRET_NAME.to_owned()),
-                namespace: Some(namespace.to_owned()),
-                labels: Some(
-                    [(
-                        "app.kubernetes.io/managed-by".to_owned(),
-                        "poddebug-apiserver".to_owned(),
-                    )]
-                    .into(),
-                ),
-                ..Default::default()
+        let (secret, _) = crate::secret_once::get_or_create(
+            &secrets,
+            SECRET_NAME,
+            || {
+                Ok(crate::secret_once::managed(
+                    SECRET_NAME,
+                    namespace,
+                    "Opaque",
+                    [(SECRET_KEY.to_owned(), random_key().to_vec())].into(),
+                ))
             },
-            type_: Some("Opaque".to_owned()),
-            data: Some(
-                [(
-                    SECRET_KEY.to_owned(),
-                    k8s_openapi::ByteString(random_key().to_vec()),
-                )]
-                .into(),
-            ),
-            ..Default::default()
-        };
-        match secrets.create(&PostParams::default(), &secret).await {
-            Ok(s) => key_of(&s),
-            // Another replica made it first: use its key.
-            Err(kube::Error::Api(e)) if e.code == 409 => key_of(&secrets.get(SECRET_NAME).await?),
-            Err(e) => Err(e.into()),
-        }
+            StorageError::from,
+        )
+        .await?;
+        key_of(&secret)
     }
 
     /// The MAC of `content` for `purpose`.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 
 use crate::StorageError;
 
@@ -21,41 +21,26 @@ pub async fn load_or_create(
     make: impl FnOnce() -> Result<BTreeMap<String, Vec<u8>>, String>,
 ) -> Result<BTreeMap<String, Vec<u8>>, StorageError> {
     let secrets: Api<Secret> = Api::namespaced(client, namespace);
-    if let Some(s) = secrets.get_opt(SECRET_NAME).await? {
-        return Ok(entries(&s));
-    }
-    let data = make().map_err(|e| {
-        StorageError::Api(poddebug_types::ApiError::Internal(format!(
-            "no recording signing key could be made: {e}"
-        )))
-    })?;
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(SECRET_NAME.to_owned()),
-            namespace: Some(namespace.to_owned()),
-            labels: Some(
-                [(
-                    "app.kubernetes.io/managed-by".to_owned(),
-                    "poddebug-apiserver".to_owned(),
-                )]
-                .into(),
-            ),
-            ..Default::default()
+    let (secret, _) = crate::secret_once::get_or_create(
+        &secrets,
+        SECRET_NAME,
+        || {
+            let data = make().map_err(|e| {
+                StorageError::Api(poddebug_types::ApiError::Internal(format!(
+                    "no recording signing key could be made: {e}"
+                )))
+            })?;
+            Ok(crate::secret_once::managed(
+                SECRET_NAME,
+                namespace,
+                "Opaque",
+                data,
+            ))
         },
-        type_: Some("Opaque".to_owned()),
-        data: Some(
-            data.into_iter()
-                .map(|(k, v)| (k, k8s_openapi::ByteString(v)))
-                .collect(),
-        ),
-        ..Default::default()
-    };
-    match secrets.create(&PostParams::default(), &secret).await {
-        Ok(s) => Ok(entries(&s)),
-        // Another replica made it first: use its keys.
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(entries(&secrets.get(SECRET_NAME).await?)),
-        Err(e) => Err(e.into()),
-    }
+        StorageError::from,
+    )
+    .await?;
+    Ok(entries(&secret))
 }
 
 fn entries(s: &Secret) -> BTreeMap<String, Vec<u8>> {

@@ -1461,3 +1461,89 @@ async fn audit_events_reach_the_webhook_once_as_valid_ocsf() {
 
     poddebug_tests::ocsf::assert_valid(&events);
 }
+
+/// `poddebug_audit_webhook_events_total{outcome=…}`.
+async fn webhook_events(client: &TestClient, outcome: &str) -> u64 {
+    let (code, _, body) = client
+        .request(Method::GET, "/metrics", &[], bytes::Bytes::new())
+        .await
+        .expect("metrics");
+    assert_eq!(code, StatusCode::OK);
+    let prefix = format!("poddebug_audit_webhook_events_total{{outcome=\"{outcome}\"}} ");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()).map(str::to_owned))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_makes_the_export_drop_and_count_never_wait() {
+    // A receiver that accepts connections and never answers: every POST hangs until its
+    // timeout, so the export's queue fills.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let hung = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+        }
+    });
+    let flag = format!("--audit-webhook=http://127.0.0.1:{port}/hook");
+    let e = env(&["--record-input", &flag]).await;
+    // One session whose recorded input holds more commands than the queue holds events
+    // (each a Process Activity event at the session's end).
+    const COMMANDS: usize = 1500;
+    let mut c = ws(&e.client, TTY).await;
+    for _ in 0..COMMANDS / 100 {
+        c.stdin(&b"x\r".repeat(100)).await.expect("send");
+    }
+    c.stdin(b"echo last\r").await.expect("send");
+    c.read_until(T, |t| t.stdout_text().contains("echo last"))
+        .await;
+    c.close_channel(ch::STDIN).await.expect("close stdin");
+    c.finish(T).await;
+    let items = ended_recordings(&e.client, 1).await;
+    assert_eq!(
+        items[0]["status"]["commandCount"].as_u64(),
+        Some(COMMANDS as u64 + 1),
+        "{items:?}"
+    );
+    // What did not fit is dropped and counted: at least the events past the queue and the
+    // one POST in flight.
+    const QUEUE: usize = 1024; // the webhook's queue (apiserver/src/webhook.rs)
+    let least = (COMMANDS + 1 - QUEUE - 1) as u64;
+    let deadline = Instant::now() + 3 * T;
+    let dropped = loop {
+        let d = webhook_events(&e.client, "dropped").await;
+        if d >= least {
+            break d;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "dropped {d}, expected at least {least}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(dropped <= COMMANDS as u64 + 3, "{dropped}");
+    // Meanwhile requests are answered (the export never holds them): a create, and another
+    // recorded session.
+    let (code, dc) = e
+        .client
+        .post_json(
+            &format!("{BASE}/debug/after-flood"),
+            &json!({"container": {"image": "busybox:1.36"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{dc}");
+    let mut c = ws(&e.client, TTY).await;
+    c.stdin(b"echo still here\r").await.expect("send");
+    c.read_until(T, |t| t.stdout_text().contains("still here"))
+        .await;
+    c.close_channel(ch::STDIN).await.expect("close stdin");
+    c.finish(T).await;
+    assert_eq!(webhook_events(&e.client, "sent").await, 0);
+    hung.abort();
+}

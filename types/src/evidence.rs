@@ -15,6 +15,8 @@ use crate::API_VERSION;
 pub const KIND_RECORDING_KEY: &str = "RecordingKey";
 /// Kind of the list of public keys.
 pub const KIND_RECORDING_KEY_LIST: &str = "RecordingKeyList";
+/// Kind of a recording's signed metadata as a verifier reads it.
+pub const KIND_RECORDING_EVIDENCE: &str = "DebugRecordingEvidence";
 /// The one signature algorithm.
 pub const ED25519: &str = "Ed25519";
 
@@ -177,6 +179,43 @@ impl RecordingKeyList {
             kind: KIND_RECORDING_KEY_LIST.to_owned(),
             metadata: ListMeta::default(),
             items,
+        }
+    }
+}
+
+/// A recording's metadata as the store holds it and its signed statement covers
+/// (`GET …/pods/POD/recordings/ID/evidence`): with the public keys (`recordingkeys`) and the
+/// recording's bytes, what a third party needs to verify it without trusting the server.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.poddebug.v1alpha1.DebugRecordingEvidence")]
+pub struct RecordingEvidence {
+    /// `poddebug.dev/v1alpha1`.
+    pub api_version: String,
+    /// `DebugRecordingEvidence`.
+    pub kind: String,
+    /// `name` is the recording's id, `namespace` its pod's namespace.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The recording's facts and its signed statement (`evidence`), field for field as stored;
+    /// the record key's MAC, meaningful only to the server, is left out.
+    #[schemars(with = "serde_json::Value")]
+    pub record: crate::RecordingRecord,
+}
+
+impl RecordingEvidence {
+    /// The evidence of `record` (its MAC left out).
+    pub fn new(mut record: crate::RecordingRecord) -> RecordingEvidence {
+        record.mac = None;
+        RecordingEvidence {
+            api_version: API_VERSION.to_owned(),
+            kind: KIND_RECORDING_EVIDENCE.to_owned(),
+            metadata: ObjectMeta {
+                name: Some(record.id.clone()),
+                namespace: Some(record.namespace.clone()),
+                ..Default::default()
+            },
+            record,
         }
     }
 }

@@ -9,12 +9,12 @@
 use std::collections::BTreeMap;
 
 use axum::Extension;
-use axum::body::Body;
+
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use futures::StreamExt;
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderMap, StatusCode};
 use poddebug_storage::{CopySelection, CopyWatchEvent};
 use poddebug_types::ApiError;
 use poddebug_types::copy::{KIND_POD_DEBUG_COPY, PodDebugCopy};
@@ -144,22 +144,13 @@ async fn watch(
         .unwrap_or_else(|| "0".to_owned());
     let timeout =
         super::debug::seconds(q, "timeoutSeconds")?.map(|t| u32::try_from(t).unwrap_or(u32::MAX));
+    let length = super::watch::watch_length(q)?;
     let events = st
         .backend
         .watch_copies(selection, &rv, timeout, &auth.user)
         .await?;
-    let mut drain = st.watch_drain.clone();
-    let lines = events
-        .map(move |ev| Ok::<_, std::io::Error>(encode(ev, wants_table)))
-        .take_until(async move {
-            let _ = drain.wait_for(|d| *d).await;
-        });
-    let mut resp = Body::from_stream(lines).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(resp)
+    let lines = events.map(move |ev| encode(ev, wants_table));
+    Ok(super::watch::streamed(&st, Vec::new(), lines, length))
 }
 
 /// One watch event as a line.
@@ -179,8 +170,7 @@ fn encode(ev: CopyWatchEvent, wants_table: bool) -> Bytes {
         CopyWatchEvent::Bookmark(rv) => {
             let metadata = json!({"resourceVersion": rv});
             let object = if wants_table {
-                json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
-                       "columnDefinitions": [], "rows": []})
+                super::table::envelope(metadata, Vec::new(), Vec::new())
             } else {
                 json!({"kind": KIND_POD_DEBUG_COPY, "apiVersion": poddebug_types::API_VERSION,
                        "metadata": metadata})
@@ -221,24 +211,30 @@ fn table(items: &[PodDebugCopy], resource_version: Option<&str>, include: &str) 
             table_row(cells, o, &o.metadata, include)
         })
         .collect();
-    let mut meta = json!({});
-    if let Some(rv) = resource_version {
-        meta["resourceVersion"] = json!(rv);
-    }
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": meta,
-        "columnDefinitions": [
-            column("Name", "string", "name", "Name of the copy (its pod's name)", 0),
+    super::table::envelope(
+        super::table::list_meta(resource_version),
+        vec![
+            column(
+                "Name",
+                "string",
+                "name",
+                "Name of the copy (its pod's name)",
+                0,
+            ),
             column("Copy Of", "string", "", "The pod copied", 0),
             column("Phase", "string", "", "The copy's pod phase", 0),
-            column("Debug Container", "string", "", "The debug container added to the copy", 0),
+            column(
+                "Debug Container",
+                "string",
+                "",
+                "The debug container added to the copy",
+                0,
+            ),
             column("Node", "string", "", "The node the copy runs on", 1),
             column("Created By", "string", "", "The user who made it", 1),
             column("Expires", "string", "", "When the server deletes it", 1),
             column("Age", "string", "", "Time since creation", 0),
         ],
-        "rows": rows,
-    })
+        rows,
+    )
 }

@@ -16,6 +16,7 @@ pub mod nodes;
 pub mod paging;
 pub mod portal;
 pub mod profiles;
+pub mod recording_keys;
 pub mod recordings;
 pub mod requests;
 pub mod selection;

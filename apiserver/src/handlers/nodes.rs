@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, Query, Request, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use futures::StreamExt;
-use http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use http::{HeaderMap, StatusCode, Uri};
 use poddebug_storage::{CreateKind, NodeDebugRequest, NodeWatchEvent, Phase, Phases, Prefetch};
 use poddebug_types::decode::decode_create_object;
 use poddebug_types::node::{
@@ -396,43 +396,40 @@ async fn watch(
         .unwrap_or_else(|| "0".to_owned());
     let timeout =
         super::debug::seconds(&q, "timeoutSeconds")?.map(|t| u32::try_from(t).unwrap_or(u32::MAX));
+    let length = super::watch::watch_length(&q)?;
     let events = st
         .backend
         .watch_node_debug(node.as_deref(), &rv, timeout)
         .await?;
-    let mut drain = st.watch_drain.clone();
-    let lines = events
-        .map(|ev| {
-            let (kind, object) = match ev {
-                NodeWatchEvent::Added(o) => ("ADDED", serde_json::to_value(o)),
-                NodeWatchEvent::Modified(o) => ("MODIFIED", serde_json::to_value(o)),
-                NodeWatchEvent::Deleted(o) => ("DELETED", serde_json::to_value(o)),
-                NodeWatchEvent::Bookmark(rv) => (
-                    "BOOKMARK",
-                    Ok(json!({"kind": "NodeDebugContainer", "apiVersion": poddebug_types::API_VERSION,
-                              "metadata": {"resourceVersion": rv}})),
-                ),
-                NodeWatchEvent::Error(e) => (
-                    "ERROR",
-                    serde_json::from_slice(&e.to_json()),
-                ),
-            };
-            let mut line = serde_json::to_vec(
-                &json!({"type": kind, "object": object.unwrap_or(serde_json::Value::Null)}),
-            )
-            .unwrap_or_default();
-            line.push(b'\n');
-            Ok::<_, std::io::Error>(Bytes::from(line))
-        })
-        .take_until(async move {
-            let _ = drain.wait_for(|d| *d).await;
-        });
-    let mut resp = Body::from_stream(lines).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(resp)
+    Ok(super::watch::streamed(
+        &st,
+        Vec::new(),
+        events.map(encode),
+        length,
+    ))
+}
+
+/// One watch event as a line.
+fn encode(ev: NodeWatchEvent) -> Bytes {
+    let (kind, object) = match ev {
+        NodeWatchEvent::Added(o) => ("ADDED", serde_json::to_value(o)),
+        NodeWatchEvent::Modified(o) => ("MODIFIED", serde_json::to_value(o)),
+        NodeWatchEvent::Deleted(o) => ("DELETED", serde_json::to_value(o)),
+        NodeWatchEvent::Bookmark(rv) => (
+            "BOOKMARK",
+            Ok(
+                json!({"kind": "NodeDebugContainer", "apiVersion": poddebug_types::API_VERSION,
+                      "metadata": {"resourceVersion": rv}}),
+            ),
+        ),
+        NodeWatchEvent::Error(e) => ("ERROR", serde_json::from_slice(&e.to_json())),
+    };
+    let mut line = serde_json::to_vec(
+        &json!({"type": kind, "object": object.unwrap_or(serde_json::Value::Null)}),
+    )
+    .unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
 }
 
 /// A Table of node debug containers, as `kubectl get nodedebugcontainers` shows it.
@@ -469,26 +466,32 @@ fn table(
             table_row(cells, o, &o.metadata, include)
         })
         .collect();
-    let mut meta = json!({});
-    if let Some(rv) = resource_version {
-        meta["resourceVersion"] = json!(rv);
-    }
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": meta,
-        "columnDefinitions": [
-            column("Name", "string", "name", "Name of the node debug container", 0),
+    super::table::envelope(
+        super::table::list_meta(resource_version),
+        vec![
+            column(
+                "Name",
+                "string",
+                "name",
+                "Name of the node debug container",
+                0,
+            ),
             column("Node", "string", "", "The node", 0),
-            column("Profile", "string", "", "The node profile its pod amounts to", 0),
+            column(
+                "Profile",
+                "string",
+                "",
+                "The node profile its pod amounts to",
+                0,
+            ),
             column("Image", "string", "", "Container image", 0),
             column("State", "string", "", "Waiting, Running or Terminated", 0),
             column("Created By", "string", "", "The user who made it", 1),
             column("Expires", "string", "", "When the server deletes it", 1),
             column("Age", "string", "", "Time since creation", 0),
         ],
-        "rows": rows,
-    })
+        rows,
+    )
 }
 
 /// The query of a stream on `nodes/NODE/debug/NAME/…`: the container is NAME (a `container`

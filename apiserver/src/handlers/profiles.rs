@@ -25,23 +25,33 @@ pub fn describe(p: Profile, cfg: &Config) -> DebugProfile {
 }
 
 fn table(items: &[DebugProfile]) -> serde_json::Value {
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {},
-        "columnDefinitions": [
-            {"name": "Name", "type": "string", "format": "name", "description": "Profile name", "priority": 0},
-            {"name": "Default", "type": "boolean", "format": "", "description": "Used when a request names no profile", "priority": 0},
-            {"name": "Requires-Use", "type": "boolean", "format": "", "description": "Needs the verb use on debugprofiles/<name>", "priority": 0},
-            {"name": "Approvals", "type": "string", "format": "", "description": "Approvals a DebugRequest for it needs (<none>: it cannot be requested)", "priority": 0},
-            {"name": "Description", "type": "string", "format": "", "description": "What the profile does", "priority": 0},
+    use super::table::{column, envelope};
+    envelope(
+        json!({}),
+        vec![
+            column("Name", "string", "name", "Profile name", 0),
+            column("Default", "boolean", "", "Used when a request names no profile", 0),
+            column("Requires-Use", "boolean", "", "Needs the verb use on debugprofiles/<name>", 0),
+            column(
+                "Approvals",
+                "string",
+                "",
+                "Approvals a DebugRequest for it needs (<none>: it cannot be requested)",
+                0,
+            ),
+            column("Description", "string", "", "What the profile does", 0),
         ],
-        "rows": items.iter().map(|p| json!({
-            "cells": [p.metadata.name, p.default, p.requires_use_permission,
-                p.approvals_required.map_or_else(|| "<none>".to_owned(), |n| n.to_string()), p.description],
-            "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": p.metadata},
-        })).collect::<Vec<_>>(),
-    })
+        items
+            .iter()
+            .map(|p| {
+                json!({
+                    "cells": [p.metadata.name, p.default, p.requires_use_permission,
+                        p.approvals_required.map_or_else(|| "<none>".to_owned(), |n| n.to_string()), p.description],
+                    "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": p.metadata},
+                })
+            })
+            .collect(),
+    )
 }
 
 /// `GET /apis/poddebug.dev/v1alpha1/debugprofiles`.

@@ -5,7 +5,10 @@
 //! (`application/x-asciicast`, streamed from the store; with `?start=SECONDS[&end=SECONDS]`, the
 //! part of it a player seeking to `start` needs, [`time_range`]), and
 //! `GET …/namespaces/NS/pods/POD/recordings/ID/commands`, the lines the user submitted, derived
-//! from the recorded input (a `RecordingCommandList`; 404 when input was not recorded).
+//! from the recorded input (a `RecordingCommandList`; 404 when input was not recorded), and
+//! `GET …/namespaces/NS/pods/POD/recordings/ID/evidence`, the metadata as stored and signed (a
+//! `DebugRecordingEvidence`), which with the recording's bytes and the public keys
+//! (`recordingkeys`) is what a verifier needs.
 //!
 //! `GET …/namespaces/NS/debugrecordings/ID` also verifies the recording (`status.verification`):
 //! every part the signed statement of its metadata lists is read and hashed, bounded by the
@@ -405,32 +408,54 @@ pub async fn get(
     Ok(resp)
 }
 
+/// The metadata of recording `id` of `ns/pod`: 404 for an id of another shape, or none stored.
+async fn meta_of(st: &AppState, ns: &str, pod: &str, id: &str) -> Result<RecordingRecord, Error> {
+    let store = recorder(st)?.store();
+    let not_found = || Error::from(ApiError::not_found("recordings", GROUP, id));
+    if !valid_id(id) {
+        return Err(not_found());
+    }
+    store
+        .read_meta(ns, pod, id)
+        .await
+        .map_err(|e| storage_failed(&e))?
+        .ok_or_else(not_found)
+}
+
 /// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/pods/POD/recordings/ID/commands`: authorized
 /// by the handler chain as the recording is (`get` on `pods/recordings`).
 pub async fn commands(
     State(st): State<AppState>,
     Path((ns, pod, id)): Path<(String, String, String)>,
 ) -> Result<Response, Error> {
-    let store = recorder(&st)?.store();
-    let not_found = || Error::from(ApiError::not_found("recordings", GROUP, &id));
-    if !valid_id(&id) {
-        return Err(not_found());
-    }
-    let meta = store
-        .read_meta(&ns, &pod, &id)
-        .await
-        .map_err(|e| storage_failed(&e))?
-        .ok_or_else(not_found)?;
+    let meta = meta_of(&st, &ns, &pod, &id).await?;
     if meta.command_count.is_none() {
         // Its input was not recorded: there is nothing commands could be derived from.
         return Err(ApiError::not_found("recordings", GROUP, &format!("{id}/commands")).into());
     }
-    let list = store
+    let list = recorder(&st)?
+        .store()
         .read_commands(&ns, &pod, &id)
         .await
         .map_err(|e| storage_failed(&e))?
         .ok_or_else(|| storage_failed(&"the commands object is unreadable"))?;
     json_response(StatusCode::OK, &list)
+}
+
+/// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/pods/POD/recordings/ID/evidence`: the
+/// recording's metadata as the store holds it, with its signed statement, for a verifier that
+/// does not trust the server (`kubectl poddebug recordings verify`). Served as read, whether or
+/// not it verifies: judging it is the verifier's work. Authorized by the handler chain as the
+/// recording is (`get` on `pods/recordings`).
+pub async fn evidence(
+    State(st): State<AppState>,
+    Path((ns, pod, id)): Path<(String, String, String)>,
+) -> Result<Response, Error> {
+    let meta = meta_of(&st, &ns, &pod, &id).await?;
+    json_response(
+        StatusCode::OK,
+        &poddebug_types::evidence::RecordingEvidence::new(meta),
+    )
 }
 
 #[cfg(test)]

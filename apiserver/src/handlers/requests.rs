@@ -127,12 +127,7 @@ fn table(items: &[DebugRequest], rv: Option<&str>, include_object: &str) -> Valu
             table_row(cells, r, &r.metadata, include_object)
         })
         .collect();
-    let mut meta = json!({});
-    if let Some(rv) = rv {
-        meta["resourceVersion"] = json!(rv);
-    }
-    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
-        "columnDefinitions": columns, "rows": rows})
+    super::table::envelope(super::table::list_meta(rv), columns, rows)
 }
 
 fn one(r: &DebugRequest, headers: &HeaderMap, code: StatusCode) -> Result<Response, Error> {

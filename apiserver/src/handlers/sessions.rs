@@ -160,12 +160,7 @@ fn table(items: &[DebugSession], rv: Option<&str>, include_object: &str) -> Valu
             table_row(cells, s, &s.metadata, include_object)
         })
         .collect();
-    let mut meta = json!({});
-    if let Some(rv) = rv {
-        meta["resourceVersion"] = json!(rv);
-    }
-    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
-        "columnDefinitions": columns, "rows": rows})
+    super::table::envelope(super::table::list_meta(rv), columns, rows)
 }
 
 /// A list (or, with `?watch=true`, a watch) of the sessions in `scope`.

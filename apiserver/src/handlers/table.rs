@@ -156,6 +156,26 @@ pub fn table_row<T: serde::Serialize>(
     r
 }
 
+/// The list metadata of a Table: `resourceVersion` when there is one.
+pub fn list_meta(resource_version: Option<&str>) -> Value {
+    match resource_version {
+        Some(rv) => json!({ "resourceVersion": rv }),
+        None => json!({}),
+    }
+}
+
+/// A `meta.k8s.io/v1` Table: `metadata`, the `columns` and the `rows` (a watch's BOOKMARK carries
+/// one with metadata alone).
+pub fn envelope(metadata: Value, columns: Vec<Value>, rows: Vec<Value>) -> Value {
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": columns,
+        "rows": rows,
+    })
+}
+
 /// A whole Table.
 pub fn table(
     items: &[PodDebugContainer],
@@ -163,17 +183,11 @@ pub fn table(
     include_object: &str,
 ) -> Value {
     let now = Timestamp::now();
-    let mut meta = json!({});
-    if let Some(rv) = resource_version {
-        meta["resourceVersion"] = json!(rv);
-    }
-    json!({
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": meta,
-        "columnDefinitions": columns(),
-        "rows": items.iter().map(|p| row(p, include_object, now)).collect::<Vec<_>>(),
-    })
+    envelope(
+        list_meta(resource_version),
+        columns(),
+        items.iter().map(|p| row(p, include_object, now)).collect(),
+    )
 }
 
 #[cfg(test)]

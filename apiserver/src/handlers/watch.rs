@@ -41,7 +41,7 @@ fn encode_marker(ev: DebugWatchEvent, table: bool) -> Option<Bytes> {
 /// A BOOKMARK event whose object carries only `metadata`.
 fn bookmark(metadata: Value, table: bool) -> Option<Bytes> {
     let object = if table {
-        json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata, "columnDefinitions": [], "rows": []})
+        super::table::envelope(metadata, Vec::new(), Vec::new())
     } else {
         json!({"kind": "PodDebugContainer", "apiVersion": API_VERSION, "metadata": metadata})
     };

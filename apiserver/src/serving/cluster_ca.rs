@@ -18,7 +18,7 @@ use std::time::Duration;
 use base64::Engine;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 
 use crate::error::StartupError;
 use crate::serving::self_signed::{CERT_FILE, KEY_FILE, subject_names, write_private};
@@ -91,28 +91,15 @@ impl ClusterCa {
     }
 
     fn to_secret(&self, name: &str, namespace: &str) -> Secret {
-        Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.to_owned()),
-                namespace: Some(namespace.to_owned()),
-                labels: Some(
-                    [(
-                        "app.kubernetes.io/managed-by".to_owned(),
-                        "poddebug-apiserver".to_owned(),
-                    )]
-                    .into(),
-                ),
-                ..Default::default()
-            },
-            type_: Some("kubernetes.io/tls".to_owned()),
-            data: Some(
-                [("tls.crt", &self.cert_pem), ("tls.key", &self.key_pem)]
-                    .into_iter()
-                    .map(|(k, v)| (k.to_owned(), k8s_openapi::ByteString(v.as_bytes().to_vec())))
-                    .collect(),
-            ),
-            ..Default::default()
-        }
+        poddebug_storage::secret_once::managed(
+            name,
+            namespace,
+            "kubernetes.io/tls",
+            [("tls.crt", &self.cert_pem), ("tls.key", &self.key_pem)]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.as_bytes().to_vec()))
+                .collect(),
+        )
     }
 
     /// The CA of the Secret `name` in `namespace`, created when there is none (409: another
@@ -126,23 +113,17 @@ impl ClusterCa {
         let cluster = |e: kube::Error| {
             StartupError::Tls(format!("the serving CA Secret {namespace}/{name}: {e}"))
         };
-        if let Some(s) = secrets.get_opt(name).await.map_err(cluster)? {
-            return ClusterCa::from_secret(&s, name);
+        let (secret, created) = poddebug_storage::secret_once::get_or_create(
+            &secrets,
+            name,
+            || Ok(ClusterCa::generate()?.to_secret(name, namespace)),
+            cluster,
+        )
+        .await?;
+        if created {
+            tracing::info!(secret = %format!("{namespace}/{name}"), "created the serving CA");
         }
-        let ca = ClusterCa::generate()?;
-        match secrets
-            .create(&PostParams::default(), &ca.to_secret(name, namespace))
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(secret = %format!("{namespace}/{name}"), "created the serving CA");
-                Ok(ca)
-            }
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                ClusterCa::from_secret(&secrets.get(name).await.map_err(cluster)?, name)
-            }
-            Err(e) => Err(cluster(e)),
-        }
+        ClusterCa::from_secret(&secret, name)
     }
 
     /// [`ClusterCa::load_or_create`], tried again (backing off to 2 s) while kube-apiserver cannot

@@ -197,6 +197,8 @@ pub struct Store {
     /// The Ed25519 keys the metadata's statement is signed with and verified against (none:
     /// recordings are written unsigned).
     signing: Option<SharedKeys>,
+    /// Verdicts already reached, reused while the objects are unchanged.
+    verified: super::verified::Verified,
 }
 
 /// A recording's place in the store: namespace, pod, id.
@@ -260,6 +262,7 @@ impl Store {
                 key: SharedRecordKey::default(),
                 untrusted: UntrustedRecords::default(),
                 signing: None,
+                verified: Default::default(),
             });
         }
         if let Some(rest) = url.strip_prefix("s3://") {
@@ -295,6 +298,7 @@ impl Store {
             key: SharedRecordKey::default(),
             untrusted: UntrustedRecords::default(),
             signing: None,
+            verified: Default::default(),
         })
     }
 
@@ -324,6 +328,16 @@ impl Store {
     pub fn signed_with(mut self, keys: SharedKeys) -> Store {
         self.signing = Some(keys);
         self
+    }
+
+    /// The verdicts of recordings already verified ([`super::verified`]), and their counter.
+    pub fn verified(&self) -> &super::verified::Verified {
+        &self.verified
+    }
+
+    /// Whether the metadata written is signed (and so whether parts are worth hashing).
+    pub fn signs(&self) -> bool {
+        self.signing.is_some()
     }
 
     /// The keys recordings are signed with, once loaded (none when recordings are not signed).
@@ -925,15 +939,34 @@ impl Store {
         let Some(m) = self.read_meta(namespace, pod, id).await? else {
             return Ok(None);
         };
-        let stored: Vec<u32> = self
+        let listed: Vec<object_store::ObjectMeta> = self
             .os
             .list(Some(&self.key(&[namespace, pod, id])))
-            .try_filter_map(|o| {
-                futures::future::ready(Ok(o.location.filename().and_then(part_number)))
-            })
             .try_collect()
             .await?;
+        let mut parts: Vec<(u32, u64, Option<String>, i64)> = listed
+            .into_iter()
+            .filter_map(|o| {
+                let seq = o.location.filename().and_then(part_number)?;
+                Some((seq, o.size, o.e_tag, o.last_modified.timestamp_micros()))
+            })
+            .collect();
+        parts.sort_unstable();
+        let stored: Vec<u32> = parts.iter().map(|p| p.0).collect();
         let running = crate::verify::running(&m, jiff::Timestamp::now());
+        let place = (namespace.to_owned(), pod.to_owned(), id.to_owned());
+        let fingerprint = super::verified::Fingerprint {
+            signature: m
+                .evidence
+                .as_ref()
+                .map(|e| e.signature.clone())
+                .unwrap_or_default(),
+            parts,
+        };
+        // A recording still being written changes with every part: never reused.
+        if !running && let Some(v) = self.verified.reuse(&place, &fingerprint) {
+            return Ok(Some(v));
+        }
         let mut v = crate::verify::Verifier::new(&m, keys.trusted(), stored, running);
         while let Some(seq) = v.next_part() {
             let mut hasher = crate::chain::Hasher::default();
@@ -949,7 +982,11 @@ impl Store {
             let (size, digest) = hasher.finish();
             v.part(size, &digest);
         }
-        Ok(Some(v.finish()))
+        let verdict = v.finish();
+        if !running {
+            self.verified.keep(place, fingerprint, verdict.clone());
+        }
+        Ok(Some(verdict))
     }
 
     /// Delete the recordings (metadata and parts) whose metadata was last written longer ago

@@ -101,11 +101,21 @@ impl PartSink {
         if !self.pending.is_empty() {
             let data = Bytes::from(std::mem::take(&mut self.pending));
             let n = data.len() as u64;
-            // The part's span of session time: the recording's time table, signed with it.
-            let span = asciicast::event_span(&data);
+            // The part is hashed on another thread while the store writes it, and its span of
+            // session time read (the recording's time table, signed with it). An unsigned store
+            // keeps no statement: its parts are neither hashed nor timed, nor given keyframes.
+            let hashing = self.store.signs().then(|| {
+                let part = data.clone();
+                (
+                    part.clone(),
+                    tokio::task::spawn_blocking(move || {
+                        (sha256(&part), asciicast::event_span(&part))
+                    }),
+                )
+            });
             // The screen as this part begins, beside it (written first: a part is never
             // listed without its keyframe).
-            let keyframe = match self.keyframe.take() {
+            let keyframe = match self.keyframe.take().filter(|_| hashing.is_some()) {
                 Some(k) => {
                     let digest = hex(&sha256(k.as_bytes()));
                     self.store
@@ -115,20 +125,31 @@ impl PartSink {
                 }
                 None => None,
             };
-            let digest = PartDigest {
-                bytes: n,
-                sha256: hex(&sha256(&data)),
-                start_micros: span.map(|s| s.0),
-                end_micros: span.map(|s| s.1),
-                keyframe_sha256: keyframe,
-            };
             self.store.write_part(&self.meta, self.seq, data).await?;
+            let digest = match hashing {
+                Some((part, task)) => {
+                    // A hashing thread that could not finish: hashed here instead.
+                    let (sha, span) = task
+                        .await
+                        .unwrap_or_else(|_| (sha256(&part), asciicast::event_span(&part)));
+                    Some(PartDigest {
+                        bytes: n,
+                        sha256: hex(&sha),
+                        start_micros: span.map(|s| s.0),
+                        end_micros: span.map(|s| s.1),
+                        keyframe_sha256: keyframe,
+                    })
+                }
+                None => None,
+            };
             self.seq += 1;
             // Everything drawn so far is in the parts written: the screen now is where the
             // next part begins.
-            self.keyframe = screen.map(Screen::keyframe);
+            if self.store.signs() {
+                self.keyframe = screen.map(Screen::keyframe);
+            }
             self.stored += n;
-            if let Ok(mut d) = self.digests.lock() {
+            if let (Some(digest), Ok(mut d)) = (digest, self.digests.lock()) {
                 d.push(digest);
             }
         }

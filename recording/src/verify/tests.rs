@@ -185,3 +185,115 @@ fn a_recording_cut_off_by_a_crash_is_truncated_not_tampered() {
         v.message
     );
 }
+
+/// The verdict of the bytes of `parts` in one piece, handed over `chunk` bytes at a time.
+fn streamed(
+    r: &RecordingRecord,
+    keys: &KeySet,
+    parts: &[&[u8]],
+    chunk: usize,
+    running: bool,
+) -> VerificationStatus {
+    let bytes: Vec<u8> = parts.concat();
+    let mut v = StreamVerifier::new(r);
+    for c in bytes.chunks(chunk) {
+        v.update(c);
+    }
+    v.finish(r, keys, running)
+}
+
+#[test]
+fn the_bytes_in_one_piece_verify_as_the_parts_do_however_they_are_chunked() {
+    let (r, keys) = signed(3, true);
+    for chunk in [1, 5, 7, 4096] {
+        let v = streamed(&r, &keys, &PARTS, chunk, false);
+        assert_eq!(
+            verdict(&v),
+            (Verification::Verified, None),
+            "{chunk}: {}",
+            v.message
+        );
+    }
+}
+
+#[test]
+fn the_bytes_in_one_piece_name_the_part_edited_removed_moved_or_added() {
+    let (r, keys) = signed(3, true);
+    // One byte changed in part 1, the size kept.
+    let edited: &[u8] = b"[1.0,\"o\",\"rm\"]\n";
+    assert_eq!(edited.len(), PARTS[1].len());
+    let v = streamed(&r, &keys, &[PARTS[0], edited, PARTS[2]], 3, false);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(1)),
+        "{}",
+        v.message
+    );
+    // Part 1 removed: what follows part 0 is cut at part 1's size.
+    let v = streamed(&r, &keys, &[PARTS[0], PARTS[2]], 3, false);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(1)),
+        "{}",
+        v.message
+    );
+    // Parts 1 and 2 swapped.
+    let v = streamed(&r, &keys, &[PARTS[0], PARTS[2], PARTS[1]], 3, false);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(1)),
+        "{}",
+        v.message
+    );
+    // The last part removed.
+    let v = streamed(&r, &keys, &PARTS[..2], 3, false);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(2)),
+        "{}",
+        v.message
+    );
+    // Bytes added after a completed recording.
+    let v = streamed(
+        &r,
+        &keys,
+        &[PARTS[0], PARTS[1], PARTS[2], b"[3.0,\"o\",\"x\"]\n"],
+        3,
+        false,
+    );
+    assert_eq!(
+        verdict(&v),
+        (Verification::Tampered, Some(3)),
+        "{}",
+        v.message
+    );
+    // A signature that does not hold (a fact changed): no part named.
+    let mut changed = r.clone();
+    changed.user = "mallory".into();
+    let v = streamed(&changed, &keys, &PARTS, 3, false);
+    assert_eq!(verdict(&v), (Verification::Tampered, None), "{}", v.message);
+    // Another key than the server's.
+    let (other, _) = SigningKey::generate().unwrap();
+    let v = streamed(&r, &KeySet::new([other.public_key()]), &PARTS, 3, false);
+    assert_eq!(v.result, Verification::Tampered, "{}", v.message);
+}
+
+#[test]
+fn the_bytes_in_one_piece_of_a_recording_its_recorder_never_completed_read_truncated() {
+    // Two parts listed, a third written before its metadata could list it, then the replica
+    // died.
+    let (r, keys) = signed(2, false);
+    let v = streamed(&r, &keys, &PARTS, 4, false);
+    assert_eq!(
+        verdict(&v),
+        (Verification::Truncated, Some(2)),
+        "{}",
+        v.message
+    );
+    // Still being recorded: what exists so far holds.
+    let v = streamed(&r, &keys, &PARTS, 4, true);
+    assert_eq!(verdict(&v), (Verification::Verified, None), "{}", v.message);
+    // No statement: unsigned.
+    let v = streamed(&record(), &keys, &PARTS, 4, false);
+    assert_eq!(v.result, Verification::Unsigned);
+}

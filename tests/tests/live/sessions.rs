@@ -16,9 +16,12 @@ use bytes::Bytes;
 use http::{Method, StatusCode};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
+use poddebug_recording::signing::{KeySet, PublicKey};
+use poddebug_recording::verify::{StreamVerifier, running};
 use poddebug_tests::channel::{ChannelClient, Transcript};
 use poddebug_tests::server::free_port;
 use poddebug_tests::{PodDebugServer, TestClient, TestPki};
+use poddebug_types::evidence::{Verification, VerificationStatus};
 use serde_json::{Value, json};
 
 use crate::support::{
@@ -974,6 +977,19 @@ async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads
     assert_eq!(v["result"], "Truncated", "{v}");
     // Someone with the bucket's credentials changes one byte of one part: tampered, naming
     // the part; then removes the last part: tampered, naming it.
+    // A third party verifies on its own side, with what the API hands out: the public keys,
+    // the signed metadata and the bytes (cluster-scoped keys: a ClusterRoleBinding).
+    let verifier = "pdlive-verifier";
+    sb.bind_cluster("poddebug:auditor", verifier);
+    let third_party = two.user(verifier);
+    let third = poll_async(
+        "a third party verifies the ended recording",
+        T,
+        Duration::from_millis(250),
+        || third_party_verdict(&third_party, &sb, &first),
+    )
+    .await;
+    assert_eq!(third.result, Verification::Verified, "{third:?}");
     let Some(bucket) = S3Bucket::of(&store) else {
         eprintln!("skipped the tampering: the store is no S3 bucket of AWS_ENDPOINT_URL");
         return;
@@ -994,6 +1010,14 @@ async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads
             .is_some_and(|m| m.contains(&format!("part {victim} was changed"))),
         "{v}"
     );
+    let third = third_party_verdict(&third_party, &sb, &first)
+        .await
+        .expect("the third party's verdict");
+    assert_eq!(
+        (third.result, third.part),
+        (Verification::Tampered, u32::try_from(victim).ok()),
+        "{third:?}"
+    );
     data[at] ^= 0x01;
     bucket.put(&parts[victim], &data);
     let v = verification_of(&two.user(ALICE), &sb, &first).await;
@@ -1006,6 +1030,43 @@ async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads
         (&json!("Tampered"), &json!(last)),
         "{v}"
     );
+}
+
+/// The verdict a third party reaches on recording `id` with what the API hands out (the
+/// public keys, the signed metadata, the bytes), verifying on its own side.
+async fn third_party_verdict(
+    client: &TestClient,
+    sb: &Sandbox,
+    id: &str,
+) -> Result<VerificationStatus, String> {
+    let (code, keys) = client.get_json(&format!("{GV}/recordingkeys")).await;
+    if code != StatusCode::OK {
+        return Err(format!("recordingkeys: {code} {keys}"));
+    }
+    let keys = KeySet::new(
+        keys["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| PublicKey::from_base64(k["publicKey"].as_str()?).ok()),
+    );
+    let file = format!("{GV}/namespaces/{}/pods/web/recordings/{id}", sb.ns);
+    let (code, evidence) = client.get_json(&format!("{file}/evidence")).await;
+    if code != StatusCode::OK {
+        return Err(format!("evidence: {code} {evidence}"));
+    }
+    let record: poddebug_types::RecordingRecord =
+        serde_json::from_value(evidence["record"].clone()).map_err(|e| e.to_string())?;
+    let (code, _, bytes) = client
+        .request(Method::GET, &file, &[], Bytes::new())
+        .await
+        .map_err(|e| e.to_string())?;
+    if code != StatusCode::OK {
+        return Err(format!("recording: {code}"));
+    }
+    let mut v = StreamVerifier::new(&record);
+    v.update(&bytes);
+    Ok(v.finish(&record, &keys, running(&record, jiff::Timestamp::now())))
 }
 
 /// `status.verification` of a recording, read as `kubectl get debugrecordings ID` does.
