@@ -260,7 +260,7 @@ pub enum Cmd {
         #[arg(short = 'o', long, value_enum, default_value = "table")]
         output: Format,
     },
-    /// Session recordings: search them, verify one without trusting the server.
+    /// Session recordings: search them, play one, verify one without trusting the server.
     Recordings {
         /// What to do.
         #[command(subcommand)]

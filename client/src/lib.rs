@@ -59,7 +59,7 @@ pub use debug_containers::{DebugContainers, waiting_reason};
 pub use error::{Error, Result, Status};
 pub use nodes::{NodeDebugContainers, outcome_of as node_outcome_of};
 pub use params::{AttachParams, CreateParams, LogParams};
-pub use recordings::Recordings;
+pub use recordings::{RecordingRange, Recordings};
 pub use requests::DebugRequests;
 pub use sessions::Sessions;
 

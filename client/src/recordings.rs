@@ -1,6 +1,7 @@
-//! Recordings of debug sessions: read one recording's metadata (`DebugRecording`), its bytes,
-//! its evidence, and the public keys recordings are signed with — what a verifier that does
-//! not trust the server needs (`poddebug-recording`'s `verify::StreamVerifier` checks them).
+//! Recordings of debug sessions: read one recording's metadata (`DebugRecording`), its bytes
+//! (whole, or by session time for a player), its evidence, and the public keys recordings are
+//! signed with — what a verifier that does not trust the server needs
+//! (`poddebug-recording`'s `verify::StreamVerifier` checks them).
 
 use futures::AsyncBufRead;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
@@ -14,6 +15,18 @@ const GV: &str = "/apis/poddebug.dev/v1alpha1";
 
 fn esc(s: &str) -> String {
     utf8_percent_encode(s, NON_ALPHANUMERIC).to_string()
+}
+
+/// The part of a recording to read, by session time in seconds: `start` alone plays from
+/// there to the end; neither reads the whole recording.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RecordingRange {
+    /// Session time to play from: the answer begins with the screen as the part of the
+    /// recording that holds it began (its keyframe), then that part from its start (its
+    /// events before `start` draw the screen as it was).
+    pub start: Option<f64>,
+    /// Session time to stop at.
+    pub end: Option<f64>,
 }
 
 /// The recordings of a namespace.
@@ -85,6 +98,26 @@ impl Recordings {
             .client
             .request_stream(get_request(self.file(pod, id))?)
             .await?)
+    }
+
+    /// Recording `id` of pod `pod` as asciicast v2 (the header line, then one event a line),
+    /// streamed: whole, or the range of it a player seeking to `range.start` needs.
+    pub async fn read(
+        &self,
+        pod: &str,
+        id: &str,
+        range: &RecordingRange,
+    ) -> Result<impl AsyncBufRead + use<>> {
+        let mut uri = self.file(pod, id);
+        let query: Vec<String> = [("start", range.start), ("end", range.end)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
+            .collect();
+        if !query.is_empty() {
+            uri.push('?');
+            uri.push_str(&query.join("&"));
+        }
+        Ok(self.client.request_stream(get_request(uri)?).await?)
     }
 
     /// The public keys recordings are signed with (`recordingkeys`, cluster-scoped).

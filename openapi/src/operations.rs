@@ -144,7 +144,8 @@ pub(crate) fn paths() -> Vec<PathItem> {
                 item_description,
                 media_types,
                 derived,
-            } => files(r, item, item_description, media_types, derived),
+                options,
+            } => files(r, item, item_description, media_types, derived, options),
         };
         for item in generated {
             match items.iter_mut().find(|i| i.path == item.path) {
@@ -614,6 +615,7 @@ fn files(
     item_description: &'static str,
     media_types: &'static [&'static str],
     derived: &'static [(&'static str, &'static str)],
+    options: &'static [Param],
 ) -> Vec<PathItem> {
     let (path, params, noun) = subresource_base(r);
     let (_, sub) = r.split().unwrap_or((r.name, ""));
@@ -638,7 +640,7 @@ fn files(
         description: format!("read one of the {sub} of the specified {}", r.parent_kind),
         action: "get",
         gvk: r.kind,
-        query: Vec::new(),
+        query: options.to_vec(),
         body: None,
         responses: vec![ok(Payload::Text), unauthorized()],
         consumes: ANY,

@@ -12,6 +12,8 @@ pub enum ParamType {
     Boolean,
     /// `integer`.
     Integer,
+    /// `number`.
+    Number,
 }
 
 impl ParamType {
@@ -21,6 +23,7 @@ impl ParamType {
             ParamType::String => "string",
             ParamType::Boolean => "boolean",
             ParamType::Integer => "integer",
+            ParamType::Number => "number",
         }
     }
 }
@@ -113,6 +116,20 @@ pub const GRACE_PERIOD_SECONDS: Param = param(
     ParamType::Integer,
     "Seconds between SIGTERM and SIGKILL when the processes of the debug container are stopped. The entry stays in the pod's spec: ephemeral containers cannot be removed.",
 );
+
+/// Query parameters of reading one recording: the range of session time a player needs.
+pub const RECORDING_RANGE: &[Param] = &[
+    param(
+        "start",
+        ParamType::Number,
+        "Session time in seconds (decimal) to play from: the answer is the asciicast header, then the events of the part of the recording that holds this time, from that part's start. Without start and end, the whole recording.",
+    ),
+    param(
+        "end",
+        ParamType::Number,
+        "Session time in seconds (decimal) to play to: events after it are left out. Not before start.",
+    ),
+];
 
 /// Query parameters of `pods/attach`.
 pub const ATTACH_OPTIONS: &[Param] = &[

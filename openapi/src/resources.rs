@@ -112,6 +112,8 @@ pub enum Shape {
         media_types: &'static [&'static str],
         /// What is derived from one file, as JSON: `…/{item}/{name}` answers `kind`.
         derived: &'static [(&'static str, &'static str)],
+        /// Query parameters of reading one file.
+        options: &'static [Param],
     },
     /// A subresource that only creates: `POST …/{parent}/{name}/{sub}` answers the object made
     /// (`pods/copy`).
@@ -399,6 +401,7 @@ pub const RESOURCES: &[Resource] = &[
                 ("commands", "DebugRecordingCommandList"),
                 ("evidence", "DebugRecordingEvidence"),
             ],
+            options: crate::params::RECORDING_RANGE,
         },
     },
     Resource {

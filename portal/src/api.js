@@ -119,6 +119,13 @@ export const paths = {
   session: (ns, pod, id) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/sessions/${enc(id)}`,
   recordings: (ns, pod) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/recordings`,
   recording: (ns, pod, name) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/recordings/${enc(name)}`,
+  // The part of a recording a player needs from session time `start` (to `end`, null: the end).
+  recordingRange: (ns, pod, name, start, end) =>
+    `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/recordings/${enc(name)}?start=${Number(start)}${
+      end === null || end === undefined ? '' : `&end=${Number(end)}`
+    }`,
+  recordingCommands: (ns, pod, name) =>
+    `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/recordings/${enc(name)}/commands`,
   copy: (ns, pod) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/copy`,
   copies: (ns, pod) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/copies`,
   copyOf: (ns, pod, name) => `${GV}/namespaces/${enc(ns)}/pods/${enc(pod)}/copies/${enc(name)}`,

@@ -9,7 +9,8 @@ import { renderCopies } from './copies.js';
 import { renderRequestForm, requestsView } from './requests.js';
 import { nodesView } from './nodes.js';
 import { endLineFrom, showLogs, showTerminal } from './panel.js';
-import { createTerminal, replay } from './terminal.js';
+import { createTerminal } from './terminal.js';
+import { createPlayer } from './player.js';
 import {
   age,
   clearError,
@@ -117,7 +118,7 @@ function dcStarted(dc) {
 }
 
 // #/namespaces/NS/pods/POD : its debug containers, the create form, terminal, logs, recordings.
-async function podView(ns, pod) {
+async function podView(ns, pod, recording = null) {
   setCrumbs(ns, pod);
   const table = h('tbody');
   const session = h('section', { id: 'session', hidden: true });
@@ -308,7 +309,14 @@ async function podView(ns, pod) {
     );
   }
 
-  await refresh();
+  try {
+    await refresh();
+  } catch (e) {
+    // Someone who may read the pod's recordings but not its debug containers (an auditor)
+    // still gets the rest of the page, with the refusal shown.
+    showError(e);
+    table.replaceChildren(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'Debug containers cannot be listed.')));
+  }
   refreshSessions().catch(() => {});
   const timer = window.setInterval(() => refreshSessions().catch(() => {}), 3000);
   onLeave(() => window.clearInterval(timer));
@@ -325,8 +333,9 @@ async function podView(ns, pod) {
     else logs(name);
   }).catch(showError);
   renderCopies(ns, pod, copiesBox, session, context).catch(showError);
-  renderRecordings(ns, pod, recordings, session).catch(() => {
-    // recordings are optional; their absence says nothing to the user
+  renderRecordings(ns, pod, recordings, session, recording).catch((e) => {
+    // recordings are optional; their absence says nothing to the user, unless one was asked for
+    if (recording) showError(e);
   });
 }
 
@@ -410,12 +419,14 @@ async function renderCreate(ns, pod, box, context, created) {
 }
 
 // Recordings, when the server has them (`.../recordings` answers 200); a 404 hides the section.
-async function renderRecordings(ns, pod, box, session) {
+// With `open` ({ id, t }), that recording is played from session time t (the address
+// `#/namespaces/NS/pods/POD/recordings/ID?t=SECONDS` asks for it).
+async function renderRecordings(ns, pod, box, session, open = null) {
   const list = await getOptional(paths.recordings(ns, pod));
   const items = (list && list.items) || [];
   if (!list) return;
   box.hidden = false;
-  const play = async (name) => {
+  const play = async (name, at = 0) => {
     endSession();
     clearError();
     const screen = h('div', { class: 'terminal', id: 'replay' });
@@ -423,13 +434,19 @@ async function renderRecordings(ns, pod, box, session) {
     session.hidden = false;
     const t = createTerminal(screen);
     onSessionEnd(() => t.dispose());
-    try {
-      const text = await get(paths.recording(ns, pod, name));
-      const stopReplay = replay(typeof text === 'string' ? text : JSON.stringify(text), t.term);
-      onSessionEndFirst(stopReplay);
-    } catch (e) {
-      showError(e);
-    }
+    const item = items.find((r) => ((r.metadata && r.metadata.name) || r.id) === name);
+    const duration = (item && item.status && item.status.durationSeconds) || null;
+    // The commands, when input was recorded (404 otherwise): each one a place to jump to.
+    const commands = await getOptional(paths.recordingCommands(ns, pod, name)).catch(() => null);
+    const player = createPlayer({
+      term: t.term,
+      load: (start, end) => get(paths.recordingRange(ns, pod, name, start, end)),
+      duration,
+      commands: (commands && commands.items) || [],
+      at,
+    });
+    session.append(player.element);
+    onSessionEndFirst(player.stop);
   };
   box.replaceChildren(
     h('h3', {}, 'Recordings'),
@@ -452,14 +469,20 @@ async function renderRecordings(ns, pod, box, session) {
           }),
         ),
   );
+  if (open) await play(open.id, open.t);
 }
 
 function parseRoute(hash) {
-  const parts = hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
+  const [path, query = ''] = hash.split('?');
+  const parts = path.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   if (parts[0] === 'nodes') return { nodes: true, node: parts[1] };
   if (parts[0] === 'requests') return { requests: true };
   if (parts[0] === 'namespaces' && parts[1]) {
     if (parts[2] === 'requests') return { requests: true, ns: parts[1] };
+    if (parts[2] === 'pods' && parts[3] && parts[4] === 'recordings' && parts[5]) {
+      const t = Number(new URLSearchParams(query).get('t'));
+      return { ns: parts[1], pod: parts[3], recording: { id: parts[5], t: Number.isFinite(t) && t > 0 ? t : 0 } };
+    }
     if (parts[2] === 'pods' && parts[3]) return { ns: parts[1], pod: parts[3] };
     return { ns: parts[1] };
   }
@@ -479,7 +502,7 @@ async function route() {
   try {
     if (r.nodes) await nodesView(app, r.node);
     else if (r.requests) await requestsView(app, r.ns, () => me, iam);
-    else if (r.pod) await podView(r.ns, r.pod);
+    else if (r.pod) await podView(r.ns, r.pod, r.recording);
     else if (r.ns) await podsView(r.ns);
     else await namespacesView();
   } catch (e) {

@@ -199,39 +199,3 @@ export function attach(path, { term, fit }, onEnd, ticket = Promise.resolve(null
     },
   };
 }
-
-// Replays an asciicast v2 recording (header line, then `[seconds, "o", data]` lines) into
-// `term`, at its own pace capped at one second between events. Answers a stop function.
-export function replay(text, term) {
-  const lines = text.split('\n').filter((l) => l.trim() !== '');
-  const events = [];
-  for (const line of lines.slice(1)) {
-    try {
-      const ev = JSON.parse(line);
-      if (Array.isArray(ev) && ev[1] === 'o' && typeof ev[2] === 'string') events.push(ev);
-    } catch (_) {
-      // skip what is not an event
-    }
-  }
-  let i = 0;
-  let timer = null;
-  let last = 0;
-  const step = () => {
-    if (i >= events.length) {
-      term.write('\r\n\x1b[1mEnd of recording\x1b[0m\r\n');
-      return;
-    }
-    const [t, , data] = events[i];
-    i += 1;
-    term.write(data);
-    const next = events[i];
-    const wait = next ? Math.min(Math.max(next[0] - t, 0), 1) * 1000 : 0;
-    last = t;
-    timer = window.setTimeout(step, wait);
-  };
-  step();
-  return () => {
-    if (timer !== null) window.clearTimeout(timer);
-    return last;
-  };
-}

@@ -231,6 +231,38 @@ pub fn header_line(h: &Header) -> Vec<u8> {
     line
 }
 
+/// Session time of an event line (`[seconds, code, data]`), from its first field alone;
+/// `None` for the header or a line that is not an event.
+pub fn event_time(line: &[u8]) -> Option<f64> {
+    let rest = line.strip_prefix(b"[")?;
+    let end = rest.iter().position(|b| *b == b',')?;
+    let t: f64 = std::str::from_utf8(&rest[..end])
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (t.is_finite() && t >= 0.0).then_some(t)
+}
+
+/// Seconds as whole microseconds (event times are written to the microsecond).
+pub fn micros(seconds: f64) -> u64 {
+    // Saturating: times are non-negative and far below u64::MAX µs.
+    (seconds.max(0.0) * 1e6).round() as u64
+}
+
+/// The session times (microseconds) of the first and the last event of a part (whole lines);
+/// `None` when it holds no event (only the header).
+pub fn event_span(part: &[u8]) -> Option<(u64, u64)> {
+    let mut times = part.split(|b| *b == b'\n').filter_map(event_time);
+    let first = times.next()?;
+    let last = part
+        .split(|b| *b == b'\n')
+        .rev()
+        .find_map(event_time)
+        .unwrap_or(first);
+    Some((micros(first), micros(last)))
+}
+
 fn round6(s: f64) -> f64 {
     (s * 1e6).round() / 1e6
 }
@@ -412,6 +444,39 @@ mod tests {
             &event_line(1.2345678, "o", "a\"\u{1b}[0m")[..],
             "the same line serde_json writes"
         );
+    }
+
+    #[test]
+    fn a_part_spans_the_times_of_its_first_and_last_event() {
+        let mut part = header_line(&Header {
+            version: 2,
+            width: 80,
+            height: 24,
+            timestamp: 0,
+            title: String::new(),
+            poddebug: HeaderInfo {
+                id: String::new(),
+                namespace: String::new(),
+                pod: String::new(),
+                container: String::new(),
+                user: String::new(),
+                start: String::new(),
+                protocol: String::new(),
+                input_recorded: false,
+                recording_mode: String::new(),
+                session: String::new(),
+                mode: String::new(),
+                justification: None,
+            },
+        });
+        assert_eq!(event_span(&part), None, "the header is no event");
+        part.extend(event_line(1.5, "o", "a,b"));
+        assert_eq!(event_span(&part), Some((1_500_000, 1_500_000)));
+        part.extend(event_line(612.000_001, "m", "[9, \"o\"]"));
+        assert_eq!(event_span(&part), Some((1_500_000, 612_000_001)));
+        assert_eq!(event_time(b"[2.25,\"o\",\"x\"]"), Some(2.25));
+        assert_eq!(event_time(b"[-1,\"o\",\"x\"]"), None);
+        assert_eq!(event_time(b"{\"version\":2}"), None);
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod commands;
 pub mod error;
 pub mod index;
 pub mod keys;
+pub mod range;
 pub mod signing;
 pub mod statement;
 pub mod text;

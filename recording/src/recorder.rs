@@ -19,6 +19,7 @@
 //! When the session ends, the metadata sidecar gets the end time, the size and the process's
 //! exit code.
 
+pub mod keyframe;
 pub mod memory;
 pub mod options;
 pub mod quota;
@@ -291,6 +292,7 @@ impl Recorder {
                 buf: Vec::new(),
                 header,
                 header_written: false,
+                screen: None,
                 // strict: the tap counts the cap on recorded bytes and ends the session; the
                 // file is never cut.
                 capped: Capped::new(if strict || exhausted { 0 } else { cap }),
@@ -532,6 +534,31 @@ mod tests {
         assert!(parts.len() >= 3, "{parts:?}");
         let (result, part, why) = verdict(&r, &id).await;
         assert_eq!((result, part), (Verification::Verified, None), "{why}");
+        // The time table and the keyframes: each part after the first has the screen as it
+        // began beside it, named in the signed statement.
+        let m = r
+            .store()
+            .read_meta("ns", "pod", &id)
+            .await
+            .unwrap()
+            .unwrap();
+        let e = m.evidence.unwrap();
+        assert!(e.parts[0].keyframe_sha256.is_none());
+        let mut last_end = 0;
+        for (k, p) in e.parts.iter().enumerate() {
+            let (start, end) = (p.start_micros.unwrap(), p.end_micros.unwrap());
+            assert!(last_end <= start && start <= end, "{p:?}");
+            last_end = end;
+            if k == 0 {
+                continue;
+            }
+            let kf = std::fs::read(parts[k].with_extension("key")).unwrap();
+            assert_eq!(
+                p.keyframe_sha256.as_deref(),
+                Some(crate::chain::hex(&crate::chain::sha256(&kf)).as_str())
+            );
+            assert!(String::from_utf8_lossy(&kf).contains("yyyyyyyy"));
+        }
         // One byte changed in part 1.
         let mut bytes = std::fs::read(&parts[1]).unwrap();
         bytes[100] ^= 0x20;

@@ -105,6 +105,7 @@ mod tests {
         PartDigest {
             bytes: data.len() as u64,
             sha256: hex(&crate::chain::sha256(data)),
+            ..Default::default()
         }
     }
 
@@ -136,6 +137,25 @@ mod tests {
             e.complete = false;
         }
         assert!(matches!(check(&keys, &open), Some(Err(_))));
+        // The time table is signed with the digests; a statement without one (an earlier
+        // version's) verifies as it did.
+        let mut timed = r.clone();
+        let mut parts = vec![digest(b"one"), digest(b"two")];
+        parts[1].start_micros = Some(5_000_000);
+        parts[1].end_micros = Some(600_000_000);
+        sign(&key, &mut timed, parts, true);
+        assert_eq!(check(&keys, &timed), Some(Ok(key.id().to_owned())));
+        assert_eq!(timed.duration_micros(), Some(600_000_000));
+        let mut moved = timed.clone();
+        if let Some(e) = moved.evidence.as_mut() {
+            e.parts[1].start_micros = Some(1);
+        }
+        assert!(matches!(check(&keys, &moved), Some(Err(_))));
+        let legacy = serde_json::to_vec(&r.evidence).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&legacy).contains("Micros"),
+            "no time table: the statement is the one earlier versions signed"
+        );
         // What the MAC and the store add around it is not covered.
         let mut read = r.clone();
         read.mac = Some("v1.x.y".into());

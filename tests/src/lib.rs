@@ -17,8 +17,10 @@ pub mod kubectl;
 pub mod ocsf;
 pub mod page_server;
 pub mod pki;
+pub mod playback;
 pub mod server;
 pub mod spdy;
+pub mod synthetic;
 pub mod user_proxy;
 pub mod webhook;
 

@@ -20,8 +20,10 @@ pub const KIND_RECORDING_EVIDENCE: &str = "DebugRecordingEvidence";
 /// The one signature algorithm.
 pub const ED25519: &str = "Ed25519";
 
-/// One part of a recording as its metadata vouches for it: its size and SHA-256. Part `k` of
-/// the list is the object `ID/k.part` (eight digits).
+/// One part of a recording as its metadata vouches for it: its size and SHA-256, and the
+/// session time it spans (the recording's time table, so that a player reads only the parts
+/// that hold the time it seeks to). Part `k` of the list is the object `ID/k.part` (eight
+/// digits).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "dev.poddebug.v1alpha1.RecordingPartDigest")]
@@ -30,6 +32,19 @@ pub struct PartDigest {
     pub bytes: u64,
     /// SHA-256 of the part (lower-case hex).
     pub sha256: String,
+    /// Session time of the part's first event, in microseconds (absent: a part with no event,
+    /// or written by an earlier version). Integers, so that a verifier in any language
+    /// re-creates the signed statement byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_micros: Option<u64>,
+    /// Session time of the part's last event, in microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_micros: Option<u64>,
+    /// SHA-256 (lower-case hex) of the part's keyframe, the object `ID/k.key` beside it: what
+    /// redraws the screen as it was when the part begins (absent for the first part, and for
+    /// parts written by an earlier version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyframe_sha256: Option<String>,
 }
 
 /// The signed statement a recording's metadata carries: the SHA-256 of every part written so

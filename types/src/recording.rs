@@ -147,6 +147,11 @@ pub struct RecordingStatus {
     /// was recorded, `--record-input`); they are at `…/pods/POD/recordings/NAME/commands`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_count: Option<u32>,
+    /// Session time of the recording's last event, in whole seconds rounded up (from the time
+    /// table of its signed statement: absent for recordings written before it had one): what
+    /// a player's scrubber spans, known without reading the recording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<u64>,
     /// How the recording verified against the hash chain and signature of its metadata
     /// (every part read and hashed): set on `GET` of one recording only; lists leave it out,
     /// so that listing never reads a recording.
@@ -194,6 +199,17 @@ pub struct RecordingList {
 }
 
 impl RecordingRecord {
+    /// Session time of the last event, in microseconds, from the time table of the signed
+    /// statement (`None` without one).
+    pub fn duration_micros(&self) -> Option<u64> {
+        self.evidence
+            .as_ref()?
+            .parts
+            .iter()
+            .filter_map(|p| p.end_micros)
+            .max()
+    }
+
     /// The API object, with `labels` (label-safe values of pod, container and user, made by the
     /// caller: a user name need not be a valid label value).
     pub fn to_object(&self, labels: BTreeMap<String, String>) -> Recording {
@@ -222,6 +238,7 @@ impl RecordingRecord {
                 truncated: self.truncated,
                 verified: self.verified,
                 command_count: self.command_count,
+                duration_seconds: self.duration_micros().map(|us| us.div_ceil(1_000_000)),
                 verification: None,
                 matches: None,
                 match_count: None,

@@ -2,7 +2,8 @@
 //! `GET …/namespaces/NS/debugrecordings` (a namespace's) and `GET …/debugrecordings` (every
 //! namespace's), lists of kind `DebugRecording` (JSON or a Table, with `labelSelector`, `limit` and
 //! `continue`), `GET …/namespaces/NS/pods/POD/recordings/ID`, the recording itself
-//! (`application/x-asciicast`, streamed from the store), and
+//! (`application/x-asciicast`, streamed from the store; with `?start=SECONDS[&end=SECONDS]`, the
+//! part of it a player seeking to `start` needs, [`time_range`]), and
 //! `GET …/namespaces/NS/pods/POD/recordings/ID/commands`, the lines the user submitted, derived
 //! from the recorded input (a `RecordingCommandList`; 404 when input was not recorded), and
 //! `GET …/namespaces/NS/pods/POD/recordings/ID/evidence`, the metadata as stored and signed (a
@@ -33,10 +34,15 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use base64::Engine;
+use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use poddebug_recording::range::TimeRange;
 use poddebug_storage::{LabelSelector, label_value};
-use poddebug_types::{ApiError, GROUP, Recording, RecordingList, RecordingRecord, VERSION};
+use poddebug_types::{
+    ApiError, ErrorList, FieldError, FieldValue, GROUP, Recording, RecordingList, RecordingRecord,
+    VERSION,
+};
 use serde_json::{Value, json};
 
 use super::json_response;
@@ -349,18 +355,97 @@ pub async fn get_in_namespace(
     json_response(StatusCode::OK, &obj)
 }
 
-/// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/pods/POD/recordings/ID`.
+/// The kind named by the refusal of a bad time range (the options of reading a recording, as
+/// kube-apiserver names `PodLogOptions` when refusing a bad `pods/log` query).
+const RANGE_OPTIONS: &str = "DebugRecordingOptions";
+/// Largest session time, in seconds, a range may name (over 31 years: past any session,
+/// and exact in microseconds).
+pub const MAX_RANGE_SECONDS: f64 = 1e9;
+
+/// The time range of `?start=SECONDS&end=SECONDS` (decimal seconds of session time; either
+/// alone: from the start, to the end), `None` without either. As kube-apiserver treats the
+/// query of `pods/log`: a value that is not a number is 400 BadRequest; a number out of range
+/// (negative, not finite, past [`MAX_RANGE_SECONDS`], an end before the start) is 422
+/// Invalid, one cause per field.
+pub fn time_range(q: &BTreeMap<String, String>, id: &str) -> Result<Option<TimeRange>, Error> {
+    let number = |name: &str| -> Result<Option<(f64, String)>, Error> {
+        let Some(v) = q.get(name) else {
+            return Ok(None);
+        };
+        let t: f64 = v.trim().parse().map_err(|_| {
+            Error::from(ApiError::BadRequest(format!(
+                "invalid value for {name}: {v:?} is not a number of seconds"
+            )))
+        })?;
+        Ok(Some((t, v.clone())))
+    };
+    let (start, end) = (number("start")?, number("end")?);
+    if start.is_none() && end.is_none() {
+        return Ok(None);
+    }
+    let mut errs = ErrorList::new();
+    for (name, value) in [("start", &start), ("end", &end)] {
+        if let Some((t, raw)) = value
+            && !(t.is_finite() && (0.0..=MAX_RANGE_SECONDS).contains(t))
+        {
+            errs.push(FieldError::invalid(
+                name,
+                FieldValue::Raw(raw.clone()),
+                format!("must be a number of seconds from 0 to {MAX_RANGE_SECONDS:e}"),
+            ));
+        }
+    }
+    if let (Some((s, _)), Some((e, raw))) = (&start, &end)
+        && errs.is_empty()
+        && e < s
+    {
+        errs.push(FieldError::invalid(
+            "end",
+            FieldValue::Raw(raw.clone()),
+            "must be greater than or equal to start",
+        ));
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::Invalid {
+            group: GROUP.to_owned(),
+            kind: RANGE_OPTIONS.to_owned(),
+            name: id.to_owned(),
+            errors: errs,
+        }
+        .into());
+    }
+    Ok(Some(TimeRange {
+        start: start.map_or(0.0, |s| s.0),
+        end: end.map(|e| e.0),
+    }))
+}
+
+/// `GET /apis/poddebug.dev/v1alpha1/namespaces/NS/pods/POD/recordings/ID`: the whole
+/// recording, or with `?start=&end=` the range of it a player needs ([`time_range`]).
 pub async fn get(
     State(st): State<AppState>,
     Path((ns, pod, id)): Path<(String, String, String)>,
+    Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<Response, Error> {
     let store = recorder(&st)?.store();
     let not_found = || Error::from(ApiError::not_found("recordings", GROUP, &id));
     if !valid_id(&id) {
         return Err(not_found());
     }
-    // Streamed from the store a chunk at a time: a long recording never sits in memory.
-    let parts = match store.read(&ns, &pod, &id).await {
+    let range = time_range(&q, &id)?;
+    // Streamed from the store a chunk (a range: a part) at a time: a long recording never
+    // sits in memory.
+    let parts = match range {
+        Some(range) => store
+            .read_range(&ns, &pod, &id, range)
+            .await
+            .map(|s| s.map(StreamExt::boxed)),
+        None => store
+            .read(&ns, &pod, &id)
+            .await
+            .map(|s| s.map(StreamExt::boxed)),
+    };
+    let parts = match parts {
         Ok(Some(s)) => s,
         Ok(None) => return Err(not_found()),
         Err(e) => return Err(storage_failed(&e)),
@@ -433,6 +518,57 @@ pub async fn evidence(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn status(e: Error) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Status {
+        match e {
+            Error::Api(a) => a.to_status(),
+            other => panic!("not an API error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn time_ranges_are_validated_as_kube_apiserver_validates_log_options() {
+        assert_eq!(time_range(&query(&[]), "r").ok(), Some(None));
+        assert_eq!(
+            time_range(&query(&[("start", "300.5"), ("limit", "x")]), "r").ok(),
+            Some(Some(TimeRange {
+                start: 300.5,
+                end: None
+            }))
+        );
+        assert_eq!(
+            time_range(&query(&[("end", "60")]), "r").ok(),
+            Some(Some(TimeRange {
+                start: 0.0,
+                end: Some(60.0)
+            }))
+        );
+        let s = status(time_range(&query(&[("start", "5m")]), "r").unwrap_err());
+        assert_eq!(
+            (s.code, s.reason.as_deref()),
+            (Some(400), Some("BadRequest"))
+        );
+        let s = status(time_range(&query(&[("start", "-1"), ("end", "inf")]), "r").unwrap_err());
+        assert_eq!((s.code, s.reason.as_deref()), (Some(422), Some("Invalid")));
+        let causes = s.details.and_then(|d| d.causes).unwrap_or_default();
+        let fields: Vec<_> = causes.iter().filter_map(|c| c.field.as_deref()).collect();
+        assert_eq!(fields, ["start", "end"]);
+        let s = status(time_range(&query(&[("start", "10"), ("end", "9")]), "r").unwrap_err());
+        assert_eq!(s.code, Some(422));
+        assert!(
+            s.message
+                .unwrap_or_default()
+                .contains("end: Invalid value: 9: must be greater than or equal to start")
+        );
+        assert!(time_range(&query(&[("end", "1e10")]), "r").is_err());
+    }
 
     #[test]
     fn continue_tokens_round_trip_and_bad_ones_are_400() {

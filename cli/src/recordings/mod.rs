@@ -1,4 +1,4 @@
-//! `recordings`: session recordings, searched and verified as evidence.
+//! `recordings`: session recordings, searched, played and verified as evidence.
 
 use std::path::PathBuf;
 
@@ -6,6 +6,7 @@ use clap::Subcommand;
 
 use crate::output::Format;
 
+pub mod play;
 mod search;
 pub mod verify;
 
@@ -16,6 +17,10 @@ pub enum RecordingsCmd {
     /// lines that hold it and when in the session.
     #[command(after_help = search::EXAMPLES)]
     Search(search::SearchArgs),
+    /// Play a recording in this terminal, at its pace or faster (from a session time, pauses
+    /// cut short).
+    #[command(after_help = play::EXAMPLES)]
+    Play(play::PlayArgs),
     /// Verify a recording without trusting the server: its bytes against the SHA-256 of each
     /// part, the hash chain and the Ed25519 signature of its metadata, with the public keys
     /// (the cluster's recordingkeys, or --keys). Exit code 0: Verified; 3: Truncated;
@@ -69,6 +74,10 @@ pub async fn run(
     match cmd {
         RecordingsCmd::Search(args) => match client {
             Some(c) => search::run(c, ns, args).await,
+            None => std::process::ExitCode::FAILURE,
+        },
+        RecordingsCmd::Play(args) => match client {
+            Some(c) => play::run(c, ns, args).await,
             None => std::process::ExitCode::FAILURE,
         },
         RecordingsCmd::Verify {

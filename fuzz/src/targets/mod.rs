@@ -5,6 +5,7 @@ mod commands;
 mod index;
 mod names;
 mod origins;
+mod range;
 mod request;
 mod streams;
 
@@ -45,6 +46,12 @@ pub const TARGETS: &[Target] = &[
         about: "a recording's search index: the output's text with escape sequences parsed out (any split gives the same lines), the index read back and searched",
         run: index::run,
         seeds: index::seeds,
+    },
+    Target {
+        name: "recording-range",
+        about: "reading a recording by session time: any split of the parts read gives the same document, one header, events up to the end",
+        run: range::run,
+        seeds: range::seeds,
     },
     Target {
         name: "names",

@@ -45,6 +45,7 @@ use poddebug_types::evidence::VerificationStatus;
 use poddebug_types::{RecordingCommand, RecordingCommandList};
 
 use crate::keys::{Keys, SharedKeys};
+use crate::range::TimeRange;
 
 pub mod index;
 pub use index::{IndexRead, MAX_INDEX_OBJECT};
@@ -59,6 +60,8 @@ pub const PART_BYTES: usize = 1 << 20;
 /// A recording whose metadata was not renewed for this many part intervals, and that has no
 /// end, lost its recorder (the replica died): it reads `truncated`.
 pub use crate::verify::ABANDONED_AFTER_INTERVALS;
+/// Most bytes read of a part for its header line (a header is a few hundred bytes).
+const HEADER_BYTES: usize = 64 << 10;
 /// Metadata objects read at once when listing.
 const LIST_READS: usize = 16;
 /// Most objects one scan of the store's sizes reads ([`Store::sizes`]); past it the scan stops
@@ -527,6 +530,23 @@ impl Store {
         )))
     }
 
+    /// Write the keyframe of part `seq` of a recording (`NNNNNNNN.key` beside the part;
+    /// [`super::keyframe`]).
+    pub async fn write_keyframe(
+        &self,
+        m: &Metadata,
+        seq: u32,
+        data: Bytes,
+    ) -> Result<(), StoreError> {
+        self.os
+            .put(
+                &self.key(&[&m.namespace, &m.pod, &m.id, &format!("{seq:08}.key")]),
+                PutPayload::from(data),
+            )
+            .await
+            .map(|_| ())
+    }
+
     /// Write part `seq` of a recording.
     pub async fn write_part(&self, m: &Metadata, seq: u32, data: Bytes) -> Result<(), StoreError> {
         self.os
@@ -731,6 +751,182 @@ impl Store {
             })
             .try_flatten();
         Ok(Some(stream.boxed()))
+    }
+
+    /// The recording's events in a range of session time, as an asciicast v2 document (the
+    /// header, then the events of the part holding `range.start` up to `range.end`;
+    /// [`crate::range`]): only the parts the time table names are read, one whole part at a
+    /// time (a part is at most about [`PART_BYTES`] and one batch), and reading stops at the
+    /// first event past the end. `None` when there is no such recording.
+    pub async fn read_range(
+        &self,
+        namespace: &str,
+        pod: &str,
+        id: &str,
+        range: TimeRange,
+    ) -> Result<Option<impl Stream<Item = Result<Bytes, StoreError>> + Send + use<>>, StoreError>
+    {
+        let meta = self.read_meta(namespace, pod, id).await?;
+        let planned = meta
+            .as_ref()
+            .and_then(|m| m.evidence.as_ref())
+            .and_then(|e| crate::range::parts_for(&e.parts, range));
+        let mut keyframe = None;
+        let (header, keys): (Option<Key>, Vec<Key>) = match planned {
+            Some(needed) => {
+                let first = *needed.start();
+                if let Some(part) = meta
+                    .as_ref()
+                    .and_then(|m| m.evidence.as_ref())
+                    .and_then(|e| e.parts.get(first))
+                    .filter(|_| first > 0)
+                {
+                    keyframe = self.keyframe_event(namespace, pod, id, first, part).await?;
+                }
+                let header = (first > 0).then(|| self.part_key(namespace, pod, id, 0));
+                let keys = needed
+                    .filter_map(|i| u32::try_from(i).ok())
+                    .map(|seq| self.part_key(namespace, pod, id, seq))
+                    .collect();
+                (header, keys)
+            }
+            None => {
+                // No time table: every part from the first (or the single file of earlier
+                // versions).
+                let mut keys: Vec<Key> = self
+                    .os
+                    .list(Some(&self.key(&[namespace, pod, id])))
+                    .try_filter_map(|o| {
+                        let part = o
+                            .location
+                            .filename()
+                            .is_some_and(|f| part_number(f).is_some());
+                        futures::future::ready(Ok(part.then_some(o.location)))
+                    })
+                    .try_collect()
+                    .await?;
+                keys.sort();
+                if keys.is_empty() {
+                    let legacy = self.key(&[namespace, pod, &format!("{id}.cast")]);
+                    match self.os.head(&legacy).await {
+                        Ok(_) => keys.push(legacy),
+                        Err(object_store::Error::NotFound { .. }) if meta.is_some() => {}
+                        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                        Err(e) => return Err(e),
+                    }
+                }
+                (None, keys)
+            }
+        };
+        struct Reading {
+            os: Arc<dyn ObjectStore>,
+            header: Option<Key>,
+            keyframe: Option<Vec<u8>>,
+            keys: std::collections::VecDeque<Key>,
+            filter: crate::range::LineFilter,
+            failed: bool,
+        }
+        let state = Reading {
+            os: self.os.clone(),
+            header,
+            keyframe,
+            keys: keys.into(),
+            filter: crate::range::LineFilter::new(range),
+            failed: false,
+        };
+        let stream = futures::stream::unfold(state, |mut st| async move {
+            if st.failed {
+                return None;
+            }
+            if let Some(key) = st.header.take() {
+                // The header line alone: the part's first chunks up to its first newline.
+                let read = async {
+                    let mut chunks = st.os.get(&key).await?.into_stream();
+                    let mut line = Vec::new();
+                    while let Some(chunk) = chunks.next().await {
+                        let chunk = chunk?;
+                        match chunk.iter().position(|b| *b == b'\n') {
+                            Some(nl) => {
+                                line.extend_from_slice(&chunk[..=nl]);
+                                break;
+                            }
+                            None => line.extend_from_slice(&chunk),
+                        }
+                        if line.len() > HEADER_BYTES {
+                            break;
+                        }
+                    }
+                    Ok::<_, StoreError>(line)
+                };
+                return Some(match read.await {
+                    Ok(line) => {
+                        let mut out = st.filter.push(&line);
+                        out.extend(st.filter.finish_part());
+                        // The screen as the first part read begins, right after the header.
+                        if let Some(k) = st.keyframe.take() {
+                            out.extend(k);
+                        }
+                        (Ok(Bytes::from(out)), st)
+                    }
+                    Err(e) => {
+                        st.failed = true;
+                        (Err(e), st)
+                    }
+                });
+            }
+            if st.filter.done() {
+                return None;
+            }
+            let key = st.keys.pop_front()?;
+            let read = async { st.os.get(&key).await?.bytes().await };
+            Some(match read.await {
+                Ok(data) => {
+                    let mut out = st.filter.push(&data);
+                    out.extend(st.filter.finish_part());
+                    (Ok(Bytes::from(out)), st)
+                }
+                Err(e) => {
+                    st.failed = true;
+                    (Err(e), st)
+                }
+            })
+        });
+        Ok(Some(stream.boxed()))
+    }
+
+    /// The keyframe of part `seq` as an output event at the part's first event time, when the
+    /// statement names one and the object beside the part is the one it names (a changed or
+    /// missing keyframe is left out: the part still plays, from a blank screen).
+    async fn keyframe_event(
+        &self,
+        namespace: &str,
+        pod: &str,
+        id: &str,
+        seq: usize,
+        part: &poddebug_types::evidence::PartDigest,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let (Some(want), Some(start), Ok(seq)) =
+            (&part.keyframe_sha256, part.start_micros, u32::try_from(seq))
+        else {
+            return Ok(None);
+        };
+        let key = self.key(&[namespace, pod, id, &format!("{seq:08}.key")]);
+        let data = match self.os.get(&key).await {
+            Ok(r) => r.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if crate::chain::hex(&crate::chain::sha256(&data)) != *want {
+            tracing::warn!(%namespace, %pod, %id, part = seq, "a keyframe is not the one the statement names: left out");
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&data);
+        // Microseconds to seconds: exact for the times a session reaches.
+        Ok(Some(crate::asciicast::event_line(
+            start as f64 / 1e6,
+            "o",
+            &text,
+        )))
     }
 
     /// How the recording verifies against the signed statement of its metadata: every part
@@ -1095,6 +1291,163 @@ mod tests {
         // The commands are the recording's: not a part, and swept with it.
         store.write_meta(&m).await.unwrap();
         assert_eq!(read_all(&store, &m.id).await.unwrap(), b"");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A recording of `minutes` parts, one a minute, each with an event a second: written as
+    /// the writer writes it (time table in the statement).
+    async fn timed_recording(store: &Store, minutes: u32) -> (Metadata, Vec<Vec<u8>>) {
+        let store = &store.clone().signed_with(crate::keys::SharedKeys::loaded(
+            crate::keys::Keys::generate().unwrap(),
+        ));
+        let mut m = meta(&new_id(jiff::Timestamp::now()), "2026-01-01T00:00:00Z");
+        let mut parts = Vec::new();
+        let mut digests = Vec::new();
+        let mut screen = super::super::keyframe::Screen::new(80, 24);
+        for k in 0..minutes {
+            let mut data = Vec::new();
+            if k == 0 {
+                data.extend_from_slice(b"{\"version\":2,\"width\":80,\"height\":24}\n");
+            }
+            for s in 0..60 {
+                let t = f64::from(k * 60 + s) + 0.5;
+                data.extend(crate::asciicast::event_line(t, "o", &format!("{t}\r\n")));
+            }
+            let keyframe = (k > 0).then(|| screen.keyframe());
+            if let Some(kf) = &keyframe {
+                store
+                    .write_keyframe(&m, k, Bytes::from(kf.clone()))
+                    .await
+                    .unwrap();
+            }
+            for s in 0..60 {
+                let t = f64::from(k * 60 + s) + 0.5;
+                screen.feed(format!("{t}\r\n").as_bytes());
+            }
+            let span = crate::asciicast::event_span(&data);
+            digests.push(poddebug_types::evidence::PartDigest {
+                bytes: data.len() as u64,
+                sha256: crate::chain::hex(&crate::chain::sha256(&data)),
+                start_micros: span.map(|s| s.0),
+                end_micros: span.map(|s| s.1),
+                keyframe_sha256: keyframe
+                    .map(|kf| crate::chain::hex(&crate::chain::sha256(kf.as_bytes()))),
+            });
+            store
+                .write_part(&m, k, Bytes::from(data.clone()))
+                .await
+                .unwrap();
+            parts.push(data);
+        }
+        m.evidence = Some(poddebug_types::evidence::Evidence {
+            parts: digests,
+            ..Default::default()
+        });
+        store.write_meta(&m).await.unwrap();
+        (m, parts)
+    }
+
+    async fn range(store: &Store, id: &str, start: f64, end: Option<f64>) -> String {
+        let s = store
+            .read_range("ns", "pod", id, TimeRange { start, end })
+            .await
+            .unwrap()
+            .unwrap();
+        let chunks: Vec<Bytes> = s.try_collect().await.unwrap();
+        String::from_utf8(chunks.concat()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_time_range_reads_the_parts_that_hold_it_and_no_other() {
+        let (store, dir) = temp_store("range");
+        let (m, parts) = timed_recording(&store, 12).await;
+        let id = m.id.clone();
+        let whole = String::from_utf8(parts.concat()).unwrap();
+        assert_eq!(range(&store, &id, 0.0, None).await, whole);
+        // Parts 1, 2 and 4..12 gone from the store: a range within part 3 does not notice.
+        for k in [1u32, 2, 4, 5, 6, 7, 8, 9, 10, 11] {
+            let path = dir.join(format!("ns/pod/{id}/{k:08}.part"));
+            std::fs::remove_file(path).unwrap();
+        }
+        let doc = range(&store, &id, 200.0, Some(210.0)).await;
+        let lines: Vec<&str> = doc.lines().collect();
+        assert!(lines[0].starts_with("{\"version\":2"), "{doc}");
+        // The keyframe (the screen as part 3 begins: the last 24 lines of part 2), then from
+        // the part's start (the screen at 200 s is drawn by what came before in it) to the end
+        // asked for.
+        let (t, code, screen): (f64, String, String) = serde_json::from_str(lines[1]).unwrap();
+        assert_eq!((t, code.as_str()), (180.5, "o"));
+        assert!(
+            screen.contains("179.5") && screen.contains("157.5") && !screen.contains("119.5"),
+            "{screen}"
+        );
+        assert_eq!(lines[2], "[180.5,\"o\",\"180.5\\r\\n\"]");
+        assert_eq!(lines.last(), Some(&"[209.5,\"o\",\"209.5\\r\\n\"]"));
+        assert_eq!(lines.len(), 2 + 30);
+        // A keyframe changed in the store is not the one the statement names: left out.
+        std::fs::write(dir.join(format!("ns/pod/{id}/00000003.key")), "forged").unwrap();
+        let doc = range(&store, &id, 200.0, Some(210.0)).await;
+        assert!(!doc.contains("forged") && !doc.contains("179.5"), "{doc}");
+        assert_eq!(doc.lines().count(), 1 + 30);
+        // The whole recording cannot be read any more; a range past its end reads part 11 only
+        // (gone): an error, not a panic or a hang.
+        assert!(
+            store
+                .read_range(
+                    "ns",
+                    "pod",
+                    &id,
+                    TimeRange {
+                        start: 1e6,
+                        end: None
+                    }
+                )
+                .await
+                .unwrap()
+                .unwrap()
+                .try_collect::<Vec<Bytes>>()
+                .await
+                .is_err()
+        );
+        assert!(
+            store
+                .read_range(
+                    "ns",
+                    "pod",
+                    "20260101T000000Z-0000000000000009",
+                    TimeRange::default()
+                )
+                .await
+                .unwrap()
+                .is_none()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_recording_without_a_time_table_is_read_from_its_start_up_to_the_end() {
+        let (store, dir) = temp_store("range-legacy");
+        let (mut m, parts) = timed_recording(&store, 3).await;
+        if let Some(e) = m.evidence.as_mut() {
+            for p in &mut e.parts {
+                p.start_micros = None;
+                p.end_micros = None;
+            }
+        }
+        store.write_meta(&m).await.unwrap();
+        let doc = range(&store, &m.id, 100.0, Some(70.0)).await;
+        let want: String = String::from_utf8(parts[0].clone())
+            .unwrap()
+            .lines()
+            .chain(
+                String::from_utf8(parts[1].clone())
+                    .unwrap()
+                    .lines()
+                    .take(10),
+            )
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(doc, want);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

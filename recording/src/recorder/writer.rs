@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::keyframe::Screen;
 use super::memory::Held;
 use super::session::exit_code_of_status;
 use super::store::{Metadata, PART_BYTES, Store, StoreError};
@@ -60,6 +61,8 @@ pub(super) struct PartSink {
     /// The size and SHA-256 of each part written, shared with the session, which signs them in
     /// the final metadata.
     digests: Digests,
+    /// The keyframe of the next part: the screen when the last part written ended.
+    keyframe: Option<String>,
 }
 
 /// The digests of a recording's parts written so far.
@@ -81,6 +84,7 @@ impl PartSink {
             last: Instant::now(),
             stored: 0,
             digests,
+            keyframe: None,
         }
     }
 
@@ -92,6 +96,7 @@ impl PartSink {
         end: bool,
         commands: Option<&mut CommandLog>,
         index: &mut IndexBuilder,
+        screen: Option<&Screen>,
     ) -> Result<(), StoreError> {
         let due = end || self.pending.len() >= PART_BYTES || self.last.elapsed() >= self.interval;
         if !due {
@@ -100,25 +105,53 @@ impl PartSink {
         if !self.pending.is_empty() {
             let data = Bytes::from(std::mem::take(&mut self.pending));
             let n = data.len() as u64;
-            // The part is hashed on another thread while the store writes it (an unsigned
-            // store keeps no statement: its parts are not hashed).
+            // The part is hashed on another thread while the store writes it, and its span of
+            // session time read (the recording's time table, signed with it). An unsigned store
+            // keeps no statement: its parts are neither hashed nor timed, nor given keyframes.
             let hashing = self.store.signs().then(|| {
                 let part = data.clone();
                 (
                     part.clone(),
-                    tokio::task::spawn_blocking(move || sha256(&part)),
+                    tokio::task::spawn_blocking(move || {
+                        (sha256(&part), asciicast::event_span(&part))
+                    }),
                 )
             });
+            // The screen as this part begins, beside it (written first: a part is never
+            // listed without its keyframe).
+            let keyframe = match self.keyframe.take().filter(|_| hashing.is_some()) {
+                Some(k) => {
+                    let digest = hex(&sha256(k.as_bytes()));
+                    self.store
+                        .write_keyframe(&self.meta, self.seq, Bytes::from(k))
+                        .await?;
+                    Some(digest)
+                }
+                None => None,
+            };
             self.store.write_part(&self.meta, self.seq, data).await?;
             let digest = match hashing {
-                Some((part, task)) => Some(PartDigest {
-                    bytes: n,
+                Some((part, task)) => {
                     // A hashing thread that could not finish: hashed here instead.
-                    sha256: hex(&task.await.unwrap_or_else(|_| sha256(&part))),
-                }),
+                    let (sha, span) = task
+                        .await
+                        .unwrap_or_else(|_| (sha256(&part), asciicast::event_span(&part)));
+                    Some(PartDigest {
+                        bytes: n,
+                        sha256: hex(&sha),
+                        start_micros: span.map(|s| s.0),
+                        end_micros: span.map(|s| s.1),
+                        keyframe_sha256: keyframe,
+                    })
+                }
                 None => None,
             };
             self.seq += 1;
+            // Everything drawn so far is in the parts written: the screen now is where the
+            // next part begins.
+            if self.store.signs() {
+                self.keyframe = screen.map(Screen::keyframe);
+            }
             self.stored += n;
             if let (Some(digest), Ok(mut d)) = (digest, self.digests.lock()) {
                 d.push(digest);
@@ -189,6 +222,8 @@ pub(super) struct Lines {
     pub(super) index: IndexBuilder,
     /// Commands of `commands` already in `index`.
     pub(super) indexed_commands: usize,
+    /// The screen the recorded output draws (from the header on), for the parts' keyframes.
+    pub(super) screen: Option<Screen>,
 }
 
 impl Lines {
@@ -222,6 +257,9 @@ impl Lines {
                 self.header.height = height;
             }
             Item::Resize { width, height } => {
+                if let Some(screen) = &mut self.screen {
+                    screen.resize(width, height);
+                }
                 let line = asciicast::event_line(t, "r", &format!("{width}x{height}"));
                 let start = self.buf.len();
                 self.buf.extend_from_slice(&line);
@@ -245,6 +283,13 @@ impl Lines {
         let start = self.buf.len();
         if asciicast::push_event(&mut self.buf, t, code, |out| carry.push_escaped(data, out)) {
             self.admit(start);
+            // What the recording holds is what its screen draws.
+            if code == "o"
+                && self.buf.len() > start
+                && let Some(screen) = &mut self.screen
+            {
+                screen.feed(data);
+            }
         }
     }
 
@@ -293,6 +338,7 @@ impl Lines {
 
     pub(super) fn write_header(&mut self) {
         self.header_written = true;
+        self.screen = Some(Screen::new(self.header.width, self.header.height));
         let line = asciicast::header_line(&self.header);
         // The header always fits: the cap is at least MIN_CAP.
         self.capped.admit(&line);
@@ -357,7 +403,12 @@ impl Writer {
         }
         let synced = self
             .sink
-            .sync(end, self.lines.commands.as_mut(), &mut self.lines.index)
+            .sync(
+                end,
+                self.lines.commands.as_mut(),
+                &mut self.lines.index,
+                self.lines.screen.as_ref(),
+            )
             .await;
         // What is held now: the lines not yet in a part.
         self.held

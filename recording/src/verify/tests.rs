@@ -27,6 +27,7 @@ fn digests(parts: &[&[u8]]) -> Vec<PartDigest> {
         .map(|p| PartDigest {
             bytes: p.len() as u64,
             sha256: hex(&sha256(p)),
+            ..Default::default()
         })
         .collect()
 }

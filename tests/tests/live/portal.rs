@@ -754,3 +754,53 @@ async fn portal_node_form_offers_only_the_profiles_the_user_may_use() {
     );
     b.close().await;
 }
+
+/// The recording player through the real `kubectl proxy`, as a user who may read the
+/// namespace's recordings: a twelve-minute session written into the store the server records
+/// to (`PODDEBUG_LIVE_RECORDING_STORE`), with synthetic session times and signed with the
+/// server's keys read from its Secrets, is played, sought to a command and a time, sped up
+/// with idle time cut, and read by range only ([`poddebug_tests::playback`]).
+#[tokio::test]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG), Chromium and PODDEBUG_LIVE_RECORDING_STORE"]
+async fn the_recording_player_seeks_by_range_through_kubectl_proxy() {
+    if !enabled() || !browser::available() {
+        return;
+    }
+    let Ok(url) = std::env::var("PODDEBUG_LIVE_RECORDING_STORE") else {
+        eprintln!("skipped: PODDEBUG_LIVE_RECORDING_STORE names no store the server records to");
+        return;
+    };
+    const USER: &str = "portal-auditor";
+    let sb = Sandbox::new("player");
+    sb.bind("view", USER);
+    sb.bind("poddebug:auditor", USER);
+    sb.bind_cluster("poddebug:viewer", USER);
+    let secret = |name: &str| -> serde_json::Value {
+        let out = poddebug_tests::kubectl::kubectl_ok(
+            &["get", "secret", "-n", "poddebug-system", name, "-o", "json"],
+            None,
+        );
+        serde_json::from_str(&out).expect("a Secret")
+    };
+    let store = poddebug_tests::synthetic::server_store(
+        &url,
+        &secret(poddebug_storage::record_key::SECRET_NAME),
+        &secret(poddebug_storage::signing_secret::SECRET_NAME),
+    );
+    let (id, steps) =
+        poddebug_tests::synthetic::write_session(&store, &sb.ns, "web", USER, 12).await;
+    // The server verifies it as its own.
+    let (code, one) = sb
+        .api
+        .get_json(&format!("{GV}/namespaces/{}/debugrecordings/{id}", sb.ns))
+        .await;
+    assert_eq!(code, http::StatusCode::OK, "{one}");
+    assert_eq!(one["status"]["verification"]["result"], "Verified", "{one}");
+    assert_eq!(one["status"]["durationSeconds"], 666, "{one}");
+
+    let proxy = Proxy::start(USER);
+    let b = Browser::start(1100, 900).await;
+    poddebug_tests::playback::check_player(&b, &proxy.url(""), (&sb.ns, "web", &id), &steps, None)
+        .await;
+    b.close().await;
+}
