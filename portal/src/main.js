@@ -448,8 +448,45 @@ async function renderRecordings(ns, pod, box, session, open = null) {
     session.append(player.element);
     onSessionEndFirst(player.stop);
   };
+  // Search: the recordings of this pod whose commands or output hold the text, each match a
+  // place in the session to open the player at.
+  const hits = h('ul', { class: 'links', id: 'search-hits' });
+  const search = h(
+    'form',
+    { id: 'recording-search', class: 'inline' },
+    h('input', { name: 'search', placeholder: 'text typed or printed (3+ characters)', minlength: 3, maxlength: 256 }),
+    h('button', { type: 'submit' }, 'Search'),
+  );
+  search.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    clearError();
+    const text = String(new FormData(search).get('search') || '').trim();
+    try {
+      const found = await get(`${paths.recordings(ns, pod)}?search=${encodeURIComponent(text)}`);
+      const rows = [];
+      for (const r of (found && found.items) || []) {
+        const id = r.metadata && r.metadata.name;
+        for (const m of (r.status && r.status.matches) || []) {
+          rows.push(
+            h(
+              'li',
+              {},
+              h('button', { class: 'hit', 'data-id': id, 'data-offset': String(m.offset), onclick: () => play(id, m.offset) }, 'Play'),
+              ` ${id} at ${Number(m.offset).toFixed(1)}s (${m.source}): `,
+              h('code', {}, m.text),
+            ),
+          );
+        }
+      }
+      hits.replaceChildren(...(rows.length ? rows : [h('li', { class: 'muted' }, 'No recording holds it.')]));
+    } catch (e) {
+      showError(e);
+    }
+  });
   box.replaceChildren(
     h('h3', {}, 'Recordings'),
+    search,
+    hits,
     items.length === 0
       ? h('p', { class: 'muted' }, 'No recordings.')
       : h(

@@ -5,7 +5,7 @@
 //! On the twelve-minute session [`crate::synthetic::write_session`] writes: jumping to a
 //! command shows the screen at that time, the scrubber seeks, pause and resume work, speed
 //! and skip-idle carry playback to the end, an address with `?t=` opens the recording there,
-//! and every read of the recording the browser made named a range (its own record of its
+//! a search hit opens it where the text was typed, and every read of the recording the browser made named a range (its own record of its
 //! fetches, `performance.getEntriesByType('resource')`), never the whole recording.
 
 use std::time::Duration;
@@ -165,6 +165,22 @@ pub async fn check_player(
     )
     .await;
     b.wait_text(SCREEN, "$ echo step-10").await;
+
+    // A search hit: the ninth command found by its text, the player opened where it was typed.
+    let at = steps[9].at;
+    b.fill("#recording-search input[name='search']", "ECHO STEP-9")
+        .await;
+    b.click("#recording-search button[type='submit']").await;
+    b.wait_for(&format!("#search-hits button.hit[data-offset='{at}']"))
+        .await;
+    b.click(&format!("#search-hits button.hit[data-offset='{at}']"))
+        .await;
+    wait_js(
+        b,
+        &format!("document.querySelector('#player') && document.querySelector('#player').dataset.seeked === '{at:.3}'"),
+    )
+    .await;
+    b.wait_text(SCREEN, "$ echo step-9").await;
 
     // Never the whole recording: every fetch of it named a range.
     let fetches = recording_fetches(b, id).await;

@@ -155,6 +155,16 @@ pub async fn write_session(
         .write_commands(&meta, &commands, 0)
         .await
         .expect("write the commands");
+    // Its search index, as the writer makes one: the commands and the output's lines.
+    let mut index = poddebug_recording::index::IndexBuilder::new();
+    for (c, s) in commands.iter().zip(&steps) {
+        index.command(c);
+        index.output(s.at, s.output.as_bytes());
+    }
+    store
+        .write_index(&meta, &index.to_json())
+        .await
+        .expect("write the index");
     meta.command_count = Some(u32::try_from(commands.len()).unwrap_or(u32::MAX));
     meta.bytes = bytes;
     meta.end = Some(
