@@ -293,6 +293,9 @@ impl Recorder {
                 header,
                 header_written: false,
                 screen: None,
+                // Keyframes go with the signed statement: an unsigned store keeps none, and
+                // its writer draws no screen.
+                keyframes: self.store.signs(),
                 // strict: the tap counts the cap on recorded bytes and ends the session; the
                 // file is never cut.
                 capped: Capped::new(if strict || exhausted { 0 } else { cap }),

@@ -224,6 +224,8 @@ pub(super) struct Lines {
     pub(super) indexed_commands: usize,
     /// The screen the recorded output draws (from the header on), for the parts' keyframes.
     pub(super) screen: Option<Screen>,
+    /// Whether the parts get keyframes (and so whether a screen is drawn at all).
+    pub(super) keyframes: bool,
 }
 
 impl Lines {
@@ -338,7 +340,9 @@ impl Lines {
 
     pub(super) fn write_header(&mut self) {
         self.header_written = true;
-        self.screen = Some(Screen::new(self.header.width, self.header.height));
+        if self.keyframes {
+            self.screen = Some(Screen::new(self.header.width, self.header.height));
+        }
         let line = asciicast::header_line(&self.header);
         // The header always fits: the cap is at least MIN_CAP.
         self.capped.admit(&line);
@@ -427,6 +431,10 @@ impl Writer {
                 let t = at.duration_since(self.started).as_secs_f64();
                 last = t;
                 self.lines.item(t, item);
+                // An item's screen and index work is CPU on this task: between items the
+                // runtime's other tasks (other sessions' relays) get their turn, so a burst
+                // queued at once never holds a worker thread for the whole batch.
+                tokio::task::yield_now().await;
                 if self.lines.buf.len() >= FLUSH_AT
                     && let Err(e) = self.flush(false).await
                 {
