@@ -53,6 +53,11 @@ fn registered() -> BTreeSet<String> {
         })
         .inc();
     m.register_audit_export(exported, Some(notifications));
+    let verifications: prometheus_client::metrics::family::Family<_, Counter> = Default::default();
+    verifications
+        .get_or_create(&poddebug_recording::recorder::verified::OutcomeLabels { outcome: "hashed" })
+        .inc();
+    m.register_recording_verifications(verifications);
     m.encode()
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))

@@ -706,16 +706,14 @@ impl Store {
         Ok(Some(m))
     }
 
-    /// The recording itself: its parts in order (or the single file of earlier versions), as
-    /// a stream read from the store a chunk at a time. `None` when there is no such recording.
-    pub async fn read(
+    /// The keys of the parts the store holds for a recording, in order.
+    async fn part_keys(
         &self,
         namespace: &str,
         pod: &str,
         id: &str,
-    ) -> Result<Option<impl Stream<Item = Result<Bytes, StoreError>> + Send + use<>>, StoreError>
-    {
-        let mut parts: Vec<Key> = self
+    ) -> Result<Vec<Key>, StoreError> {
+        let mut keys: Vec<Key> = self
             .os
             .list(Some(&self.key(&[namespace, pod, id])))
             .try_filter_map(|o| {
@@ -727,6 +725,20 @@ impl Store {
             })
             .try_collect()
             .await?;
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// The recording itself: its parts in order (or the single file of earlier versions), as
+    /// a stream read from the store a chunk at a time. `None` when there is no such recording.
+    pub async fn read(
+        &self,
+        namespace: &str,
+        pod: &str,
+        id: &str,
+    ) -> Result<Option<impl Stream<Item = Result<Bytes, StoreError>> + Send + use<>>, StoreError>
+    {
+        let mut parts = self.part_keys(namespace, pod, id).await?;
         if parts.is_empty() {
             let legacy = self.key(&[namespace, pod, &format!("{id}.cast")]);
             match self.os.head(&legacy).await {
@@ -742,7 +754,6 @@ impl Store {
                 Err(e) => return Err(e),
             }
         }
-        parts.sort();
         let os = self.os.clone();
         let stream = futures::stream::iter(parts)
             .then(move |k| {
@@ -793,19 +804,7 @@ impl Store {
             None => {
                 // No time table: every part from the first (or the single file of earlier
                 // versions).
-                let mut keys: Vec<Key> = self
-                    .os
-                    .list(Some(&self.key(&[namespace, pod, id])))
-                    .try_filter_map(|o| {
-                        let part = o
-                            .location
-                            .filename()
-                            .is_some_and(|f| part_number(f).is_some());
-                        futures::future::ready(Ok(part.then_some(o.location)))
-                    })
-                    .try_collect()
-                    .await?;
-                keys.sort();
+                let mut keys = self.part_keys(namespace, pod, id).await?;
                 if keys.is_empty() {
                     let legacy = self.key(&[namespace, pod, &format!("{id}.cast")]);
                     match self.os.head(&legacy).await {
