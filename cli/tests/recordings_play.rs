@@ -6,35 +6,14 @@
 //!
 //! Needs the binaries: `cargo build -p poddebug-apiserver -p kubectl-poddebug` first.
 
-use std::process::{Command, Stdio};
+mod piped;
 
 use poddebug_tests::synthetic::{fake_server_store, write_session};
 use poddebug_tests::{FakeKube, PodDebugServer, TempDir};
 
-fn plugin(kc: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-poddebug"))
-        .env("KUBECONFIG", kc)
-        .env("PATH", "")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("plugin");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
+/// The plugin with nothing on its stdin.
 async fn run(kc: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let kc = kc.to_path_buf();
-    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        plugin(&kc, &args)
-    })
-    .await
-    .expect("plugin task")
+    piped::run(kc, args, None).await
 }
 
 #[tokio::test]

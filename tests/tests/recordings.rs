@@ -83,10 +83,15 @@ async fn env(extra: &[&str]) -> Env {
 }
 
 async fn ws(client: &TestClient, query: &str) -> ChannelClient<Io> {
+    ws_at(client, BASE, query).await
+}
+
+/// A WebSocket v5 attach to the pod at `pod_path` (`…/namespaces/NS/pods/POD`).
+async fn ws_at(client: &TestClient, pod_path: &str, query: &str) -> ChannelClient<Io> {
     let headers = TestClient::websocket_headers("v5.channel.k8s.io");
     let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let resp = client
-        .upgrade(Method::GET, &format!("{BASE}/attach?{query}"), &headers)
+        .upgrade(Method::GET, &format!("{pod_path}/attach?{query}"), &headers)
         .await
         .expect("upgrade request");
     assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
@@ -1551,18 +1556,7 @@ async fn a_receiver_that_never_answers_makes_the_export_drop_and_count_never_wai
 /// A session on `ns/pod` typing `keys` (a terminal's keys; the fake echoes them), ended once
 /// `until` is echoed.
 async fn typed(client: &TestClient, ns: &str, pod: &str, keys: &[&[u8]], until: &str) {
-    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let resp = client
-        .upgrade(
-            Method::GET,
-            &format!("{GV}/namespaces/{ns}/pods/{pod}/attach?{TTY}"),
-            &headers,
-        )
-        .await
-        .expect("upgrade request");
-    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
-    let mut c = ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await;
+    let mut c = ws_at(client, &format!("{GV}/namespaces/{ns}/pods/{pod}"), TTY).await;
     for k in keys {
         c.stdin(k).await.expect("send");
     }
