@@ -12,7 +12,6 @@
 use axum::extract::{Path, State};
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use poddebug_recording::keys::Keys;
 use poddebug_types::evidence::{RecordingKey, RecordingKeyList};
 use poddebug_types::{ApiError, GROUP};
@@ -87,9 +86,7 @@ pub async fn list(State(st): State<AppState>, headers: HeaderMap) -> Result<Resp
     if wants_table(&headers) {
         return json_response(StatusCode::OK, &table(&items));
     }
-    let mut list = RecordingKeyList::new(items);
-    list.metadata = ListMeta::default();
-    json_response(StatusCode::OK, &list)
+    json_response(StatusCode::OK, &RecordingKeyList::new(items))
 }
 
 /// `GET …/recordingkeys/ID`.

@@ -183,9 +183,11 @@ fn table(items: &[Recording], meta: &ListMeta, include_object: &str, search: boo
             table_row(cells, r, &r.metadata, include_object)
         })
         .collect();
-    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1",
-        "metadata": serde_json::to_value(meta).unwrap_or(json!({})),
-        "columnDefinitions": columns, "rows": rows})
+    super::table::envelope(
+        serde_json::to_value(meta).unwrap_or(json!({})),
+        columns,
+        rows,
+    )
 }
 
 /// A list of the recordings of `namespace` (all: None) and `pod` (all: None), with the query's
