@@ -92,7 +92,17 @@ async fn a_recording_verifies_in_the_plugin_online_and_offline_and_an_edited_par
     let pki = fake.pki().clone();
     let store = TempDir::new("recordings-verify-store");
     let flag = format!("--recording-dir={}", store.path().display());
-    let server = PodDebugServer::start(&fake, &pki, &[&flag]).await;
+    // No cached decisions: the test takes a permission away midway and gives it back.
+    let server = PodDebugServer::start(
+        &fake,
+        &pki,
+        &[
+            &flag,
+            "--authorization-webhook-cache-authorized-ttl=0s",
+            "--authorization-webhook-cache-unauthorized-ttl=0s",
+        ],
+    )
+    .await;
     let dir = TempDir::new("recordings-verify");
     let kc = server.write_kubeconfig(dir.path(), "auditor", &["devs"], "shop");
     let client = server.front_proxy_client("auditor", &["devs"]);
@@ -233,6 +243,20 @@ async fn a_recording_verifies_in_the_plugin_online_and_offline_and_an_edited_par
         err.contains(&format!("the key named {key_id} is the key {}", pk.id())),
         "{err}"
     );
+
+    // One verb short: without `list` on recordingkeys the cluster's keys are refused, and the
+    // verification with them fails; with the keys as a file it still verifies.
+    fake.set_policy(|a| !a.is("list", "recordingkeys"));
+    let (code, out, err) = run(&kc, &["recordings", "verify", &id], None).await;
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains("Forbidden") && err.contains("recordingkeys"),
+        "{err}"
+    );
+    let (code, out, err) = run(&kc, &["recordings", "verify", &id, "--keys", &arg(2)], None).await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains(&format!("keys: {}", arg(2))), "{out}");
+    fake.allow_all();
 
     // The server's verdict: hashed once, then reused while the parts are unchanged.
     let hashed = verifications(&client, "hashed").await;
