@@ -5,8 +5,39 @@ use super::store::{Metadata, Store};
 use super::tap::Tap;
 use super::writer::WriterEnd;
 
-/// How long the end of a session waits for its writer to finish the file.
-const WRITER_FINISH: std::time::Duration = std::time::Duration::from_secs(10);
+use std::time::Duration;
+
+/// How long the end of a session waits for a writer that does nothing (no item turned into a
+/// line, no write to the store finished) before it gives the recording up as truncated.
+const WRITER_STALL: Duration = Duration::from_secs(30);
+/// How long the end of a session waits for its writer at most, however steadily it works (a
+/// strict session can end with up to the tap's queue, 16 MiB, still to write).
+const WRITER_FINISH_MAX: Duration = Duration::from_secs(300);
+
+/// Whether the end of a session goes on waiting for its writer: while the writer works, for up
+/// to [`WRITER_FINISH_MAX`]; a writer that did nothing for [`WRITER_STALL`] is given up.
+#[derive(Debug)]
+struct FinishWait {
+    seen: u64,
+    waited: Duration,
+}
+
+impl FinishWait {
+    fn new(progress: u64) -> FinishWait {
+        FinishWait {
+            seen: progress,
+            waited: Duration::ZERO,
+        }
+    }
+
+    /// After another [`WRITER_STALL`] without the writer finishing, with its progress now.
+    fn keep_waiting(&mut self, progress: u64) -> bool {
+        self.waited += WRITER_STALL;
+        let moved = progress != self.seen;
+        self.seen = progress;
+        moved && self.waited < WRITER_FINISH_MAX
+    }
+}
 
 /// A recording in progress.
 #[derive(Debug)]
@@ -70,13 +101,25 @@ impl Session {
             quota,
         } = self;
         tap.close();
+        let shared = tap.shared.clone();
         drop(tap);
         // A writer that did not finish leaves the recording incomplete: it verifies as
-        // truncated where its parts stop.
+        // truncated where its parts stop. One still working is waited for (a slow machine, a
+        // strict session that ended with much queued), one that stalled is not.
+        let progress = || shared.progress.load(std::sync::atomic::Ordering::Relaxed);
+        let mut wait = FinishWait::new(progress());
+        let finished = loop {
+            match tokio::time::timeout(WRITER_STALL, &mut writer).await {
+                Ok(r) => break r.ok(),
+                Err(_) if wait.keep_waiting(progress()) => continue,
+                Err(_) => break None,
+            }
+        };
+        drop(shared);
         let mut complete = true;
-        let end = match tokio::time::timeout(WRITER_FINISH, &mut writer).await {
-            Ok(Ok(end)) => end,
-            Ok(Err(_)) | Err(_) => {
+        let end = match finished {
+            Some(end) => end,
+            None => {
                 complete = false;
                 writer.abort();
                 tracing::warn!(id = %meta.id, "the recording could not be finished in time");
@@ -145,6 +188,25 @@ pub fn exit_code_of_status(msg: &[u8]) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_end_waits_for_a_writer_while_it_works_and_within_the_bound() {
+        // Working: waited for, again and again, until the bound.
+        let mut w = FinishWait::new(0);
+        let mut rounds = 0;
+        while w.keep_waiting(rounds + 1) {
+            rounds += 1;
+        }
+        assert_eq!(
+            u128::from(rounds + 1),
+            WRITER_FINISH_MAX.as_millis() / WRITER_STALL.as_millis()
+        );
+        // Stalled: given up at the first look that finds no progress.
+        let mut w = FinishWait::new(7);
+        assert!(w.keep_waiting(9));
+        assert!(!w.keep_waiting(9));
+        assert!(!FinishWait::new(3).keep_waiting(3));
+    }
 
     #[test]
     fn exit_codes_from_the_error_channel() {

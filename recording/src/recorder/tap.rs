@@ -119,6 +119,9 @@ pub(super) struct TapShared {
     /// best-effort: the overflow was the replica's recording memory being full (else the
     /// session's own queue).
     pub(super) memory_full: AtomicBool,
+    /// What the writer has done (items turned into lines, writes to the store): the end of a
+    /// session waits for a writer as long as this moves.
+    pub(super) progress: std::sync::atomic::AtomicU64,
 }
 
 impl Drop for TapShared {
@@ -143,7 +146,13 @@ impl TapShared {
             end,
             memory,
             memory_full: AtomicBool::new(false),
+            progress: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// The writer did something.
+    pub(super) fn progressed(&self) {
+        self.progress.fetch_add(1, Ordering::Relaxed);
     }
 
     /// strict: the recording cannot go on: stop queueing, release waiting relays, end the

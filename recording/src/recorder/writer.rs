@@ -414,6 +414,7 @@ impl Writer {
                 self.lines.screen.as_ref(),
             )
             .await;
+        self.shared.progressed();
         // What is held now: the lines not yet in a part.
         self.held
             .set((self.lines.buf.len() + self.sink.pending.len()) as u64);
@@ -431,6 +432,7 @@ impl Writer {
                 let t = at.duration_since(self.started).as_secs_f64();
                 last = t;
                 self.lines.item(t, item);
+                self.shared.progressed();
                 // An item's screen and index work is CPU on this task: between items the
                 // runtime's other tasks (other sessions' relays) get their turn, so a burst
                 // queued at once never holds a worker thread for the whole batch.
