@@ -174,11 +174,20 @@ async fn a_page_on_another_origin_creates_nothing_opens_no_stream_and_reads_noth
         .expect("answered");
     assert_cross_site_refusal(resp.status, &resp.body);
 
-    // Reads of what a session printed: its log, and (even with recording off) recordings.
+    // Reads of what a session printed: its log, and (even with recording off) recordings,
+    // their commands, evidence, ranges and searches, and the keys that verify them.
+    const REC: &str = "20260101T000000Z-0000000000000000";
     for read in [
         format!("{GV}/namespaces/{NS}/pods/{POD}/log?container=dbg&follow=true"),
         format!("{GV}/namespaces/{NS}/pods/{POD}/recordings"),
-        format!("{GV}/namespaces/{NS}/pods/{POD}/recordings/20260101T000000Z-0000000000000000"),
+        format!("{GV}/namespaces/{NS}/pods/{POD}/recordings/{REC}"),
+        format!("{GV}/namespaces/{NS}/pods/{POD}/recordings/{REC}?start=0&end=60"),
+        format!("{GV}/namespaces/{NS}/pods/{POD}/recordings/{REC}/commands"),
+        format!("{GV}/namespaces/{NS}/pods/{POD}/recordings/{REC}/evidence"),
+        format!("{GV}/namespaces/{NS}/pods/{POD}/recordings?search=passwd"),
+        format!("{GV}/namespaces/{NS}/debugrecordings?search=passwd"),
+        format!("{GV}/debugrecordings?search=passwd"),
+        format!("{GV}/recordingkeys"),
         debug_path(NS, POD, Some("dbg"), ""),
     ] {
         let (code, _, body) = request(&e.alice, Method::GET, &read, FROM_OTHER_PAGE, "").await;
