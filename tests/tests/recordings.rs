@@ -1832,6 +1832,107 @@ async fn search_finds_recordings_by_their_commands_and_output_per_pod_namespace_
     assert!(untrusted_recordings(&e.client).await >= before + 2.0);
 }
 
+/// Threads of process `pid` waiting in the kernel for a FIFO's other end to open it.
+fn waiting_on_a_fifo(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .filter_map(Result::ok)
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("wchan"))
+                        .is_ok_and(|w| w.contains("wait_for_partner"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+async fn wait_for_fifo_readers(e: &Env, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while waiting_on_a_fifo(e.server.pid()) < n {
+        assert!(
+            Instant::now() < deadline,
+            "{n} searches never reached the index: {}",
+            waiting_on_a_fifo(e.server.pid())
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_users_third_search_at_once_is_refused_with_429_and_another_users_is_not() {
+    let e = env(&["--record-input"]).await;
+    typed(&e.client, NS, POD, &[b"echo stalled-marker\r"], "stalled").await;
+    let items = ended_recordings(&e.client, 1).await;
+    let id = items[0]["metadata"]["name"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    // The recording's index becomes a FIFO: a search that reads it waits, holding its slot,
+    // until something opens the other end.
+    let index = e.dir.0.join(NS).join(POD).join(&id).join("index");
+    assert!(index.is_file(), "{}", index.display());
+    std::fs::remove_file(&index).expect("remove the index");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&index)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let path = format!("{BASE}/recordings?search=stalled");
+    let search = |client: &TestClient| {
+        let (client, path) = (client.clone(), path.clone());
+        tokio::spawn(async move { client.get_json(&path).await })
+    };
+    let first = [search(&e.client), search(&e.client)];
+    wait_for_fifo_readers(&e, 2).await;
+
+    // alice's third: refused at once, before the store is read.
+    let (code, headers, body) = e
+        .client
+        .request(Method::GET, &path, &[], bytes::Bytes::new())
+        .await
+        .expect("answered");
+    let status: Value = serde_json::from_slice(&body).expect("a Status");
+    assert_eq!(code, StatusCode::TOO_MANY_REQUESTS, "{status}");
+    assert_eq!(status["reason"], "TooManyRequests", "{status}");
+    assert_eq!(status["code"], 429);
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("by this user (at most 2)")),
+        "{status}"
+    );
+    assert_eq!(headers.get("retry-after").expect("Retry-After"), "1");
+    assert_eq!(waiting_on_a_fifo(e.server.pid()), 2);
+
+    // Another user's search is not refused: it reaches the index too.
+    let carol = e
+        .server
+        .front_proxy_client("carol", &["system:authenticated", "devs"]);
+    let third = search(&carol);
+    wait_for_fifo_readers(&e, 3).await;
+
+    // The other end opens and closes at once: the waiting reads end (with an index that is
+    // empty, so ignored), and every slot is given back.
+    drop(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&index)
+            .expect("open the FIFO"),
+    );
+    std::fs::remove_file(&index).expect("remove the FIFO");
+    for s in first.into_iter().chain([third]) {
+        let (code, list) = tokio::time::timeout(T, s)
+            .await
+            .expect("the search ended")
+            .expect("joined");
+        assert_eq!(code, StatusCode::OK, "{list}");
+        assert_eq!(list["items"], json!([]), "{list}");
+    }
+    let (code, list) = e.client.get_json(&path).await;
+    assert_eq!(code, StatusCode::OK, "alice searches again: {list}");
+}
+
 #[tokio::test]
 async fn without_a_recording_dir_there_is_no_search() {
     let fake = FakeKube::start_with_pki(TestPki::new()).await;
