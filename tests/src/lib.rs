@@ -6,6 +6,7 @@
 //! it started.
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod bodies;
 pub mod browser;
 pub mod capability;

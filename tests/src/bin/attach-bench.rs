@@ -18,6 +18,7 @@
 //! `attach-bench --kubeconfig K --namespace NS --pod POD [--mib 16] [--runs 5]
 //!  [--image busybox:1.36] [--cpu NAME=PID ...]`
 
+use poddebug_tests::bench::median;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -176,11 +177,6 @@ async fn through(
         fail("poddebug attach", "no stdin or stdout");
     };
     bulk(stdin, stdout, total).await
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 #[tokio::main]

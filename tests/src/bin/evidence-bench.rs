@@ -14,6 +14,7 @@
 //! `target/release/evidence-bench [--mib 64] [--runs 5] [--chunk 32768] [--store URL]`
 //! (`--store s3://BUCKET/PREFIX` with the `AWS_*` environment: an S3-compatible server).
 
+use poddebug_tests::bench::{self, median, num};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,17 +41,16 @@ fn args() -> Args {
         chunk: 32768,
         store: None,
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
-        match flag.as_str() {
-            "--mib" => a.mib = value().parse().expect("--mib N"),
-            "--runs" => a.runs = value().parse().expect("--runs N"),
-            "--chunk" => a.chunk = value().parse().expect("--chunk BYTES"),
-            "--store" => a.store = Some(value()),
-            other => panic!("unknown flag {other}"),
+    bench::flags(|k, v| {
+        match k {
+            "--mib" => a.mib = num(v)?,
+            "--runs" => a.runs = num(v)?,
+            "--chunk" => a.chunk = num(v)?,
+            "--store" => a.store = Some(v.to_owned()),
+            _ => return None,
         }
-    }
+        Some(())
+    });
     a
 }
 
@@ -118,11 +118,6 @@ async fn one(r: &Recorder, a: &Args, run: usize, signed: bool, data: &Bytes) -> 
         .map(|v| v.result.as_str().to_owned())
         .unwrap_or_else(|| "unsigned".into());
     (total as f64 / secs / 1e6, v)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

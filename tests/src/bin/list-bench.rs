@@ -13,6 +13,7 @@
 //!  [--pods 10000] [--with-debug 1000] [--namespaces 100] [--lists 50] [--page 500]
 //!  [--watches 100] [--changes 20]`
 
+use poddebug_tests::bench::{self, num, pct};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -42,37 +43,24 @@ fn args() -> Args {
         watches: 100,
         changes: 20,
     };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    for pair in argv.chunks(2) {
-        let v = pair.get(1).and_then(|v| v.parse().ok());
-        match (pair[0].as_str(), v) {
-            ("--pods", Some(v)) => a.pods = v,
-            ("--with-debug", Some(v)) => a.with_debug = v,
-            ("--namespaces", Some(v)) => a.namespaces = v.max(1),
-            ("--lists", Some(v)) => a.lists = v.max(1),
-            ("--page", Some(v)) => a.page = v.max(1),
-            ("--watches", Some(v)) => a.watches = v,
-            ("--changes", Some(v)) => a.changes = v,
-            (k, _) => {
-                eprintln!("unknown or bad argument {k}");
-                std::process::exit(2);
-            }
+    bench::flags(|k, v| {
+        match k {
+            "--pods" => a.pods = num(v)?,
+            "--with-debug" => a.with_debug = num(v)?,
+            "--namespaces" => a.namespaces = num::<usize>(v)?.max(1),
+            "--lists" => a.lists = num::<usize>(v)?.max(1),
+            "--page" => a.page = num::<usize>(v)?.max(1),
+            "--watches" => a.watches = num(v)?,
+            "--changes" => a.changes = num(v)?,
+            _ => return None,
         }
-    }
+        Some(())
+    });
     a
 }
 
-fn pct(v: &[Duration], p: f64) -> Duration {
-    let mut v = v.to_vec();
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v.get(i.min(v.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
-}
-
 fn ms(d: Duration) -> String {
-    format!("{:.2}", d.as_secs_f64() * 1000.0)
+    bench::ms(d, 2)
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -11,6 +11,7 @@
 //! `PODDEBUG_APISERVER_BIN=target/release/poddebug-apiserver target/release/load-bench
 //!  [--clients 16] [--pods 50] [--seconds 10] [--streams 1000] [--stream-kib 64]`
 
+use poddebug_tests::bench::{self, num, pct};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -41,21 +42,17 @@ fn args() -> Args {
         streams: 1000,
         stream_kib: 64,
     };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    for pair in argv.chunks(2) {
-        let v = pair.get(1).and_then(|v| v.parse::<u64>().ok());
-        match (pair[0].as_str(), v) {
-            ("--clients", Some(v)) => a.clients = v.max(1) as usize,
-            ("--pods", Some(v)) => a.pods = v.max(1) as usize,
-            ("--seconds", Some(v)) => a.seconds = v.max(1),
-            ("--streams", Some(v)) => a.streams = v as usize,
-            ("--stream-kib", Some(v)) => a.stream_kib = v.max(1) as usize,
-            (k, _) => {
-                eprintln!("unknown or bad argument {k}");
-                std::process::exit(2);
-            }
+    bench::flags(|k, v| {
+        match k {
+            "--clients" => a.clients = num::<usize>(v)?.max(1),
+            "--pods" => a.pods = num::<usize>(v)?.max(1),
+            "--seconds" => a.seconds = num::<u64>(v)?.max(1),
+            "--streams" => a.streams = num(v)?,
+            "--stream-kib" => a.stream_kib = num::<usize>(v)?.max(1),
+            _ => return None,
         }
-    }
+        Some(())
+    });
     a
 }
 
@@ -71,15 +68,8 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+    format!("{} ms", bench::ms(d, 2))
 }
 
 fn pod_name(i: usize) -> String {

@@ -16,6 +16,7 @@
 //! `PODDEBUG_APISERVER_BIN=target/release/poddebug-apiserver target/release/search-bench
 //!  [--recordings 1000] [--namespaces 10] [--lines 2000] [--searches 20]`
 
+use poddebug_tests::bench::{self, num, pct};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -45,34 +46,21 @@ fn args() -> Args {
         lines: 2_000,
         searches: 20,
     };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    for pair in argv.chunks(2) {
-        let v = pair.get(1).and_then(|v| v.parse().ok());
-        match (pair[0].as_str(), v) {
-            ("--recordings", Some(v)) => a.recordings = v,
-            ("--namespaces", Some(v)) => a.namespaces = v.max(1),
-            ("--lines", Some(v)) => a.lines = v,
-            ("--searches", Some(v)) => a.searches = v.max(1),
-            (k, _) => {
-                eprintln!("unknown or bad argument {k}");
-                std::process::exit(2);
-            }
+    bench::flags(|k, v| {
+        match k {
+            "--recordings" => a.recordings = num(v)?,
+            "--namespaces" => a.namespaces = num::<usize>(v)?.max(1),
+            "--lines" => a.lines = num(v)?,
+            "--searches" => a.searches = num::<usize>(v)?.max(1),
+            _ => return None,
         }
-    }
+        Some(())
+    });
     a
 }
 
-fn pct(v: &[Duration], p: f64) -> Duration {
-    let mut v = v.to_vec();
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v.get(i.min(v.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
-}
-
 fn ms(d: Duration) -> String {
-    format!("{:.2}", d.as_secs_f64() * 1000.0)
+    bench::ms(d, 2)
 }
 
 fn line(d: &[Duration]) -> String {

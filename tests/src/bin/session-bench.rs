@@ -16,6 +16,7 @@
 //! `PODDEBUG_APISERVER_BIN=target/release/poddebug-apiserver target/release/session-bench
 //!  [--sessions 100] [--replicas 2] [--pods 10] [--users N] [--idle-seconds 0] [--lists 200]`
 
+use poddebug_tests::bench::{self, num, pct};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -49,22 +50,18 @@ fn args() -> Args {
         idle_seconds: 0,
         lists: 200,
     };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    for pair in argv.chunks(2) {
-        let v = pair.get(1).and_then(|v| v.parse().ok());
-        match (pair[0].as_str(), v) {
-            ("--sessions", Some(v)) => a.sessions = v,
-            ("--replicas", Some(v)) => a.replicas = v.max(1),
-            ("--pods", Some(v)) => a.pods = v.max(1),
-            ("--lists", Some(v)) => a.lists = v.max(1),
-            ("--users", Some(v)) => a.users = v,
-            ("--idle-seconds", Some(v)) => a.idle_seconds = v as u64,
-            (k, _) => {
-                eprintln!("unknown or bad argument {k}");
-                std::process::exit(2);
-            }
+    bench::flags(|k, v| {
+        match k {
+            "--sessions" => a.sessions = num(v)?,
+            "--replicas" => a.replicas = num::<usize>(v)?.max(1),
+            "--pods" => a.pods = num::<usize>(v)?.max(1),
+            "--lists" => a.lists = num::<usize>(v)?.max(1),
+            "--users" => a.users = num(v)?,
+            "--idle-seconds" => a.idle_seconds = num(v)?,
+            _ => return None,
         }
-    }
+        Some(())
+    });
     if a.users == 0 {
         a.users = a.sessions.div_ceil(20).max(1);
     }
@@ -87,17 +84,8 @@ fn cpu_time(pid: u32) -> Duration {
     Duration::from_millis(ticks * 1000 / TICKS)
 }
 
-fn pct(v: &[Duration], p: f64) -> Duration {
-    let mut v = v.to_vec();
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v.get(i.min(v.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
-}
-
 fn ms(d: Duration) -> String {
-    format!("{:.2}", d.as_secs_f64() * 1000.0)
+    bench::ms(d, 2)
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -20,6 +20,7 @@
 //! MB relayed.
 //! `--rtt-iterations 0` and `--idle-streams 0` skip those parts.
 
+use poddebug_tests::bench::{self, median, num, pct};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -58,35 +59,19 @@ fn args() -> Args {
         compare_args: Vec::new(),
         compare_bin: None,
     };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    for pair in argv.chunks(2) {
-        let v = pair.get(1).and_then(|v| v.parse().ok());
-        match (pair[0].as_str(), pair.get(1)) {
-            ("--server-arg", Some(arg)) => {
-                a.server_args.push(arg.clone());
-                continue;
-            }
-            ("--compare-arg", Some(arg)) => {
-                a.compare_args.push(arg.clone());
-                continue;
-            }
-            ("--compare-bin", Some(bin)) => {
-                a.compare_bin = Some(bin.clone());
-                continue;
-            }
-            _ => {}
+    bench::flags(|k, v| {
+        match k {
+            "--server-arg" => a.server_args.push(v.to_owned()),
+            "--compare-arg" => a.compare_args.push(v.to_owned()),
+            "--compare-bin" => a.compare_bin = Some(v.to_owned()),
+            "--bulk-mib" => a.bulk_mib = num(v)?,
+            "--rtt-iterations" => a.rtt_iterations = num(v)?,
+            "--idle-streams" => a.idle_streams = num(v)?,
+            "--runs" => a.runs = num::<usize>(v)?.max(1),
+            _ => return None,
         }
-        match (pair[0].as_str(), v) {
-            ("--bulk-mib", Some(v)) => a.bulk_mib = v,
-            ("--rtt-iterations", Some(v)) => a.rtt_iterations = v,
-            ("--idle-streams", Some(v)) => a.idle_streams = v,
-            ("--runs", Some(v)) => a.runs = v.max(1),
-            (k, _) => {
-                eprintln!("unknown or bad argument {k}");
-                std::process::exit(2);
-            }
-        }
-    }
+        Some(())
+    });
     // One user opens every idle stream: more than --max-sessions-per-user allows by default.
     if a.idle_streams > 0 {
         a.server_args.push("--max-sessions-per-user=0".to_owned());
@@ -191,11 +176,6 @@ async fn rtts(t: &Target, n: usize) -> Vec<Duration> {
     out
 }
 
-fn pct(v: &[Duration], p: f64) -> Duration {
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i.min(v.len() - 1)]
-}
-
 /// A bulk run through the server of process `pid`: MB/s, and the CPU seconds it spent.
 async fn timed_bulk(pid: u32, t: &Target, total: usize) -> (f64, f64) {
     let before = cpu_seconds(pid);
@@ -244,13 +224,8 @@ async fn active_streams(server: &PodDebugServer) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1000.0)
+    bench::ms(d, 3)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
