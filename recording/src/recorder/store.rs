@@ -96,6 +96,15 @@ fn commands_content(
     serde_json::to_vec(&(COMMANDS_CONTENT, namespace, pod, id, items, dropped)).unwrap_or_default()
 }
 
+/// A failure of the store that is not the object store's own (a key not loaded, a body that
+/// cannot be encoded).
+fn generic(e: Box<dyn std::error::Error + Send + Sync>) -> StoreError {
+    object_store::Error::Generic {
+        store: "recordings",
+        source: e,
+    }
+}
+
 /// A fresh id: the start time (UTC, to the second) and 64 random bits,
 /// `20260102t030405z-0123456789abcdef`: lower case, so that it is a valid object name (DNS-1123
 /// subdomain) as `metadata.name` of a `Recording`. Earlier versions wrote `T` and `Z`.
@@ -394,17 +403,18 @@ impl Store {
         self.key(&[namespace, pod, id, &format!("{seq:08}.part")])
     }
 
+    /// The record key the objects of recordings are signed with; a failure while it is not
+    /// loaded.
+    fn record_key(&self) -> Result<&poddebug_storage::record_key::RecordKey, StoreError> {
+        self.key
+            .get()
+            .ok_or_else(|| generic("the record key is not loaded yet".into()))
+    }
+
     /// Write the metadata, signed (one PUT: readers see the old object or the new, never half).
     /// Fails while the record key is not loaded.
     pub async fn write_meta(&self, m: &Metadata) -> Result<(), StoreError> {
-        let generic = |e: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
-            store: "recordings",
-            source: e,
-        };
-        let key = self
-            .key
-            .get()
-            .ok_or_else(|| generic("the record key is not loaded yet".into()))?;
+        let key = self.record_key()?;
         let mut m = m.clone();
         match &self.signing {
             Some(keys) => {
@@ -446,14 +456,7 @@ impl Store {
         items: &[RecordingCommand],
         dropped: u64,
     ) -> Result<(), StoreError> {
-        let generic = |e: Box<dyn std::error::Error + Send + Sync>| object_store::Error::Generic {
-            store: "recordings",
-            source: e,
-        };
-        let key = self
-            .key
-            .get()
-            .ok_or_else(|| generic("the record key is not loaded yet".into()))?;
+        let key = self.record_key()?;
         let place = (m.namespace.as_str(), m.pod.as_str(), m.id.as_str());
         let mac = key.sign(
             Purpose::RecordingCommands,

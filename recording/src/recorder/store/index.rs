@@ -49,10 +49,7 @@ impl Store {
     /// Write the search index of a recording (`body`, its JSON), signed (one PUT). Fails
     /// while the record key is not loaded.
     pub async fn write_index(&self, m: &Metadata, body: &[u8]) -> Result<(), StoreError> {
-        let key = self.key.get().ok_or_else(|| object_store::Error::Generic {
-            store: "recordings",
-            source: "the record key is not loaded yet".into(),
-        })?;
+        let key = self.record_key()?;
         let place = (m.namespace.as_str(), m.pod.as_str(), m.id.as_str());
         let mac = key.sign(Purpose::RecordingIndex, &index_content(place, body));
         let mut object = Vec::with_capacity(mac.len() + 1 + body.len());
