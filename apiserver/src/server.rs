@@ -262,34 +262,52 @@ fn spawn_background(
 
 /// Load the recording signing keys from the Secret
 /// [`poddebug_storage::signing_secret::SECRET_NAME`] in `namespace` (made with one fresh key
-/// when there is none), retrying until they load. A Secret whose entries are not valid keys is
-/// reported and retried: recordings are not written until an operator fixes it.
+/// when there is none), retrying until they load, then read it again every `resync` and take
+/// the keys it holds when they changed (a rotation). A Secret whose entries are not valid keys
+/// is reported: before the first load it is retried and recordings are not written until an
+/// operator fixes it; after, the keys held are kept.
 async fn load_signing_keys(
     keys: poddebug_recording::keys::SharedKeys,
     client: kube::Client,
     namespace: String,
+    resync: Duration,
 ) {
     use poddebug_recording::keys::Keys;
     use poddebug_storage::signing_secret::{SECRET_NAME, load_or_create};
     let mut delay = Duration::from_millis(200);
-    while keys.get().is_none() {
+    loop {
         let loaded = load_or_create(client.clone(), &namespace, || {
             Keys::new_entries().map_err(|e| e.to_string())
         })
         .await
         .map_err(|e| e.to_string())
         .and_then(|entries| Keys::from_entries(&entries).map_err(|e| e.to_string()));
+        let first = keys.get().is_none();
         match loaded {
             Ok(k) => {
-                tracing::info!(key_id = k.active().id(), secret = SECRET_NAME, %namespace, "recording signing keys loaded");
-                keys.set(k);
+                let id = k.active().id().to_owned();
+                let trusted = k.trusted_ids();
+                if keys.set(k) {
+                    let what = if first {
+                        "loaded"
+                    } else {
+                        "changed in their Secret: now taken"
+                    };
+                    tracing::info!(key_id = %id, %trusted, secret = SECRET_NAME, %namespace, "recording signing keys {what}");
+                }
+                delay = Duration::from_millis(200);
             }
-            Err(e) => {
+            Err(e) if first => {
                 tracing::warn!(error = %e, secret = SECRET_NAME, %namespace, "the recording signing keys cannot be loaded yet");
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, secret = SECRET_NAME, %namespace, "the recording signing keys could not be read again; the keys loaded are kept");
             }
         }
+        tokio::time::sleep(resync).await;
     }
 }
 
@@ -372,7 +390,8 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
             clients.pods.clone(),
             config.session_namespace.clone(),
         );
-        tokio::spawn(async move { load_signing_keys(keys, client, ns).await });
+        let resync = config.recording.recording_keys_resync_period;
+        tokio::spawn(async move { load_signing_keys(keys, client, ns, resync).await });
     }
     let backend_for_flush = backend.clone();
     let upstream = Arc::new(

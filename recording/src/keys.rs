@@ -7,11 +7,12 @@
 //! - `active`: the id of the key that signs new recordings (needed when there are several
 //!   private keys).
 //!
-//! Rotation (docs/operator-guide.md): add the new key's `.pk8`, point `active` at it, restart
-//! the replicas; then replace the old `.pk8` by its `.pub`.
+//! Rotation (docs/operator-guide.md): add the new key's `.pk8`, point `active` at it; then
+//! replace the old `.pk8` by its `.pub`. Replicas read the Secret again every
+//! `--recording-keys-resync-period` and take the keys it then holds ([`SharedKeys::set`]).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, RwLock};
 
 use crate::Error;
 use crate::signing::{KeySet, PublicKey, SigningKey};
@@ -122,10 +123,10 @@ impl Keys {
     }
 }
 
-/// A replica's keys once loaded (replicas start serving before they have read them). Cheap to
-/// clone.
+/// A replica's keys once loaded (replicas start serving before they have read them), replaced
+/// when the Secret changes. Cheap to clone; clones share.
 #[derive(Clone, Debug, Default)]
-pub struct SharedKeys(Arc<OnceLock<Keys>>);
+pub struct SharedKeys(Arc<RwLock<Option<Arc<Keys>>>>);
 
 impl SharedKeys {
     /// A holder with `keys` loaded.
@@ -135,14 +136,48 @@ impl SharedKeys {
         s
     }
 
-    /// The keys, once loaded.
-    pub fn get(&self) -> Option<&Keys> {
-        self.0.get()
+    /// The keys now, once loaded. What is signed or verified with them is signed or verified
+    /// with this one set, whatever replaces it meanwhile.
+    pub fn get(&self) -> Option<Arc<Keys>> {
+        self.0.read().ok()?.clone()
     }
 
-    /// Load them (the first time only).
-    pub fn set(&self, keys: Keys) {
-        let _ = self.0.set(keys);
+    /// Load `keys`, or replace those loaded. Whether that changed anything: another key
+    /// active, or another set of keys trusted.
+    pub fn set(&self, keys: Keys) -> bool {
+        let Ok(mut held) = self.0.write() else {
+            return false;
+        };
+        let same = held.as_ref().is_some_and(|h| h.same_keys(&keys));
+        if !same {
+            *held = Some(Arc::new(keys));
+        }
+        !same
+    }
+}
+
+impl Keys {
+    /// Whether `other` signs with the same key and trusts the same ones.
+    pub fn same_keys(&self, other: &Keys) -> bool {
+        let ids = |k: &Keys| {
+            k.trusted
+                .iter()
+                .map(|p| p.id().to_owned())
+                .collect::<Vec<_>>()
+        };
+        self.active.id() == other.active.id()
+            && ids(self) == ids(other)
+            && self.private == other.private
+    }
+
+    /// The ids of the keys trusted, in order, joined by commas (what a verdict was reached
+    /// with).
+    pub fn trusted_ids(&self) -> String {
+        self.trusted
+            .iter()
+            .map(|p| p.id())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -187,5 +222,33 @@ mod tests {
         let mut active_missing = fresh;
         active_missing.insert(ACTIVE.into(), b"ffff".to_vec());
         assert!(Keys::from_entries(&active_missing).is_err());
+    }
+
+    #[test]
+    fn loaded_keys_are_replaced_when_the_secret_holds_others() {
+        let shared = SharedKeys::default();
+        assert!(shared.get().is_none());
+        let first = Keys::new_entries().unwrap();
+        assert!(shared.set(Keys::from_entries(&first).unwrap()), "loaded");
+        let before = shared.get().unwrap();
+        assert!(
+            !shared.set(Keys::from_entries(&first).unwrap()),
+            "the same keys"
+        );
+        // A new active key, the old one kept: replaced, and what was taken before stays as it was.
+        let (new, pkcs8) = SigningKey::generate().unwrap();
+        let mut rotated = first.clone();
+        rotated.insert(format!("{}.pk8", new.id()), pkcs8);
+        rotated.insert(ACTIVE.into(), new.id().as_bytes().to_vec());
+        assert!(shared.set(Keys::from_entries(&rotated).unwrap()));
+        let now = shared.get().unwrap();
+        assert_eq!(now.active().id(), new.id());
+        assert_eq!(now.trusted().iter().count(), 2);
+        assert_ne!(before.active().id(), new.id());
+        assert_ne!(before.trusted_ids(), now.trusted_ids());
+        // The same active key with a key fewer trusted is a change too.
+        rotated.retain(|k, _| !k.starts_with(before.active().id()));
+        assert!(shared.set(Keys::from_entries(&rotated).unwrap()));
+        assert_eq!(shared.get().unwrap().trusted_ids(), new.id());
     }
 }

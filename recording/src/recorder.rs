@@ -411,6 +411,7 @@ mod tests {
                 recording_retention: Duration::ZERO,
                 max_recording_memory: memory,
                 recording_quota_per_user: quota,
+                recording_keys_resync_period: Duration::from_secs(30),
             },
             SharedRecordKey::loaded(poddebug_storage::record_key::RecordKey::generate()),
             UntrustedRecords::default(),

@@ -1832,6 +1832,137 @@ async fn search_finds_recordings_by_their_commands_and_output_per_pod_namespace_
     assert!(untrusted_recordings(&e.client).await >= before + 2.0);
 }
 
+/// The active key's id and every key's public key (base64) as `recordingkeys` lists them.
+async fn recording_keys(client: &TestClient) -> (String, Vec<(String, String)>) {
+    let (code, list) = client.get_json(&format!("{GV}/recordingkeys")).await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let name = |k: &Value| {
+        k["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let active = items
+        .iter()
+        .find(|k| k["active"] == true)
+        .map(name)
+        .unwrap_or_default();
+    let all = items
+        .iter()
+        .map(|k| {
+            (
+                name(k),
+                k["publicKey"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    (active, all)
+}
+
+/// The newest ended recording's id, once `n` have ended.
+async fn newest_ended(client: &TestClient, n: usize) -> String {
+    let items = ended_recordings(client, n).await;
+    let mut ids: Vec<String> = items
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    ids.sort();
+    ids.pop().expect("a recording")
+}
+
+/// `status.verification` of recording `id` (result, key id).
+async fn verified_by(client: &TestClient, id: &str) -> (String, String) {
+    let (code, one) = client
+        .get_json(&format!("{GV}/namespaces/{NS}/debugrecordings/{id}"))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{one}");
+    let v = &one["status"]["verification"];
+    (
+        v["result"].as_str().unwrap_or_default().to_owned(),
+        v["keyId"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_signing_keys_are_rotated_in_their_secret_without_a_restart() {
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    const SECRET: &str = "poddebug-recording-signing-keys";
+    const SERVER_NS: &str = "poddebug-system";
+    let e = env(&["--recording-keys-resync-period=1s"]).await;
+    typed(&e.client, NS, POD, &[b"echo before\r"], "before").await;
+    let before = newest_ended(&e.client, 1).await;
+    let (old, keys) = recording_keys(&e.client).await;
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_eq!(
+        verified_by(&e.client, &before).await,
+        ("Verified".into(), old.clone())
+    );
+
+    // An operator adds a new key and makes it the active one.
+    let fresh = poddebug_recording::keys::Keys::new_entries().expect("a key");
+    let new = String::from_utf8(fresh["active"].clone()).expect("an id");
+    let mut secret = e._fake.secret(SERVER_NS, SECRET).expect("the Secret");
+    for (k, v) in &fresh {
+        secret["data"][k] = json!(b64(v));
+    }
+    e._fake.put_secret(secret.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while recording_keys(&e.client).await.0 != new {
+        assert!(Instant::now() < deadline, "the new key was never taken");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // New recordings are signed with it; the old ones still verify with the old key.
+    typed(&e.client, NS, POD, &[b"echo after\r"], "after").await;
+    let after = newest_ended(&e.client, 2).await;
+    assert_ne!(after, before);
+    assert_eq!(
+        verified_by(&e.client, &after).await,
+        ("Verified".into(), new.clone())
+    );
+    assert_eq!(
+        verified_by(&e.client, &before).await,
+        ("Verified".into(), old.clone())
+    );
+
+    // A Secret that holds no valid keys is reported, and the keys held are kept.
+    let mut broken = secret.clone();
+    broken["data"]["active"] = json!(b64(b"0000000000000000"));
+    e._fake.put_secret(broken);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !e
+        .server
+        .logs_text()
+        .contains("could not be read again; the keys loaded are kept")
+    {
+        assert!(Instant::now() < deadline, "{}", e.server.logs_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(recording_keys(&e.client).await.0, new);
+
+    // The old key dropped from the Secret (not kept as OLD.pub, as the documented rotation
+    // does): a recording it signed no longer verifies, and the verdict reached with the old
+    // keys is not reused.
+    let mut dropped = secret;
+    dropped["data"]
+        .as_object_mut()
+        .expect("data")
+        .remove(&format!("{old}.pk8"));
+    e._fake.put_secret(dropped);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while recording_keys(&e.client).await.1.len() != 1 {
+        assert!(Instant::now() < deadline, "the old key was never dropped");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (result, _) = verified_by(&e.client, &before).await;
+    assert_eq!(result, "Tampered");
+    assert_eq!(
+        verified_by(&e.client, &after).await,
+        ("Verified".into(), new)
+    );
+}
+
 /// Threads of process `pid` waiting in the kernel for a FIFO's other end to open it.
 fn waiting_on_a_fifo(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task"))

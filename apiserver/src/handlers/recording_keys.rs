@@ -23,7 +23,7 @@ use crate::error::Error;
 use crate::state::AppState;
 
 /// The keys, once loaded; 404 with recording off, 503 before they are loaded.
-fn loaded(st: &AppState) -> Result<&Keys, Error> {
+fn loaded(st: &AppState) -> Result<std::sync::Arc<Keys>, Error> {
     let recorder = st.recorder.as_deref().ok_or(ApiError::PathNotFound)?;
     recorder.store().signing_keys().ok_or_else(|| {
         ApiError::ServiceUnavailable(
@@ -82,7 +82,8 @@ fn table(items: &[RecordingKey]) -> Value {
 
 /// `GET …/recordingkeys`.
 pub async fn list(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, Error> {
-    let items = keys(loaded(&st)?);
+    let loaded = loaded(&st)?;
+    let items = keys(&loaded);
     if wants_table(&headers) {
         return json_response(StatusCode::OK, &table(&items));
     }
@@ -95,7 +96,8 @@ pub async fn get(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, Error> {
-    let key = keys(loaded(&st)?)
+    let loaded = loaded(&st)?;
+    let key = keys(&loaded)
         .into_iter()
         .find(|k| k.metadata.name.as_deref() == Some(id.as_str()))
         .ok_or_else(|| Error::from(ApiError::not_found("recordingkeys", GROUP, &id)))?;

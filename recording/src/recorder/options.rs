@@ -104,6 +104,13 @@ pub struct RecordingOptions {
     /// leader (the replica holding the expiry Lease); 0 keeps them forever.
     #[arg(long, default_value = "0", value_parser = poddebug_types::duration::parse, help_heading = "Session recording")]
     pub recording_retention: Duration,
+    /// How often a replica reads the Secret of the recording signing keys
+    /// (poddebug-recording-signing-keys) again, and takes the keys it then holds: a rotation
+    /// (a new active key, a retired one) applies this long after the Secret changed, without a
+    /// restart. A Secret that does not hold valid keys is reported and the keys held are kept
+    /// (1s to 1h).
+    #[arg(long, default_value = "30s", value_parser = poddebug_types::duration::parse, help_heading = "Session recording")]
+    pub recording_keys_resync_period: Duration,
 }
 
 fn parse_sse(s: &str) -> Result<super::store::Sse, String> {
@@ -128,6 +135,11 @@ impl RecordingOptions {
             .contains(&self.recording_part_interval)
         {
             errs.push("--recording-part-interval must be between 1s and 60s".to_owned());
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600))
+            .contains(&self.recording_keys_resync_period)
+        {
+            errs.push("--recording-keys-resync-period must be between 1s and 1h".to_owned());
         }
         match self.store() {
             Ok(None) if self.recording_mode == RecordingMode::Strict => errs.push(

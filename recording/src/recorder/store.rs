@@ -356,7 +356,7 @@ impl Store {
     }
 
     /// The keys recordings are signed with, once loaded (none when recordings are not signed).
-    pub fn signing_keys(&self) -> Option<&Keys> {
+    pub fn signing_keys(&self) -> Option<Arc<Keys>> {
         self.signing.as_ref()?.get()
     }
 
@@ -964,6 +964,7 @@ impl Store {
         let running = crate::verify::running(&m, jiff::Timestamp::now());
         let place = (namespace.to_owned(), pod.to_owned(), id.to_owned());
         let fingerprint = super::verified::Fingerprint {
+            keys: keys.trusted_ids(),
             signature: m
                 .evidence
                 .as_ref()

@@ -31,10 +31,13 @@ pub const CAPACITY: usize = 4096;
 /// Longest a verdict is reused.
 pub const MAX_AGE: Duration = Duration::from_secs(600);
 
-/// What a verdict was reached on: the statement's signature, and each part as listed (number,
-/// size, ETag, modification time in microseconds).
+/// What a verdict was reached on: the keys trusted, the statement's signature, and each part as
+/// listed (number, size, ETag, modification time in microseconds).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fingerprint {
+    /// The ids of the keys trusted ([`crate::keys::Keys::trusted_ids`]): a verdict reached
+    /// with other keys (before a rotation) is not reused.
+    pub keys: String,
     /// The signature of the metadata's statement.
     pub signature: String,
     /// The parts as the store listed them, in order.
@@ -121,7 +124,12 @@ mod tests {
     }
 
     fn print(etag: &str) -> Fingerprint {
+        print_with("k1", etag)
+    }
+
+    fn print_with(keys: &str, etag: &str) -> Fingerprint {
         Fingerprint {
+            keys: keys.into(),
             signature: "sig".into(),
             parts: vec![(0, 10, Some(etag.into()), 1)],
         }
@@ -144,7 +152,9 @@ mod tests {
         assert!(v.reuse(&key(0), &print("b")).is_none());
         // Another recording.
         assert!(v.reuse(&key(1), &print("a")).is_none());
-        assert_eq!((v.count("reused"), v.count("hashed")), (1, 3));
+        // Other keys trusted (a rotation read since).
+        assert!(v.reuse(&key(0), &print_with("k2", "a")).is_none());
+        assert_eq!((v.count("reused"), v.count("hashed")), (1, 4));
     }
 
     #[test]

@@ -69,6 +69,7 @@ fn recorder(store: &str, signed: bool) -> Arc<Recorder> {
             recording_retention: Duration::ZERO,
             max_recording_memory: 0,
             recording_quota_per_user: 0,
+            recording_keys_resync_period: Duration::from_secs(30),
         },
         SharedRecordKey::loaded(RecordKey::generate()),
         UntrustedRecords::default(),

@@ -604,6 +604,11 @@ impl FakeKube {
             .cloned()
     }
 
+    /// Store `secret` as an operator's `kubectl apply` would (a new resourceVersion).
+    pub fn put_secret(&self, secret: Value) -> Value {
+        self.shared.mutate(|s| s.put(Kind::Secret, secret))
+    }
+
     /// Every Lease of `namespace`.
     pub fn leases(&self, namespace: &str) -> Vec<Value> {
         self.shared.lock().list(Kind::Lease, Some(namespace))
