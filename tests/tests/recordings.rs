@@ -1941,14 +1941,40 @@ async fn the_signing_keys_are_rotated_in_their_secret_without_a_restart() {
     }
     assert_eq!(recording_keys(&e.client).await.0, new);
 
-    // The old key dropped from the Secret (not kept as OLD.pub, as the documented rotation
-    // does): a recording it signed no longer verifies, and the verdict reached with the old
-    // keys is not reused.
-    let mut dropped = secret;
+    // The documented retirement: the old key's private key replaced by its public key
+    // (as `recordingkeys` publishes it). Taken at the next read (the log says so a second
+    // time); what the old key signed still verifies.
+    let taken = |e: &Env| {
+        e.server
+            .logs_text()
+            .matches("recording signing keys changed in their Secret")
+            .count()
+    };
+    assert_eq!(taken(&e), 1);
+    let mut retired = secret;
+    let data = retired["data"].as_object_mut().expect("data");
+    data.remove(&format!("{old}.pk8"));
+    data.insert(format!("{old}.pub"), json!(keys[0].1));
+    e._fake.put_secret(retired.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while taken(&e) < 2 {
+        assert!(Instant::now() < deadline, "the retirement was never taken");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(recording_keys(&e.client).await.1.len(), 2);
+    assert_eq!(
+        verified_by(&e.client, &before).await,
+        ("Verified".into(), old.clone())
+    );
+
+    // The old key dropped from the Secret altogether (not what the documented rotation does):
+    // a recording it signed no longer verifies, and the verdict reached with the old keys is
+    // not reused.
+    let mut dropped = retired;
     dropped["data"]
         .as_object_mut()
         .expect("data")
-        .remove(&format!("{old}.pk8"));
+        .remove(&format!("{old}.pub"));
     e._fake.put_secret(dropped);
     let deadline = Instant::now() + Duration::from_secs(30);
     while recording_keys(&e.client).await.1.len() != 1 {
