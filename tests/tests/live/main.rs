@@ -40,6 +40,7 @@ mod origins;
 mod portal;
 mod recordings;
 mod requests;
+mod rotation;
 mod sessions;
 mod stop;
 mod streams;
