@@ -260,40 +260,51 @@ fn spawn_background(
     });
 }
 
-/// Load the recording signing keys from the Secret
-/// [`poddebug_storage::signing_secret::SECRET_NAME`] in `namespace` (made with one fresh key
-/// when there is none), retrying until they load, then read it again every `resync` and take
-/// the keys it holds when they changed (a rotation). A Secret whose entries are not valid keys
-/// is reported: before the first load it is retried and recordings are not written until an
-/// operator fixes it; after, the keys held are kept.
+/// How a replica reads the recording signing keys: from the Secret
+/// [`poddebug_storage::signing_secret::SECRET_NAME`] in `namespace`, made with one fresh key
+/// when there is none.
+fn signing_key_reader(
+    client: kube::Client,
+    namespace: String,
+) -> poddebug_recording::keys::KeyReader {
+    use poddebug_recording::keys::Keys;
+    std::sync::Arc::new(move || {
+        let (client, namespace) = (client.clone(), namespace.clone());
+        Box::pin(async move {
+            let entries =
+                poddebug_storage::signing_secret::load_or_create(client, &namespace, || {
+                    Keys::new_entries().map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            Keys::from_entries(&entries).map_err(|e| e.to_string())
+        })
+    })
+}
+
+/// Load the recording signing keys (with their reader), retrying until they load, then read
+/// them again every `resync` and take them when they changed (a rotation). Keys that cannot
+/// be read or are not valid are reported: before the first load they are retried and
+/// recordings are not written until an operator fixes the Secret; after, the keys held are
+/// kept.
 async fn load_signing_keys(
     keys: poddebug_recording::keys::SharedKeys,
-    client: kube::Client,
     namespace: String,
     resync: Duration,
 ) {
-    use poddebug_recording::keys::Keys;
-    use poddebug_storage::signing_secret::{SECRET_NAME, load_or_create};
+    use poddebug_storage::signing_secret::SECRET_NAME;
     let mut delay = Duration::from_millis(200);
     loop {
-        let loaded = load_or_create(client.clone(), &namespace, || {
-            Keys::new_entries().map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|entries| Keys::from_entries(&entries).map_err(|e| e.to_string()));
         let first = keys.get().is_none();
-        match loaded {
-            Ok(k) => {
-                let id = k.active().id().to_owned();
-                let trusted = k.trusted_ids();
-                if keys.set(k) {
+        match keys.read().await {
+            Ok(changed) => {
+                if let (true, Some(k)) = (changed, keys.get()) {
                     let what = if first {
                         "loaded"
                     } else {
                         "changed in their Secret: now taken"
                     };
-                    tracing::info!(key_id = %id, %trusted, secret = SECRET_NAME, %namespace, "recording signing keys {what}");
+                    tracing::info!(key_id = %k.active().id(), trusted = %k.trusted_ids(), secret = SECRET_NAME, %namespace, "recording signing keys {what}");
                 }
                 delay = Duration::from_millis(200);
             }
@@ -383,15 +394,14 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
     let backend: Arc<dyn poddebug_storage::DebugBackend> = Arc::new(kube_backend);
     // The Ed25519 keys recordings are signed with, from their Secret (made by the first replica
     // that finds none): loaded only where recordings are made.
-    let signing_keys = poddebug_recording::keys::SharedKeys::default();
+    let signing_keys = poddebug_recording::keys::SharedKeys::read_with(signing_key_reader(
+        clients.pods.clone(),
+        config.session_namespace.clone(),
+    ));
     if config.recording.store().ok().flatten().is_some() {
-        let (keys, client, ns) = (
-            signing_keys.clone(),
-            clients.pods.clone(),
-            config.session_namespace.clone(),
-        );
+        let (keys, ns) = (signing_keys.clone(), config.session_namespace.clone());
         let resync = config.recording.recording_keys_resync_period;
-        tokio::spawn(async move { load_signing_keys(keys, client, ns, resync).await });
+        tokio::spawn(async move { load_signing_keys(keys, ns, resync).await });
     }
     let backend_for_flush = backend.clone();
     let upstream = Arc::new(

@@ -12,7 +12,7 @@
 //! `--recording-keys-resync-period` and take the keys it then holds ([`SharedKeys::set`]).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::Error;
 use crate::signing::{KeySet, PublicKey, SigningKey};
@@ -123,10 +123,38 @@ impl Keys {
     }
 }
 
+/// How the keys are read from where they are kept (the server's Secret): the keys it holds, or
+/// why they cannot be had.
+pub type KeyReader = Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Keys, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Least time between two reads made at once because a recording named a key not held
+/// ([`SharedKeys::holding`]).
+pub const READ_AT_ONCE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A replica's keys once loaded (replicas start serving before they have read them), replaced
 /// when the Secret changes. Cheap to clone; clones share.
-#[derive(Clone, Debug, Default)]
-pub struct SharedKeys(Arc<RwLock<Option<Arc<Keys>>>>);
+#[derive(Clone, Default)]
+pub struct SharedKeys(Arc<Held>);
+
+#[derive(Default)]
+struct Held {
+    keys: RwLock<Option<Arc<Keys>>>,
+    reader: OnceLock<KeyReader>,
+    /// When a read was last made at once ([`SharedKeys::holding`]).
+    read_at_once: Mutex<Option<std::time::Instant>>,
+}
+
+impl std::fmt::Debug for SharedKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedKeys")
+            .field("keys", &self.get())
+            .finish_non_exhaustive()
+    }
+}
 
 impl SharedKeys {
     /// A holder with `keys` loaded.
@@ -136,16 +164,23 @@ impl SharedKeys {
         s
     }
 
+    /// A holder that reads its keys with `reader` ([`SharedKeys::read`]).
+    pub fn read_with(reader: KeyReader) -> SharedKeys {
+        let s = SharedKeys::default();
+        let _ = s.0.reader.set(reader);
+        s
+    }
+
     /// The keys now, once loaded. What is signed or verified with them is signed or verified
     /// with this one set, whatever replaces it meanwhile.
     pub fn get(&self) -> Option<Arc<Keys>> {
-        self.0.read().ok()?.clone()
+        self.0.keys.read().ok()?.clone()
     }
 
     /// Load `keys`, or replace those loaded. Whether that changed anything: another key
     /// active, or another set of keys trusted.
     pub fn set(&self, keys: Keys) -> bool {
-        let Ok(mut held) = self.0.write() else {
+        let Ok(mut held) = self.0.keys.write() else {
             return false;
         };
         let same = held.as_ref().is_some_and(|h| h.same_keys(&keys));
@@ -153,6 +188,38 @@ impl SharedKeys {
             *held = Some(Arc::new(keys));
         }
         !same
+    }
+
+    /// Read the keys with the reader and take them: whether they changed. Without a reader,
+    /// nothing changes.
+    pub async fn read(&self) -> Result<bool, String> {
+        let Some(reader) = self.0.reader.get() else {
+            return Ok(false);
+        };
+        Ok(self.set(reader().await?))
+    }
+
+    /// The keys, holding `key_id` if it can be had: when the keys held do not trust it (a key
+    /// another replica took from the Secret before this one read it again), they are read
+    /// again at once, at most every [`READ_AT_ONCE_EVERY`], rather than a recording it signed
+    /// being called tampered until the next periodic read.
+    pub async fn holding(&self, key_id: &str) -> Option<Arc<Keys>> {
+        let keys = self.get()?;
+        if keys.trusted().get(key_id).is_some() {
+            return Some(keys);
+        }
+        let due = self.0.read_at_once.lock().is_ok_and(|mut last| {
+            let now = std::time::Instant::now();
+            let due = last.is_none_or(|at| now.duration_since(at) >= READ_AT_ONCE_EVERY);
+            if due {
+                *last = Some(now);
+            }
+            due
+        });
+        if due && self.read().await.is_ok_and(|changed| changed) {
+            return self.get();
+        }
+        Some(keys)
     }
 }
 
@@ -250,5 +317,42 @@ mod tests {
         rotated.retain(|k, _| !k.starts_with(before.active().id()));
         assert!(shared.set(Keys::from_entries(&rotated).unwrap()));
         assert_eq!(shared.get().unwrap().trusted_ids(), new.id());
+    }
+
+    #[tokio::test]
+    async fn a_key_not_held_is_read_at_once_at_most_every_few_seconds() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let first = Keys::new_entries().unwrap();
+        let (new, pkcs8) = SigningKey::generate().unwrap();
+        let mut rotated = first.clone();
+        rotated.insert(format!("{}.pk8", new.id()), pkcs8);
+        rotated.insert(ACTIVE.into(), new.id().as_bytes().to_vec());
+        let reads = Arc::new(AtomicUsize::new(0));
+        let reader: KeyReader = {
+            let (reads, rotated) = (reads.clone(), rotated.clone());
+            Arc::new(move || {
+                reads.fetch_add(1, Ordering::SeqCst);
+                let keys = Keys::from_entries(&rotated).map_err(|e| e.to_string());
+                Box::pin(async move { keys })
+            })
+        };
+        let shared = SharedKeys::read_with(reader);
+        assert!(
+            shared.holding(new.id()).await.is_none(),
+            "nothing loaded yet"
+        );
+        shared.set(Keys::from_entries(&first).unwrap());
+        let old = shared.get().unwrap().active().id().to_owned();
+        // A key held: no read.
+        assert_eq!(shared.holding(&old).await.unwrap().active().id(), old);
+        assert_eq!(reads.load(Ordering::SeqCst), 0);
+        // A key not held: read at once, and taken.
+        let keys = shared.holding(new.id()).await.unwrap();
+        assert!(keys.trusted().get(new.id()).is_some());
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
+        // Another key not held, right after: no second read within READ_AT_ONCE_EVERY.
+        let keys = shared.holding("0000000000000000").await.unwrap();
+        assert_eq!(keys.active().id(), new.id());
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
     }
 }

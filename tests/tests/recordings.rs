@@ -1989,6 +1989,61 @@ async fn the_signing_keys_are_rotated_in_their_secret_without_a_restart() {
     );
 }
 
+/// Adds a fresh key to the signing keys' Secret of `fake` and makes it the active one: its id.
+fn rotate_to_a_new_key(fake: &FakeKube) -> String {
+    use base64::Engine as _;
+    let fresh = poddebug_recording::keys::Keys::new_entries().expect("a key");
+    let mut secret = fake
+        .secret("poddebug-system", "poddebug-recording-signing-keys")
+        .expect("the Secret");
+    for (k, v) in &fresh {
+        secret["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(v));
+    }
+    fake.put_secret(secret);
+    String::from_utf8(fresh["active"].clone()).expect("an id")
+}
+
+#[tokio::test]
+async fn a_replica_that_has_not_read_a_rotation_reads_it_at_once_rather_than_call_a_recording_tampered()
+ {
+    let dir = TempDir::new();
+    let store = format!("--recording-store=file://{}", dir.0.display());
+    // One replica reads the keys again every second, the other only every hour.
+    let e = env_in(dir, &["--recording-keys-resync-period=1s"]).await;
+    let pki = e._fake.pki().clone();
+    let two = PodDebugServer::start(
+        &e._fake,
+        &pki,
+        &[&store, "--recording-keys-resync-period=1h"],
+    )
+    .await;
+    let alice2 = two.front_proxy_client("alice", &["system:authenticated", "devs"]);
+    let (old, _) = recording_keys(&alice2).await;
+
+    let new = rotate_to_a_new_key(&e._fake);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while recording_keys(&e.client).await.0 != new {
+        assert!(
+            Instant::now() < deadline,
+            "the first replica never took the new key"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    typed(&e.client, NS, POD, &[b"echo signed-anew\r"], "signed-anew").await;
+    let id = newest_ended(&e.client, 1).await;
+    // The second has not read the Secret again: it still holds the old key alone ...
+    let (active2, all2) = recording_keys(&alice2).await;
+    assert_eq!((active2, all2.len()), (old, 1));
+    // ... and meeting a recording signed by a key it does not hold, it reads them at once.
+    assert_eq!(
+        verified_by(&alice2, &id).await,
+        ("Verified".into(), new.clone())
+    );
+    let (active, all) = recording_keys(&alice2).await;
+    assert_eq!(active, new);
+    assert_eq!(all.len(), 2);
+}
+
 /// Threads of process `pid` waiting in the kernel for a FIFO's other end to open it.
 fn waiting_on_a_fifo(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task"))

@@ -941,10 +941,19 @@ impl Store {
         pod: &str,
         id: &str,
     ) -> Result<Option<VerificationStatus>, StoreError> {
-        let Some(keys) = self.signing_keys() else {
+        let Some(signing) = self.signing.as_ref().filter(|k| k.get().is_some()) else {
             return Ok(None);
         };
         let Some(m) = self.read_meta(namespace, pod, id).await? else {
+            return Ok(None);
+        };
+        // Signed by a key this replica does not hold yet (another replica read a rotation
+        // first): the keys are read again at once, rather than the recording called tampered.
+        let keys = match m.evidence.as_ref().map(|e| e.key_id.as_str()) {
+            Some(key_id) if !key_id.is_empty() => signing.holding(key_id).await,
+            _ => signing.get(),
+        };
+        let Some(keys) = keys else {
             return Ok(None);
         };
         let listed: Vec<object_store::ObjectMeta> = self
