@@ -72,16 +72,14 @@ pub async fn get_one(
     if super::table::wants_table(&headers) {
         return json_response(
             StatusCode::OK,
-            &table(std::slice::from_ref(&copy), None, include_object(&q)),
+            &table(
+                std::slice::from_ref(&copy),
+                None,
+                super::table::include_object(&q),
+            ),
         );
     }
     json_response(StatusCode::OK, &copy)
-}
-
-fn include_object(q: &BTreeMap<String, String>) -> &str {
-    q.get("includeObject")
-        .map(String::as_str)
-        .unwrap_or("Metadata")
 }
 
 fn selection(
@@ -116,7 +114,7 @@ async fn list_or_watch(
         let mut table = table(
             &list.items,
             list.metadata.resource_version.as_deref(),
-            include_object(&q),
+            super::table::include_object(&q),
         );
         // kubectl get pages Tables too (--chunk-size): the token rides in their metadata.
         if let Some(token) = &list.metadata.continue_ {

@@ -440,10 +440,7 @@ pub async fn get(
 ) -> Result<Response, Error> {
     let obj = st.backend.get(&ns, &pod, &name, &auth.user).await?;
     if super::table::wants_table(&headers) {
-        let include = q
-            .get("includeObject")
-            .map(String::as_str)
-            .unwrap_or("Metadata");
+        let include = super::table::include_object(&q);
         return json_response(
             StatusCode::OK,
             &super::table::table(std::slice::from_ref(&obj), None, include),

@@ -53,10 +53,7 @@ pub async fn respond(
         jiff::Timestamp::now().as_second(),
     )?;
     if table {
-        let include = q
-            .get("includeObject")
-            .map(String::as_str)
-            .unwrap_or("Metadata");
+        let include = super::table::include_object(&q);
         let mut table = super::table::table(
             &list.items,
             list.metadata.resource_version.as_deref(),
@@ -138,10 +135,7 @@ pub async fn get_one(
     let mut obj = obj;
     obj.metadata.name = Some(full);
     if super::table::wants_table(&headers) {
-        let include = q
-            .get("includeObject")
-            .map(String::as_str)
-            .unwrap_or("Metadata");
+        let include = super::table::include_object(&q);
         return json_response(
             StatusCode::OK,
             &super::table::table(std::slice::from_ref(&obj), None, include),

@@ -439,10 +439,7 @@ fn table(
     q: &BTreeMap<String, String>,
 ) -> serde_json::Value {
     use super::table::{column, human_age, table_row};
-    let include = q
-        .get("includeObject")
-        .map(String::as_str)
-        .unwrap_or("Metadata");
+    let include = super::table::include_object(q);
     let now = jiff::Timestamp::now();
     let rows: Vec<serde_json::Value> = items
         .iter()

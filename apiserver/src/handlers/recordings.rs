@@ -255,10 +255,7 @@ async fn respond(
         records.iter().map(|r| r.to_object(labels(r))).collect()
     };
     if super::table::wants_table(headers) {
-        let include = q
-            .get("includeObject")
-            .map(String::as_str)
-            .unwrap_or("Metadata");
+        let include = super::table::include_object(q);
         return json_response(
             StatusCode::OK,
             &table(&items, &meta, include, needle.is_some()),

@@ -195,10 +195,7 @@ async fn respond(
     });
     let rv = rv.to_string();
     if wants_table {
-        let include = q
-            .get("includeObject")
-            .map(String::as_str)
-            .unwrap_or("Metadata");
+        let include = super::table::include_object(&q);
         return json_response(StatusCode::OK, &table(&items, Some(&rv), include));
     }
     let meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta {

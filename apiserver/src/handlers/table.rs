@@ -6,6 +6,14 @@ use jiff::Timestamp;
 use poddebug_types::PodDebugContainer;
 use serde_json::{Value, json};
 
+/// The query's `includeObject` (`None`, `Metadata` or `Object`), `Metadata` when absent, as
+/// kube-apiserver defaults it.
+pub fn include_object(q: &std::collections::BTreeMap<String, String>) -> &str {
+    q.get("includeObject")
+        .map(String::as_str)
+        .unwrap_or("Metadata")
+}
+
 /// Whether the client asked for a Table (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`).
 pub fn wants_table(headers: &HeaderMap) -> bool {
     headers
