@@ -297,21 +297,7 @@ async fn sessions_are_listed_joined_and_terminated() {
 
     // alice's session, from a client of her own.
     let alice = server.front_proxy_client("alice", &["devs"]);
-    let headers = poddebug_tests::TestClient::websocket_headers("v5.channel.k8s.io");
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let resp = alice
-        .upgrade(
-            http::Method::GET,
-            "/apis/poddebug.dev/v1alpha1/namespaces/shop/pods/web/attach?container=dbg&stdin=true&stdout=true&tty=true",
-            &headers,
-        )
-        .await
-        .expect("attach");
-    let mut owner = poddebug_tests::channel::ChannelClient::new(
-        resp.io.expect("upgraded"),
-        "v5.channel.k8s.io",
-    )
-    .await;
+    let mut owner = alice.attach_v5("/apis/poddebug.dev/v1alpha1/namespaces/shop/pods/web/attach?container=dbg&stdin=true&stdout=true&tty=true").await;
 
     // `sessions` prints the server's Table; `-o name` the ids.
     let (code, out, err) = run(&bob, &["sessions"], None).await;
@@ -420,21 +406,7 @@ async fn recordings_search_prints_the_recordings_that_hold_the_text() {
 
     // A session that typed a command (the fake echoes it as output).
     let alice = server.front_proxy_client("alice", &["devs"]);
-    let headers = poddebug_tests::TestClient::websocket_headers("v5.channel.k8s.io");
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let resp = alice
-        .upgrade(
-            http::Method::GET,
-            "/apis/poddebug.dev/v1alpha1/namespaces/shop/pods/web/attach?container=dbg&stdin=true&stdout=true&tty=true",
-            &headers,
-        )
-        .await
-        .expect("attach");
-    let mut c = poddebug_tests::channel::ChannelClient::new(
-        resp.io.expect("upgraded"),
-        "v5.channel.k8s.io",
-    )
-    .await;
+    let mut c = alice.attach_v5("/apis/poddebug.dev/v1alpha1/namespaces/shop/pods/web/attach?container=dbg&stdin=true&stdout=true&tty=true").await;
     c.stdin(b"cat /etc/Shadow\r").await.expect("send");
     let t = std::time::Duration::from_secs(10);
     c.read_until(t, |t| t.stdout_text().contains("Shadow"))

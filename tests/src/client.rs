@@ -575,6 +575,38 @@ impl TestClient {
             .map_err(|_| ClientError("upgrade timed out".into()))?
     }
 
+    /// A WebSocket `v5.channel.k8s.io` attach: `GET path` upgraded (asserted: 101), as the
+    /// channel client of the stream.
+    pub async fn attach_v5(&self, path: &str) -> crate::channel::ChannelClient<TokioIo<Upgraded>> {
+        let headers = TestClient::websocket_headers("v5.channel.k8s.io");
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let resp = self
+            .upgrade(Method::GET, path, &headers)
+            .await
+            .unwrap_or_else(|e| panic!("attach {path}: {e:?}"));
+        assert_eq!(
+            resp.status,
+            StatusCode::SWITCHING_PROTOCOLS,
+            "{path}: {resp:?}"
+        );
+        crate::channel::ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await
+    }
+
+    /// `GET path` as a `meta.k8s.io/v1` Table (asserted: 200).
+    pub async fn get_table(&self, path: &str) -> Value {
+        let (code, _, body) = self
+            .request(
+                Method::GET,
+                path,
+                &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+                Bytes::new(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("GET {path} as a Table: {e:?}"));
+        assert_eq!(code, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+        serde_json::from_slice(&body).expect("a Table is JSON")
+    }
+
     /// WebSocket upgrade headers (key, version, subprotocols) for [`TestClient::upgrade`].
     pub fn websocket_headers(protocols: &str) -> Vec<(&'static str, String)> {
         use base64::Engine;

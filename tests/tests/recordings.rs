@@ -88,14 +88,9 @@ async fn ws(client: &TestClient, query: &str) -> ChannelClient<Io> {
 
 /// A WebSocket v5 attach to the pod at `pod_path` (`…/namespaces/NS/pods/POD`).
 async fn ws_at(client: &TestClient, pod_path: &str, query: &str) -> ChannelClient<Io> {
-    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let resp = client
-        .upgrade(Method::GET, &format!("{pod_path}/attach?{query}"), &headers)
+    client
+        .attach_v5(&format!("{pod_path}/attach?{query}"))
         .await
-        .expect("upgrade request");
-    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
-    ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await
 }
 
 async fn spdy(client: &TestClient, query: &str, tty: bool) -> AttachSession<Io> {
@@ -914,18 +909,7 @@ async fn recordings_are_api_objects_listed_per_pod_namespace_and_cluster() {
         .get_json(&format!("{GV}/namespaces/shop/debugrecordings/{}", ids[1]))
         .await;
     assert_eq!(code, StatusCode::NOT_FOUND, "{missing}");
-    let (code, _, body) = e
-        .client
-        .request(
-            Method::GET,
-            &format!("{GV}/debugrecordings"),
-            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
-            bytes::Bytes::new(),
-        )
-        .await
-        .expect("table");
-    assert_eq!(code, StatusCode::OK);
-    let table: Value = serde_json::from_slice(&body).expect("JSON");
+    let table = e.client.get_table(&format!("{GV}/debugrecordings")).await;
     assert_eq!(table["kind"], "Table");
     let columns: Vec<&str> = table["columnDefinitions"]
         .as_array()
@@ -1745,18 +1729,10 @@ async fn search_finds_recordings_by_their_commands_and_output_per_pod_namespace_
     .await;
     assert_eq!(found(&next)[0].0, "shop/cart");
     // The Table has a column for the first match.
-    let (code, _, body) = e
+    let table = e
         .client
-        .request(
-            Method::GET,
-            &format!("{GV}/debugrecordings?search=beta-marker"),
-            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
-            bytes::Bytes::new(),
-        )
-        .await
-        .expect("table");
-    assert_eq!(code, StatusCode::OK);
-    let table: Value = serde_json::from_slice(&body).expect("JSON");
+        .get_table(&format!("{GV}/debugrecordings?search=beta-marker"))
+        .await;
     let columns = table["columnDefinitions"].as_array().expect("columns");
     assert_eq!(columns.last().expect("a column")["name"], "Match");
     let cells = table["rows"][0]["cells"].as_array().expect("cells");

@@ -8,8 +8,6 @@ use super::support::*;
 use std::time::Duration;
 
 use http::{Method, StatusCode};
-use poddebug_tests::TestClient;
-use poddebug_tests::channel::ChannelClient;
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(30);
@@ -31,21 +29,12 @@ pub(super) async fn one_line_session(
     name: &str,
     line: &[u8],
 ) -> (poddebug_tests::channel::Transcript, Value) {
-    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let resp = sb
+    let mut c = sb
         .api
-        .upgrade(
-            Method::GET,
-            &sb.path(&format!(
-                "attach?container={name}&stdin=true&stdout=true&stderr=true"
-            )),
-            &headers,
-        )
-        .await
-        .expect("upgrade request");
-    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
-    let mut c = ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await;
+        .attach_v5(&sb.path(&format!(
+            "attach?container={name}&stdin=true&stdout=true&stderr=true"
+        )))
+        .await;
     c.stdin(line).await.expect("send");
     let t = c.finish(T).await.clone();
     // The recording is finished shortly after the stream ends.
@@ -216,19 +205,10 @@ async fn a_flood_of_output_is_recorded_whole_in_strict_mode_and_leaves_a_marked_
                 "targetContainerName": "app"}),
     )
     .await;
-    let headers = TestClient::websocket_headers("v5.channel.k8s.io");
-    let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let resp = sb
+    let mut c = sb
         .api
-        .upgrade(
-            Method::GET,
-            &sb.path("attach?container=flood&stdin=true&stdout=true&stderr=true"),
-            &headers,
-        )
-        .await
-        .expect("upgrade request");
-    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
-    let mut c = ChannelClient::new(resp.io.expect("upgraded"), "v5.channel.k8s.io").await;
+        .attach_v5(&sb.path("attach?container=flood&stdin=true&stdout=true&stderr=true"))
+        .await;
     c.stdin(b"go\n").await.expect("send");
     let t = c.finish(Duration::from_secs(120)).await.clone();
     assert_eq!(t.stdout.len(), FLOOD, "the session itself is whole");
