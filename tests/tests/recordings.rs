@@ -5,6 +5,10 @@
 //!
 //! Needs the binary: `cargo build -p poddebug-apiserver` first.
 
+// Only the /metrics readers of the shared test module are used here.
+#[allow(dead_code)]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -1088,16 +1092,11 @@ async fn recording_store_urls_are_checked_at_start() {
 
 /// The gauge `poddebug_recording_memory_bytes` of the server `client` talks to.
 async fn recording_memory(client: &TestClient) -> u64 {
-    let (code, _, body) = client
-        .request(Method::GET, "/metrics", &[], bytes::Bytes::new())
-        .await
-        .expect("metrics");
-    assert_eq!(code, StatusCode::OK);
-    String::from_utf8_lossy(&body)
-        .lines()
-        .find_map(|l| l.strip_prefix("poddebug_recording_memory_bytes "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("the gauge")
+    common::metric(
+        &common::metrics(client).await,
+        "poddebug_recording_memory_bytes",
+    )
+    .expect("the gauge") as u64
 }
 
 /// Send `n` bytes of `fill` (16 KiB at a time) and read their echo whole.
@@ -1453,17 +1452,8 @@ async fn audit_events_reach_the_webhook_once_as_valid_ocsf() {
 
 /// `poddebug_audit_webhook_events_total{outcome=…}`.
 async fn webhook_events(client: &TestClient, outcome: &str) -> u64 {
-    let (code, _, body) = client
-        .request(Method::GET, "/metrics", &[], bytes::Bytes::new())
-        .await
-        .expect("metrics");
-    assert_eq!(code, StatusCode::OK);
-    let prefix = format!("poddebug_audit_webhook_events_total{{outcome=\"{outcome}\"}} ");
-    String::from_utf8_lossy(&body)
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()).map(str::to_owned))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
+    let name = format!("poddebug_audit_webhook_events_total{{outcome=\"{outcome}\"}}");
+    common::metric(&common::metrics(client).await, &name).unwrap_or(0.0) as u64
 }
 
 #[tokio::test]
@@ -1586,16 +1576,11 @@ fn pair(source: &str, text: &str) -> (String, String) {
 
 /// The value of `poddebug_untrusted_records_total{kind="recording"}`.
 async fn untrusted_recordings(client: &TestClient) -> f64 {
-    let (code, _, body) = client
-        .request(Method::GET, "/metrics", &[], bytes::Bytes::new())
-        .await
-        .expect("metrics");
-    assert_eq!(code, StatusCode::OK);
-    String::from_utf8_lossy(&body)
-        .lines()
-        .find_map(|l| l.strip_prefix("poddebug_untrusted_records_total{kind=\"recording\"} "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+    common::metric(
+        &common::metrics(client).await,
+        "poddebug_untrusted_records_total{kind=\"recording\"}",
+    )
+    .unwrap_or(0.0)
 }
 
 #[tokio::test]
