@@ -381,6 +381,18 @@ impl SessionStore {
         if only_known && !state.sessions.contains_key(&name) {
             return;
         }
+        // A version no newer than the one already known says nothing new, whatever it holds:
+        // the watch's event for the created Lease (not yet signed with its uid, so not
+        // believed) arriving after this replica's own renewal must not make the session leave
+        // and join again (false markers in its recording). A deletion is final.
+        if !deleted
+            && state
+                .sessions
+                .get(&name)
+                .is_some_and(|old| old.resource_version >= rv)
+        {
+            return;
+        }
         state.unconfirmed.remove(&name);
         let session = match verified {
             Verified::Session(s) => Some(s),
@@ -823,6 +835,23 @@ mod tests {
         store.record(&lease(&s1, 2), false);
         assert_eq!(rx.try_recv().map(|e| e.rv).ok(), Some(4));
         assert!(rx.try_recv().is_err());
+        // The watch's event for the Lease as created (its MAC not yet bound to the uid: not
+        // believed) arriving after the renewal that confirmed it: nothing new either, and above
+        // all no departure (it made a recording say the participant left and joined again).
+        let json = serde_json::to_string(&s1).unwrap();
+        let mut created = lease::new_lease(
+            &key,
+            "poddebug-system",
+            &s1,
+            &json,
+            Duration::from_secs(15),
+            now,
+        );
+        created.metadata.uid = Some("u".into());
+        created.metadata.resource_version = Some("3".into());
+        store.record(&created, false);
+        assert!(rx.try_recv().is_err(), "no event");
+        assert_eq!(store.get("s1", now).map(|s| s.resource_version), Some(4));
         // A forged moderator (no MAC) is neither listed nor counted, and counted once per
         // version as untrusted.
         let mut forged = lease(&record("s9", "mallory", "web", Moderator), 5);
