@@ -2,7 +2,7 @@
 //! twelve-minute recording (written into the server's store with synthetic session times)
 //! played at 8× with pauses cut short, from minute ten: the screen as it was then (the part's
 //! keyframe), then what the part holding that time and the ones after it recorded, in order; bad flags and a missing recording are
-//! refused as kubectl refuses.
+//! refused as kubectl refuses. Without `--pod`, the recording's pod is read from the recording.
 //!
 //! Needs the binaries: `cargo build -p poddebug-apiserver -p kubectl-poddebug` first.
 
@@ -59,15 +59,13 @@ async fn a_recording_plays_from_a_time_fast_with_pauses_cut() {
         "{screen:?}"
     );
 
-    // The whole recording, in order.
+    // The whole recording, in order, named by its id alone (its pod read from the recording).
     let (code, out, err) = run(
         &kc,
         &[
             "recordings",
             "play",
             &id,
-            "--pod",
-            "web",
             "--speed",
             "8",
             "--skip-idle",
@@ -99,6 +97,13 @@ async fn a_recording_plays_from_a_time_fast_with_pauses_cut() {
             "--pod",
             "web",
         ],
+    )
+    .await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("not found"), "{err}");
+    let (code, _, err) = run(
+        &kc,
+        &["recordings", "play", "20260101t000000z-0000000000000000"],
     )
     .await;
     assert_eq!(code, Some(1));

@@ -1,4 +1,4 @@
-//! `kubectl poddebug recordings play ID --pod POD [--speed 4] [--skip-idle 2s] [--start 5m]`:
+//! `kubectl poddebug recordings play ID [--pod POD] [--speed 4] [--skip-idle 2s] [--start 5m]`:
 //! a recording's output written to this terminal at the pace it was recorded, divided by the
 //! speed (0.5× to 8×), pauses longer than the idle limit cut to it. With `--start`, only the
 //! part of the recording that holds that time is read (the server's time table); what that
@@ -21,20 +21,21 @@ pub const MAX_SPEED: f64 = 8.0;
 
 pub const EXAMPLES: &str = "\
 Examples:
-  # Play a recording of pod web at its own pace
-  kubectl poddebug recordings play 20260101T120000Z-0123456789abcdef --pod web
+  # Play a recording at its own pace (its pod found from the recording)
+  kubectl poddebug recordings play 20260101t120000z-0123456789abcdef -n shop
 
-  # Four times as fast, pauses over two seconds cut to two, from minute five
-  kubectl poddebug recordings play 20260101T120000Z-0123456789abcdef --pod web --speed 4 --skip-idle 2s --start 5m";
+  # Four times as fast, pauses over two seconds cut to two, from minute five; with --pod the
+  # recording is read at once, without looking up its pod first
+  kubectl poddebug recordings play 20260101t120000z-0123456789abcdef -n shop --pod web --speed 4 --skip-idle 2s --start 5m";
 
 /// `recordings play`'s flags.
 #[derive(clap::Args, Debug)]
 pub struct PlayArgs {
     /// The recording (as `kubectl get debugrecordings` names it).
     pub id: String,
-    /// The pod it was recorded on.
+    /// The pod it was recorded on (found from the recording when absent).
     #[arg(long)]
-    pub pod: String,
+    pub pod: Option<String>,
     /// Playback speed, from 0.5 to 8.
     #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
     pub speed: f64,
@@ -163,10 +164,15 @@ pub async fn run(client: &kube::Client, ns: &str, args: PlayArgs) -> ExitCode {
         start: args.start.map(|d| d.as_secs_f64()),
         end: None,
     };
-    let doc = match Recordings::new(client.clone(), ns)
-        .read(&args.pod, &args.id, &range)
-        .await
-    {
+    let api = Recordings::new(client.clone(), ns);
+    let pod = match args.pod {
+        Some(p) => p,
+        None => match api.get(&args.id).await {
+            Ok(r) => r.spec.pod,
+            Err(e) => return fail(&e),
+        },
+    };
+    let doc = match api.read(&pod, &args.id, &range).await {
         Ok(d) => d,
         Err(e) => return fail(&e),
     };
