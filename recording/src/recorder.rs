@@ -116,6 +116,9 @@ impl Recorder {
         if let Some(keys) = signing {
             store = store.signed_with(keys);
         }
+        if !o.recording_signing {
+            store = store.unsigned_from_now();
+        }
         let quota = (o.recording_quota_per_user > 0)
             .then(|| Quota::new(o.recording_quota_per_user, store.clone()));
         Some(Arc::new(Recorder {
@@ -412,6 +415,7 @@ mod tests {
                 max_recording_memory: memory,
                 recording_quota_per_user: quota,
                 recording_keys_resync_period: Duration::from_secs(30),
+                recording_signing: true,
             },
             SharedRecordKey::loaded(poddebug_storage::record_key::RecordKey::generate()),
             UntrustedRecords::default(),

@@ -2122,3 +2122,109 @@ async fn without_a_recording_dir_there_is_no_search() {
         assert_eq!(code, StatusCode::NOT_FOUND, "{path}: {status}");
     }
 }
+
+/// Files of recording `id` of the test pod in the store directory whose names end in `ext`.
+fn stored_with(dir: &Path, id: &str, ext: &str) -> usize {
+    std::fs::read_dir(dir.join(NS).join(POD).join(id))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|f| f.file_name().to_string_lossy().ends_with(ext))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// A session of two parts through `client`: a line, its part written to `dir` (the part
+/// interval is 1 s), then a second line. Returns the recording's id.
+async fn two_parts(client: &TestClient, dir: &Path, first: &str, second: &str) -> String {
+    let mut c = ws_at(client, BASE, TTY).await;
+    c.stdin(format!("echo {first}\r").as_bytes())
+        .await
+        .expect("send");
+    c.read_until(T, |t| t.stdout_text().contains(first)).await;
+    let (code, list) = client.get_json(&format!("{BASE}/recordings")).await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    let id = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["status"]["end"].is_null())
+        .find_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+        .expect("the open session's recording");
+    let deadline = Instant::now() + T;
+    while stored_with(dir, &id, ".part") == 0 {
+        assert!(Instant::now() < deadline, "no part of {id} written");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.stdin(format!("echo {second}\r").as_bytes())
+        .await
+        .expect("send");
+    c.read_until(T, |t| t.stdout_text().contains(second)).await;
+    c.close_channel(ch::STDIN).await.expect("close stdin");
+    c.finish(T).await;
+    let deadline = Instant::now() + T;
+    loop {
+        let (code, one) = client
+            .get_json(&format!("{GV}/namespaces/{NS}/debugrecordings/{id}"))
+            .await;
+        assert_eq!(code, StatusCode::OK, "{one}");
+        if one["status"]["end"].is_string() {
+            return id;
+        }
+        assert!(Instant::now() < deadline, "{id} never ended: {one}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn with_signing_off_new_recordings_are_unsigned_without_keyframes_and_signed_ones_still_verify()
+ {
+    let dir = TempDir::new();
+    let path = dir.0.clone();
+    let store = format!("--recording-store=file://{}", dir.0.display());
+    let e = env_in(dir, &["--recording-part-interval=1s"]).await;
+    let pki = e._fake.pki().clone();
+    let off = PodDebugServer::start(
+        &e._fake,
+        &pki,
+        &[
+            &store,
+            "--recording-part-interval=1s",
+            "--recording-signing=false",
+        ],
+    )
+    .await;
+    let alice_off = off.front_proxy_client("alice", &["system:authenticated", "devs"]);
+
+    // Signed (the default): the second part has its keyframe beside it.
+    let signed = two_parts(&e.client, &path, "signed-one", "signed-two").await;
+    assert!(stored_with(&path, &signed, ".part") >= 2);
+    assert!(stored_with(&path, &signed, ".key") >= 1, "no keyframe");
+
+    // Through the replica with signing off: no statement, no keyframe; it reads Unsigned on
+    // either replica, and its output replays whole.
+    let unsigned = two_parts(&alice_off, &path, "plain-one", "plain-two").await;
+    assert!(stored_with(&path, &unsigned, ".part") >= 2);
+    assert_eq!(stored_with(&path, &unsigned, ".key"), 0, "a keyframe drawn");
+    let meta: Value = serde_json::from_slice(
+        &std::fs::read(path.join(NS).join(POD).join(format!("{unsigned}.json")))
+            .expect("the metadata"),
+    )
+    .expect("JSON");
+    assert!(meta.get("evidence").is_none_or(Value::is_null), "{meta}");
+    for client in [&e.client, &alice_off] {
+        assert_eq!(verified_by(client, &unsigned).await.0, "Unsigned");
+    }
+    let out = replay(&cast(&alice_off, &unsigned).await);
+    assert!(
+        out.contains("plain-one") && out.contains("plain-two"),
+        "{out}"
+    );
+
+    // The keys are still read there: what was signed before verifies, and they are served.
+    let (active, _) = recording_keys(&alice_off).await;
+    assert_eq!(
+        verified_by(&alice_off, &signed).await,
+        ("Verified".into(), active)
+    );
+}

@@ -111,6 +111,14 @@ pub struct RecordingOptions {
     /// (1s to 1h).
     #[arg(long, default_value = "30s", value_parser = poddebug_types::duration::parse, help_heading = "Session recording")]
     pub recording_keys_resync_period: Duration,
+    /// Sign what is recorded: each part's SHA-256, the hash chain over them and an Ed25519
+    /// signature by the active key of the Secret poddebug-recording-signing-keys in the
+    /// recording's metadata, and beside each part after the first a keyframe (the screen as
+    /// the part begins). false: new recordings are written unsigned (status.verification:
+    /// Unsigned) and without keyframes, which saves the CPU of drawing every recorded byte on a
+    /// screen; recordings signed before still verify with the keys, which are still read.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL", help_heading = "Session recording")]
+    pub recording_signing: bool,
 }
 
 fn parse_sse(s: &str) -> Result<super::store::Sse, String> {

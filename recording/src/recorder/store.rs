@@ -212,6 +212,9 @@ pub struct Store {
     /// The Ed25519 keys the metadata's statement is signed with and verified against (none:
     /// recordings are written unsigned).
     signing: Option<SharedKeys>,
+    /// Whether new recordings are signed with `signing` (false: written unsigned, while the
+    /// keys still verify what was signed before; `--recording-signing=false`).
+    sign_new: bool,
     /// Verdicts already reached, reused while the objects are unchanged.
     verified: super::verified::Verified,
 }
@@ -277,6 +280,7 @@ impl Store {
                 key: SharedRecordKey::default(),
                 untrusted: UntrustedRecords::default(),
                 signing: None,
+                sign_new: true,
                 verified: Default::default(),
             });
         }
@@ -313,6 +317,7 @@ impl Store {
             key: SharedRecordKey::default(),
             untrusted: UntrustedRecords::default(),
             signing: None,
+            sign_new: true,
             verified: Default::default(),
         })
     }
@@ -350,9 +355,16 @@ impl Store {
         &self.verified
     }
 
+    /// The same store, writing new recordings unsigned (no statement, no part hashed, no
+    /// keyframe) while still verifying what its keys signed before.
+    pub fn unsigned_from_now(mut self) -> Store {
+        self.sign_new = false;
+        self
+    }
+
     /// Whether the metadata written is signed (and so whether parts are worth hashing).
     pub fn signs(&self) -> bool {
-        self.signing.is_some()
+        self.sign_new && self.signing.is_some()
     }
 
     /// The keys recordings are signed with, once loaded (none when recordings are not signed).
@@ -416,7 +428,7 @@ impl Store {
     pub async fn write_meta(&self, m: &Metadata) -> Result<(), StoreError> {
         let key = self.record_key()?;
         let mut m = m.clone();
-        match &self.signing {
+        match self.signing.as_ref().filter(|_| self.sign_new) {
             Some(keys) => {
                 let keys = keys
                     .get()

@@ -70,6 +70,7 @@ fn recorder(store: &str, signed: bool) -> Arc<Recorder> {
             max_recording_memory: 0,
             recording_quota_per_user: 0,
             recording_keys_resync_period: Duration::from_secs(30),
+            recording_signing: true,
         },
         SharedRecordKey::loaded(RecordKey::generate()),
         UntrustedRecords::default(),
