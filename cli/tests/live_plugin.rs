@@ -431,3 +431,74 @@ fn a_request_waits_for_approval_then_attaches_and_a_denial_ends_it() {
     );
     let _ = poddebug_tests::kubectl::kubectl(&["delete", "debugrequests", "--all", "-n", ns], None);
 }
+
+/// A session through the plugin is recorded (pass 1 records to the S3 store CI names in
+/// `PODDEBUG_LIVE_RECORDING_STORE`); `recordings search` finds it by what the shell printed,
+/// `recordings verify` checks it on this side, and `recordings play` plays it named by its id
+/// alone, as a user copies it from the search.
+#[test]
+#[ignore = "needs a live cluster with poddebug deployed, recording (PODDEBUG_LIVE_RECORDING_STORE)"]
+fn a_recorded_session_is_found_verified_and_played_by_its_id_alone() {
+    if std::env::var_os("PODDEBUG_LIVE_RECORDING_STORE").is_none() {
+        eprintln!("skipped: PODDEBUG_LIVE_RECORDING_STORE names no store the server records to");
+        return;
+    }
+    let Some(s) = Sandbox::new("rec") else {
+        return;
+    };
+    let mut t = s.plugin(&[
+        "web",
+        "-it",
+        "-c",
+        "rec",
+        "--image",
+        "busybox:1.36",
+        "--target",
+        "app",
+        "--",
+        "sh",
+    ]);
+    t.expect("If you don't see a command prompt, try pressing enter.");
+    // What the shell prints is not what was typed: found, it was recorded as output.
+    let printed = format!("played-{}-42", std::process::id());
+    t.type_bytes(format!("echo played-{}-$((6*7))\r", std::process::id()).as_bytes());
+    t.expect(&printed);
+    t.type_bytes(b"exit 0\r");
+    assert_eq!(t.exit_code(), 0, "{}", t.text());
+
+    // The index is written when the recording ends: searched until it is there.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let id = loop {
+        let mut search = s.plugin(&["recordings", "search", &printed, "-o", "name"]);
+        let code = search.exit_code();
+        let out = search.text();
+        assert_eq!(code, 0, "{out}");
+        if let Some(name) = out
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("debugrecording.poddebug.dev/"))
+        {
+            break name.to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recording never found: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+
+    let mut verify = s.plugin(&["recordings", "verify", &id]);
+    assert_eq!(verify.exit_code(), 0, "{}", verify.text());
+    assert!(verify.text().contains(": Verified"), "{}", verify.text());
+
+    let mut play = s.plugin(&[
+        "recordings",
+        "play",
+        &id,
+        "--speed",
+        "8",
+        "--skip-idle",
+        "100ms",
+    ]);
+    assert_eq!(play.exit_code(), 0, "{}", play.text());
+    assert!(play.text().contains(&printed), "{}", play.text());
+}
