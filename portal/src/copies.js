@@ -4,7 +4,20 @@
 
 import { del, get, getTransient, paths, post } from './api.js';
 import { endLineFrom, showTerminal } from './panel.js';
-import { age, clearError, describeState, enc, h, parseDuration, showError, sleep, ttlField, waitRunning, whileBusy } from './ui.js';
+import {
+  age,
+  clearError,
+  describeState,
+  enc,
+  h,
+  newestOnly,
+  parseDuration,
+  showError,
+  sleep,
+  ttlField,
+  waitRunning,
+  whileBusy,
+} from './ui.js';
 
 // The state of container `name` of a copy, as its status reports it (or null).
 function stateOf(copy, name) {
@@ -75,13 +88,16 @@ export async function renderCopies(ns, pod, box, session, context) {
   // pods: copy name → container names. Without the right to list pods, a copy's debug
   // container, as the copy reports it.
   let interactive = () => null;
+  const listRead = newestOnly();
   const refresh = async () => {
+    const current = listRead();
     let list;
     try {
       const [copies, pods] = await Promise.all([
         get(paths.copies(ns, pod)),
         get(paths.podsCopying(ns, pod)).catch(() => null),
       ]);
+      if (!current()) return copies.items || [];
       list = copies;
       const byCopy = new Map(
         ((pods && pods.items) || []).map((p) => [
@@ -91,6 +107,7 @@ export async function renderCopies(ns, pod, box, session, context) {
       );
       interactive = (name) => byCopy.get(name) || null;
     } catch (e) {
+      if (!current()) return [];
       listNote.textContent = `Copies cannot be listed: ${e.message}`;
       listNote.hidden = false;
       table.replaceChildren();

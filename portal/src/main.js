@@ -18,6 +18,7 @@ import {
   endSession,
   h,
   leaveView,
+  newestOnly,
   onLeave,
   onSessionEnd,
   onSessionEndFirst,
@@ -149,13 +150,16 @@ async function podView(ns, pod, recording = null) {
 
   // The server's default profile, for containers created without one.
   let defaultProfile = '';
+  const listRead = newestOnly();
   const refresh = async () => {
+    const current = listRead();
     if (!defaultProfile) {
       const profiles = await get(paths.profiles()).catch(() => null);
       const d = ((profiles && profiles.items) || []).find((p) => p.default);
       defaultProfile = d ? d.metadata.name : '-';
     }
     const list = await get(paths.debugList(ns, pod));
+    if (!current()) return;
     const items = (list.items || []).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
     table.replaceChildren(...items.map((dc) => row(dc)));
     if (items.length === 0) {
@@ -189,15 +193,19 @@ async function podView(ns, pod, recording = null) {
   // The pod's live sessions, whichever replica relays them, with what the user may do to each
   // (SelfSubjectAccessReviews, asked once per view). Refreshed every 3 s while the view is open.
   let rights = null;
+  const sessionsRead = newestOnly();
   const refreshSessions = async () => {
+    const current = sessionsRead();
     if (!rights) rights = await sessionRights(ns, pod);
     let list;
     try {
       list = await get(paths.sessions(ns, pod));
     } catch (e) {
+      if (!current()) return;
       sessions.replaceChildren(h('h3', {}, 'Live sessions'), h('p', { class: 'muted' }, `Sessions cannot be listed: ${e.message}`));
       return;
     }
+    if (!current()) return;
     const items = (list.items || []).sort((a, b) =>
       String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)),
     );

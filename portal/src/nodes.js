@@ -10,6 +10,7 @@ import {
   describeState,
   enc,
   h,
+  newestOnly,
   setCrumbs,
   showError,
   sleep,
@@ -80,20 +81,24 @@ export async function nodesView(app, node) {
     session,
   );
 
+  const listRead = newestOnly();
   const refresh = async () => {
+    const current = listRead();
     let list;
     try {
       list = await get(paths.nodeDebugAll());
     } catch (e) {
+      if (!current()) return [];
       listNote.textContent = `Node debug containers cannot be listed: ${e.message}`;
       listNote.hidden = false;
       table.replaceChildren();
       return [];
     }
-    listNote.hidden = true;
     const items = (list.items || [])
       .filter((i) => !node || namesOf(i).node === node)
       .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+    if (!current()) return items;
+    listNote.hidden = true;
     table.replaceChildren(...items.map((i) => row(i)));
     if (items.length === 0) {
       table.replaceChildren(h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No node debug containers.')));

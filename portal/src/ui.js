@@ -46,6 +46,20 @@ export function setCrumbs(...parts) {
 }
 
 export const enc = encodeURIComponent;
+
+// A view's list is read again from several places (a session's end, a stop, a create, a
+// timer), and overlapping reads may answer in any order. Only the newest read's answer is
+// shown, so that an older one cannot put back a state a newer one replaced (a stopped container
+// shown running again). `const begin = newestOnly();` once per list; per read,
+// `const current = begin();` before it and `if (!current()) return;` once it answered.
+export function newestOnly() {
+  let started = 0;
+  return () => {
+    started += 1;
+    const mine = started;
+    return () => mine === started;
+  };
+}
 export const sleep = (ms) => new Promise((resolve) => window.setTimeout(resolve, ms));
 
 export function age(timestamp) {

@@ -130,9 +130,32 @@ impl Browser {
 
     /// Waits (bounded) until `css` matches an element whose text contains `needle`; its text.
     pub async fn wait_text(&self, css: &str, needle: &str) -> String {
+        self.wait_text_scrolled(css, needle, false).await
+    }
+
+    /// [`Browser::wait_text`] for what draws itself only while on screen, as a terminal does
+    /// (xterm pauses its renderer while the terminal is out of view, and sections above it that
+    /// load later can push it down): the element is scrolled into view before each read, as a
+    /// user looks at it.
+    pub async fn wait_text_on_screen(&self, css: &str, needle: &str) -> String {
+        self.wait_text_scrolled(css, needle, true).await
+    }
+
+    async fn wait_text_scrolled(&self, css: &str, needle: &str, scroll: bool) -> String {
         let deadline = tokio::time::Instant::now() + PAGE_TIMEOUT;
         let mut last = String::new();
         loop {
+            if scroll {
+                // Best effort: a page between two views answers again on the next round.
+                let _ = self
+                    .client
+                    .execute(
+                        "const e = document.querySelector(arguments[0]); \
+                         if (e) e.scrollIntoView({block: 'nearest'}); return null",
+                        vec![Value::String(css.to_owned())],
+                    )
+                    .await;
+            }
             if let Ok(el) = self.client.find(Locator::Css(css)).await
                 && let Ok(t) = el.text().await
             {
@@ -217,6 +240,23 @@ impl Browser {
             .execute(script, vec![])
             .await
             .unwrap_or_else(|e| panic!("execute {script:?}: {e}"))
+    }
+
+    /// Waits (bounded) until `script` (a function body) returns `true` in the page.
+    pub async fn wait_until(&self, script: &str, what: &str) {
+        let deadline = tokio::time::Instant::now() + PAGE_TIMEOUT;
+        loop {
+            if self.eval(script).await == Value::Bool(true) {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!(
+                    "{what}: not within {PAGE_TIMEOUT:?}\npage:\n{}",
+                    self.body_text().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Resizes the window.

@@ -36,12 +36,12 @@ fn policy(fake: &FakeKube) {
 
 /// The text of the terminal's rows.
 async fn terminal_text(b: &Browser) -> String {
-    b.wait_text("#terminal .xterm-rows", "").await
+    b.wait_text_on_screen("#terminal .xterm-rows", "").await
 }
 
 /// Waits (bounded) until the terminal shows `needle`.
 async fn wait_terminal(b: &Browser, needle: &str) -> String {
-    b.wait_text("#terminal .xterm-rows", needle).await
+    b.wait_text_on_screen("#terminal .xterm-rows", needle).await
 }
 
 /// Adds the debug container `shell`, an interactive `sh`, and waits until it runs.
@@ -268,6 +268,87 @@ async fn the_end_of_session_line_reads_the_exit_code_from_the_container() {
     b.close().await;
 }
 
+/// Installed in the page: the answer to the next `GET` of the pod's debug-container list is held
+/// back (read whole, then kept) until the test calls `window.heldList.release()`, as a slow
+/// connection would deliver it after a later read's. `heldList.state` goes `armed`, `holding`
+/// (the request was answered and is kept), `delivered`, then `handled` once the page has done
+/// what it does with it: a task queued when the page parsed it, so it runs after the
+/// microtasks that follow the parse (the page's own code on the answer) have run.
+const HOLD_NEXT_LIST_ANSWER: &str = r#"
+const held = { state: 'armed', release: null };
+window.heldList = held;
+const send = window.fetch;
+window.fetch = async (url, init) => {
+  const list = /\/pods\/[^/?]+\/debug$/.test(String(url)) && (!init || !init.method || init.method === 'GET');
+  if (!list || held.state !== 'armed') return send(url, init);
+  held.state = 'sending';
+  const resp = await send(url, init);
+  const body = await resp.text();
+  await new Promise((release) => { held.release = release; held.state = 'holding'; });
+  const answer = new Response(body, { status: resp.status, headers: resp.headers });
+  const parse = answer.json.bind(answer);
+  answer.json = async () => {
+    const value = await parse();
+    setTimeout(() => { held.state = 'handled'; }, 0);
+    return value;
+  };
+  held.state = 'delivered';
+  return answer;
+};
+return null;
+"#;
+
+/// Two reads of the list overlap: the one at a session's end, then the stop's own. The older
+/// answer arrives last (held back in the page); it must not put the stopped container back as
+/// running, with a Stop button that no later read would ever take away.
+#[tokio::test]
+async fn an_older_answer_does_not_put_a_stopped_container_back() {
+    if !browser::available() {
+        return;
+    }
+    let e = env_with(&[], policy).await;
+    e.create_running(
+        "shell",
+        &json!({"targetContainerName": "app", "container": {"image": "busybox:1.36", "command": ["sh"], "stdin": true, "tty": true}}),
+    )
+    .await;
+    let (_proxy, b) = alice_attaches_to_the_shell(&e).await;
+    wait_terminal(&b, "resize ").await;
+    b.eval(HOLD_NEXT_LIST_ANSWER).await;
+    // Ctrl-D: the session ends and the page reads the list again; that answer is held.
+    b.fill("#terminal textarea", "\u{E009}d\u{E000}").await;
+    b.wait_text("#session-end", "Session ended").await;
+    b.wait_until(
+        "return window.heldList.state === 'holding'",
+        "the list read at the session's end",
+    )
+    .await;
+    // Stop: its own read shows the container terminated.
+    b.click("button.stop[data-name=shell]").await;
+    b.wait_text("#debug-containers tr[data-name=shell]", "Terminated")
+        .await;
+    // Now the older answer (the container running) arrives, and the page handles it.
+    b.eval("window.heldList.release(); return null").await;
+    b.wait_until(
+        "return window.heldList.state === 'handled'",
+        "the older answer handled",
+    )
+    .await;
+    let row = b
+        .wait_text("#debug-containers tr[data-name=shell]", "")
+        .await;
+    assert!(
+        row.contains("Terminated") && !row.contains("Stop"),
+        "the older answer put the container back: {row}"
+    );
+    assert_eq!(
+        e.fake.container_state(NS, POD, "shell"),
+        Some("terminated"),
+        "the stop ended the container"
+    );
+    b.close().await;
+}
+
 #[tokio::test]
 async fn keys_typed_while_the_terminal_connects_reach_the_process_in_order() {
     if !browser::available() {
@@ -466,7 +547,7 @@ async fn a_second_user_sees_the_live_session_observes_it_and_terminates_it() {
     mine.send_keys("from-the-observer").await.expect("type");
     let typed = alice.wait_for("#terminal textarea").await;
     typed.send_keys("typed-by-alice").await.expect("type");
-    dave.wait_text("#terminal .xterm-rows", "typed-by-alice")
+    dave.wait_text_on_screen("#terminal .xterm-rows", "typed-by-alice")
         .await;
     let seen = wait_terminal(&alice, "typed-by-alice").await;
     assert!(!seen.contains("from-the-observer"), "{seen}");

@@ -134,7 +134,8 @@ async fn portal_debugs_a_pod_through_kubectl_proxy() {
     // runtime may not have subscribed the attach's output at that instant).
     b.wait_for("#terminal[data-state=open] .xterm-rows").await;
     type_line(&b, "echo portal-$((6*7))").await;
-    b.wait_text("#terminal .xterm-rows", "portal-42").await;
+    b.wait_text_on_screen("#terminal .xterm-rows", "portal-42")
+        .await;
 
     // Resize: the shell sees the terminal's new size.
     b.resize(700, 600).await;
@@ -156,7 +157,7 @@ async fn portal_debugs_a_pod_through_kubectl_proxy() {
     )
     .await;
     type_line(&b, "stty size").await;
-    b.wait_text("#terminal .xterm-rows", &size).await;
+    b.wait_text_on_screen("#terminal .xterm-rows", &size).await;
 
     // Exit with a code: the end-of-session line has it.
     type_line(&b, "exit 3").await;
@@ -367,7 +368,8 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
     b.click("#create-button").await;
     b.wait_for("#terminal[data-state=open] .xterm-rows").await;
     type_line(&b, "echo typed-$((6*7))").await;
-    b.wait_text("#terminal .xterm-rows", "typed-42").await;
+    b.wait_text_on_screen("#terminal .xterm-rows", "typed-42")
+        .await;
     type_line(&b, "exit 4").await;
     b.wait_text("#session-end", "exit code 4").await;
     // The first container was the target (the form's default).
@@ -385,7 +387,8 @@ async fn a_page_on_another_origin_gets_nothing_through_kubectl_proxy_and_the_por
                 return Err(format!("no recording yet: {list}"));
             }
             b.click("#recordings button.replay").await;
-            Ok(b.wait_text("#replay .xterm-rows", "typed-42").await)
+            Ok(b.wait_text_on_screen("#replay .xterm-rows", "typed-42")
+                .await)
         },
     )
     .await;
@@ -401,7 +404,7 @@ async fn wait_terminal_line(b: &Browser, line: &str) -> String {
         browser::PAGE_TIMEOUT,
         Duration::from_millis(200),
         || async {
-            let rows = b.wait_text("#terminal .xterm-rows", "").await;
+            let rows = b.wait_text_on_screen("#terminal .xterm-rows", "").await;
             if rows.lines().any(|l| l.trim() == line) {
                 Ok(rows)
             } else {
@@ -436,7 +439,8 @@ async fn portal_debugs_a_copy_of_a_pod_through_kubectl_proxy() {
     assert_eq!(title, format!("Terminal: debugger in copy {copy}"));
     b.wait_for("#terminal[data-state=open] .xterm-rows").await;
     type_line(&b, "echo copy-$((6*7))").await;
-    b.wait_text("#terminal .xterm-rows", "copy-42").await;
+    b.wait_text_on_screen("#terminal .xterm-rows", "copy-42")
+        .await;
 
     // The copy is a pod of its own, sharing its processes: the original's `sleep` is seen.
     type_line(&b, "ps | grep -c '[s]leep 3600'").await;
@@ -680,7 +684,8 @@ async fn portal_requests_a_profile_and_an_approver_approves_it_from_the_queue() 
     b.wait_text("#request-status", "made under it").await;
     b.wait_for("#terminal[data-state=open] .xterm-rows").await;
     type_line(&b, "echo jit-$((6*7))").await;
-    b.wait_text("#terminal .xterm-rows", "jit-42").await;
+    b.wait_text_on_screen("#terminal .xterm-rows", "jit-42")
+        .await;
     b.wait_text("#debug-containers", "sysadmin").await;
 
     // Her own Requests page: no review of her own request, only its withdrawal.
