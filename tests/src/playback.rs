@@ -85,7 +85,7 @@ pub async fn check_player(
         .await;
     b.click(&format!("#recordings button.replay[data-id='{id}']"))
         .await;
-    b.wait_text(SCREEN, "echo step-0").await;
+    b.wait_text_on_screen(SCREEN, "echo step-0").await;
     wait_js(b, "document.querySelector('#player-commands')").await;
 
     // Paused, then to the eighth command: the screen as it was when it was submitted (the
@@ -104,7 +104,7 @@ pub async fn check_player(
         &format!("document.querySelector('#player').dataset.seeked === '{at:.3}'"),
     )
     .await;
-    let screen = b.wait_text(SCREEN, "$ echo step-7").await;
+    let screen = b.wait_text_on_screen(SCREEN, "$ echo step-7").await;
     assert!(
         screen.contains("echo step-6\nstep-6\n$ $ echo step-7")
             && !screen.contains("step-7\nstep-7"),
@@ -133,7 +133,7 @@ pub async fn check_player(
         "document.querySelector('#player').dataset.seeked === '130.000'",
     )
     .await;
-    let screen = b.wait_text(SCREEN, "step-2\n$").await;
+    let screen = b.wait_text_on_screen(SCREEN, "step-2\n$").await;
     assert!(
         screen.contains("step-1") && !screen.contains("step-3"),
         "{screen}"
@@ -151,7 +151,7 @@ pub async fn check_player(
         "document.querySelector('#player').dataset.state === 'ended'",
     )
     .await;
-    let screen = b.wait_text(SCREEN, "End of recording").await;
+    let screen = b.wait_text_on_screen(SCREEN, "End of recording").await;
     assert!(screen.contains("step-11"), "{screen}");
 
     // An address with a time, as a link to a moment of the session: opened there.
@@ -164,7 +164,7 @@ pub async fn check_player(
         "document.querySelector('#player') && document.querySelector('#player').dataset.seeked === '605.000'",
     )
     .await;
-    b.wait_text(SCREEN, "$ echo step-10").await;
+    b.wait_text_on_screen(SCREEN, "$ echo step-10").await;
 
     // A search hit: the ninth command found by its text, the player opened where it was typed.
     let at = steps[9].at;
@@ -180,7 +180,7 @@ pub async fn check_player(
         &format!("document.querySelector('#player') && document.querySelector('#player').dataset.seeked === '{at:.3}'"),
     )
     .await;
-    b.wait_text(SCREEN, "$ echo step-9").await;
+    b.wait_text_on_screen(SCREEN, "$ echo step-9").await;
 
     // Never the whole recording: every fetch of it named a range.
     let fetches = recording_fetches(b, id).await;
