@@ -45,6 +45,25 @@ impl Sandbox {
         all.extend_from_slice(args);
         Terminal::spawn_with_path(&all, "")
     }
+
+    /// `kubectl poddebug web -it -c NAME --image busybox:1.36 --target app -- sh`, once the
+    /// plugin has said the shell is there.
+    fn shell(&self, name: &str) -> Terminal {
+        let t = self.plugin(&[
+            "web",
+            "-it",
+            "-c",
+            name,
+            "--image",
+            "busybox:1.36",
+            "--target",
+            "app",
+            "--",
+            "sh",
+        ]);
+        t.expect("If you don't see a command prompt, try pressing enter.");
+        t
+    }
 }
 
 #[test]
@@ -75,19 +94,7 @@ fn interactive_shell_sees_the_target_and_resizes() {
     let Some(s) = Sandbox::new("shell") else {
         return;
     };
-    let mut t = s.plugin(&[
-        "web",
-        "-it",
-        "-c",
-        "shell",
-        "--image",
-        "busybox:1.36",
-        "--target",
-        "app",
-        "--",
-        "sh",
-    ]);
-    t.expect("If you don't see a command prompt, try pressing enter.");
+    let mut t = s.shell("shell");
     t.type_bytes(b"\r");
     // The target's processes are visible: the PID namespace is shared.
     t.type_bytes(b"ps\r");
@@ -106,19 +113,7 @@ fn detach_then_stop() {
     let Some(s) = Sandbox::new("detach") else {
         return;
     };
-    let mut t = s.plugin(&[
-        "web",
-        "-it",
-        "-c",
-        "bg",
-        "--image",
-        "busybox:1.36",
-        "--target",
-        "app",
-        "--",
-        "sh",
-    ]);
-    t.expect("If you don't see a command prompt, try pressing enter.");
+    let mut t = s.shell("bg");
     t.type_bytes(b"echo attached\r");
     t.expect("attached");
     t.type_bytes(b"\x10\x11");
@@ -446,19 +441,7 @@ fn a_recorded_session_is_found_verified_and_played_by_its_id_alone() {
     let Some(s) = Sandbox::new("rec") else {
         return;
     };
-    let mut t = s.plugin(&[
-        "web",
-        "-it",
-        "-c",
-        "rec",
-        "--image",
-        "busybox:1.36",
-        "--target",
-        "app",
-        "--",
-        "sh",
-    ]);
-    t.expect("If you don't see a command prompt, try pressing enter.");
+    let mut t = s.shell("rec");
     // What the shell prints is not what was typed: found, it was recorded as output.
     let printed = format!("played-{}-42", std::process::id());
     t.type_bytes(format!("echo played-{}-$((6*7))\r", std::process::id()).as_bytes());
