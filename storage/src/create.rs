@@ -8,23 +8,30 @@
 //!    answer.
 //! 2. Plan ([`plan`]): resolve the names (see [`crate::naming`]) and build the ephemeral
 //!    container from the request and profile.
-//! 3. Validate it with kube-apiserver's own rules, those of the cluster's version
-//!    ([`ClusterVersion`](crate::ClusterVersion)). The cluster is the authority: when the local
-//!    validator refuses, the same `pods/ephemeralcontainers` update is sent with `dryRun=All`,
-//!    and the cluster's answer decides. A 422 answers its causes, moved onto the
+//! 3. The server policy (403: `--allowed-images`, `--max-debug-containers-per-pod`) and the
+//!    caller's own check (the profile permissions, begun beside the reads).
+//! 4. Validate it with kube-apiserver's own rules, those of the cluster's version
+//!    ([`ClusterVersion`](crate::ClusterVersion)). The cluster is the authority. When both
+//!    checks of 3 passed (the usual case), the update of 5 is sent at once and the local
+//!    validator runs beside it: its answer cannot change the outcome, only what is counted as
+//!    a disagreement. Otherwise (a 403 to give, or a dry-run request) it runs first, and when
+//!    it refuses, the same `pods/ephemeralcontainers` update is sent with `dryRun=All` and the
+//!    cluster's answer decides, so that the answer is always 400, then 422, then 403, then the
+//!    create, whatever else is wrong. A 422 answers its causes, moved onto the
 //!    `PodDebugContainer`'s fields (`container.X`, `targetContainerName`, `metadata.name`); an
-//!    acceptance is a disagreement (logged at debug level, counted) and the create goes on. On
-//!    the happy path (the local validator accepts) there is no extra call.
-//! 4. The server policy (403: `--allowed-images`, `--max-debug-containers-per-pod`), then the
-//!    caller's own check (the profile permissions), so that the answer is always 400, then 422,
-//!    then 403, then the create, whatever else is wrong.
-//! 5. `PUT pods/POD/ephemeralcontainers` with the pod as read plus the new container; the
-//!    resourceVersion read makes it conditional. On 409 Conflict the pod is read again and the
-//!    plan redone (names re-checked) after a short random pause, at most `conflict_retries`
-//!    times, so of N concurrent creates of one name exactly one wins and the others get 409
-//!    AlreadyExists, and concurrent creates of different names all succeed. Pod Security and
-//!    webhook refusals of the update reach the caller with their own code and message; a 422 is
-//!    retold as in 3. With `?dryRun=All` this update is itself a dry run (reused from 3 when
+//!    acceptance the local validator refused is a disagreement (logged at debug level,
+//!    counted) and the create goes on.
+//! 5. `PUT pods/POD/ephemeralcontainers` with the pod as read plus the new container. It does
+//!    not carry the resourceVersion (a status write since the read does not turn it back);
+//!    kube-apiserver refuses a list that lacks or changes a container the pod has, so a list
+//!    read before another container was added answers 422 on `spec.ephemeralContainers`, taken
+//!    as a conflict, and the new container carries a per-create identifier, so it never equals
+//!    another create's container of the same name (see [`put_body`]). On a conflict the pod is
+//!    read again and the plan redone (names re-checked) after a short random pause, at most
+//!    `conflict_retries` times, so of N concurrent creates of one name exactly one wins and the
+//!    others get 409 AlreadyExists, and concurrent creates of different names all succeed. Pod
+//!    Security and webhook refusals of the update reach the caller with their own code and
+//!    message; a 422 is retold as in 4. With `?dryRun=All` this update is itself a dry run (reused from 4 when
 //!    it was made there), nothing is recorded, and the would-be object is the answer.
 //! 6. Record the Event `DebugContainerCreated` beside the answer (a task of its own, bounded;
 //!    flushed on shutdown); with `wait`, wait for running or terminated.
@@ -89,6 +96,10 @@ pub(crate) fn plan(
         poddebug_types::convert::set_owner(&mut ec, &req.caller.user);
     }
     poddebug_types::convert::set_justification(&mut ec, &req.options.justification);
+    // Unique to this create, so that the update (which does not carry the pod's
+    // resourceVersion, see put_body) can never pass for another create's container of the name.
+    let create_id = format!("{:032x}", rng.random::<u128>());
+    poddebug_types::convert::set_create_id(&mut ec, &create_id);
     // The command runs as given, never rewritten: a container that is its own PID 1 says in its
     // status that DELETE cannot stop it (poddebug_types::stoppable).
     let index = ephemeral_containers(pod).len();
@@ -162,6 +173,16 @@ pub(crate) fn check_policy(
 /// (`pass_through`) for the same reason. Only spec.ephemeralContainers counts on this
 /// subresource; managedFields are left out so the server keeps its own, and the status to keep
 /// it small.
+///
+/// The resourceVersion is left out too: the update is not conditional on it, so a write that
+/// changed only the pod's status since the read (the kubelet's, every few seconds on a busy pod)
+/// does not turn it back with 409 Conflict. The list it sends is still checked against the
+/// pod's current one, by kube-apiserver itself: existing ephemeral containers may not be
+/// removed or changed, so a list read before another container was added is refused (422 on
+/// `spec.ephemeralContainers`, taken as a conflict: see [`update`]), and the new container
+/// carries a per-create identifier (`PODDEBUG_CREATE_ID`), so it can never equal a container
+/// of the same name another create added since. The uid stays, a precondition: a pod deleted
+/// and made again under the same name answers 409 Conflict.
 pub(crate) fn put_body(
     mut raw_pod: serde_json::Value,
     ec: &EphemeralContainer,
@@ -176,6 +197,7 @@ pub(crate) fn put_body(
         .and_then(serde_json::Value::as_object_mut)
     {
         meta.remove("managedFields");
+        meta.remove("resourceVersion");
     }
     let spec = obj
         .entry("spec")
@@ -271,6 +293,17 @@ async fn update(
     {
         Ok(p) => Answer::Done(Box::new(p)),
         Err(kube::Error::Api(s)) if is_conflict(&s) => Answer::Conflict(kube::Error::Api(s).into()),
+        Err(kube::Error::Api(s)) if s.code == 422 && changed_since_read(&s) => {
+            Answer::Conflict(
+                ApiError::conflict(
+                    "pods",
+                    "",
+                    pod,
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                )
+                .into(),
+            )
+        }
         Err(kube::Error::Api(s)) if s.code == 422 => {
             match debug_container_invalid(&status_from_kube(&s), plan.index, &plan.names.debug_name)
             {
@@ -283,6 +316,18 @@ async fn update(
         }
         Err(e) => Answer::Failed(e.into()),
     }
+}
+
+/// Whether a 422 of the update says that the pod's list of ephemeral containers changed since
+/// it was read: kube-apiserver's "existing ephemeral containers "X" may not be removed" (or
+/// "may not be changed"), whose field is the list itself. The new container's own errors are
+/// on `spec.ephemeralContainers[N]...`, never on the list.
+fn changed_since_read(s: &Status) -> bool {
+    s.details.as_ref().is_some_and(|d| {
+        d.causes
+            .iter()
+            .any(|c| c.field == "spec.ephemeralContainers")
+    })
 }
 
 /// After a conflict: pause and go round again, or give up with the conflict once the retries
@@ -316,23 +361,21 @@ enum Refusal {
     Final(ApiError),
 }
 
-/// What is validated and sent: the plan, the body of the update, and the local validator's
-/// objections (empty on the happy path).
-struct Validated {
+/// What is sent: the plan, the body of the update, and the rules of the cluster's version.
+struct Planned {
     plan: Plan,
     body: serde_json::Value,
-    local: ErrorList,
     version: KubeVersion,
 }
 
-/// Plan the create on the pod read, and validate it with the rules of the cluster's version.
-fn plan_and_validate(
+/// Plan the create on the pod read and build the update's body.
+fn plan_on(
     b: &Cluster,
     req: &CreateRequest,
     raw: serde_json::Value,
     pod: &Pod,
     expires_at: Option<jiff::Timestamp>,
-) -> Result<Validated, Refusal> {
+) -> Result<Planned, Refusal> {
     let mut plan =
         plan(&b.config().policy, pod, req, &mut rand::rng()).map_err(Refusal::OnPodState)?;
     check_stoppable_with_deadline(pod, &plan, expires_at.is_some()).map_err(Refusal::OnPodState)?;
@@ -341,11 +384,9 @@ fn plan_and_validate(
     }
     let body = put_body(raw, &plan.ec, &req.options.pass_through).map_err(Refusal::Final)?;
     let version = b.cluster_version().rules();
-    let local = validate_locally(pod, &plan, version);
-    Ok(Validated {
+    Ok(Planned {
         plan,
         body,
-        local,
         version,
     })
 }
@@ -415,6 +456,8 @@ pub(crate) async fn create(
     };
     let mut conflicts = 0;
     let mut quorum_read = false;
+    // The caller's check refused (its answer is taken once, and given after any 422).
+    let mut admission_refused: Option<StorageError> = None;
     // Go round the 'attempt loop again, reading the pod from etcd. (Both macros are used only
     // directly in that loop, never in a loop inside it.)
     macro_rules! again_with_quorum_read {
@@ -453,31 +496,88 @@ pub(crate) async fn create(
             }
             got => got?,
         };
-        let validated = phases.time_sync(Phase::Validation, || {
+        let planned = phases.time_sync(Phase::Plan, || {
             let pod = <Pod as serde::Deserialize>::deserialize(&raw).map_err(|_| {
                 Refusal::Final(ApiError::Internal(
                     "the pod read from the cluster cannot be decoded".to_owned(),
                 ))
             })?;
-            plan_and_validate(b, &req, raw, &pod, expires_at).map(|v| (pod, v))
+            plan_on(b, &req, raw, &pod, expires_at).map(|v| (pod, v))
         });
         let (
             pod,
-            Validated {
+            Planned {
                 plan,
                 body,
-                local,
                 version,
             },
-        ) = match validated {
+        ) = match planned {
             Ok(v) => v,
             Err(Refusal::OnPodState(_)) if !quorum_read => again_with_quorum_read!(),
             Err(Refusal::OnPodState(e) | Refusal::Final(e)) => return Err(e.into()),
         };
+        let policy_answer =
+            phases.time_sync(Phase::Policy, || check_policy(policy, &pod, &req, &plan));
+        if policy_answer.is_ok()
+            && let Some(task) = admission.take()
+            && let Err(e) = admission_answer(task).await
+        {
+            admission_refused = Some(e);
+        }
 
+        // The usual case, every check passed: the update is sent and the local validator runs
+        // beside it. Its answer cannot change the outcome (when it refuses, the cluster
+        // decides), only what is counted as a disagreement.
+        if policy_answer.is_ok() && admission_refused.is_none() && !req.options.dry_run {
+            let update = phases.time(Phase::Update, update(&api, &req.pod, &body, false, &plan));
+            let local = async {
+                phases.time_sync(Phase::Validation, || validate_locally(&pod, &plan, version))
+            };
+            let (answer, local) = tokio::join!(update, local);
+            match answer {
+                Answer::Done(p) => {
+                    if !local.is_empty() {
+                        disagreements.count(Disagreement::ClusterAccepted);
+                        tracing::debug!(
+                            namespace = %req.namespace, pod = %req.pod, debug = %plan.names.debug_name,
+                            version = %version, local = ?local.aggregate(),
+                            "the cluster accepts a debug container the local validator refuses"
+                        );
+                    }
+                    break (*p, plan);
+                }
+                Answer::Conflict(_) if !quorum_read => again_with_quorum_read!(),
+                Answer::Conflict(e) => {
+                    retry_after_conflict(b, &mut conflicts, e, &req).await?;
+                    continue 'attempt;
+                }
+                Answer::Invalid(e) => {
+                    if local.is_empty() {
+                        disagreements.count(Disagreement::ClusterRejected);
+                        tracing::debug!(pod = %req.pod, debug = %plan.names.debug_name, version = %version,
+                            "the cluster refuses a debug container the local validator accepts");
+                    }
+                    return Err(e);
+                }
+                Answer::AdmissionRefused(e) => {
+                    if !local.is_empty() {
+                        disagreements.count(Disagreement::ClusterAdmissionRefused);
+                        tracing::debug!(
+                            pod = %req.pod, debug = %plan.names.debug_name, local = ?local.aggregate(),
+                            "the cluster's validation accepts what the local validator refuses; its admission refuses"
+                        );
+                    }
+                    return Err(e);
+                }
+                Answer::Failed(e) => return Err(e),
+            }
+        }
+
+        // Otherwise (a refusal to give, or a dry run) in order: 422, then 403, then the update.
+        let local = phases.time_sync(Phase::Validation, || validate_locally(&pod, &plan, version));
         // 422: when the local rules refuse, the cluster decides.
         let mut would_be = None;
-        let mut admission_refusal = None;
+        let mut cluster_admission_refusal = None;
         if !local.is_empty() {
             let dry_run = update(&api, &req.pod, &body, true, &plan);
             match phases.time(Phase::DryRun, dry_run).await {
@@ -501,20 +601,21 @@ pub(crate) async fn create(
                         pod = %req.pod, debug = %plan.names.debug_name, local = ?local.aggregate(),
                         "the cluster's validation accepts what the local validator refuses; its admission refuses"
                     );
-                    admission_refusal = Some(e);
+                    cluster_admission_refusal = Some(e);
                 }
                 Answer::Invalid(e) | Answer::Failed(e) => return Err(e),
             }
         }
 
         // 403: the server policy, then the caller's own check, once.
-        confirm_with_quorum_read!(
-            phases.time_sync(Phase::Policy, || check_policy(policy, &pod, &req, &plan))
-        );
+        confirm_with_quorum_read!(policy_answer);
         if let Some(task) = admission.take() {
             admission_answer(task).await?;
         }
-        if let Some(e) = admission_refusal {
+        if let Some(e) = admission_refused.take() {
+            return Err(e);
+        }
+        if let Some(e) = cluster_admission_refusal {
             return Err(e);
         }
 
@@ -652,6 +753,8 @@ mod tests {
         // A field these types do not know, as a newer cluster may send it.
         raw["spec"]["ephemeralContainers"][0]["futureField"] = serde_json::json!({"x": 1});
         raw["metadata"]["managedFields"] = serde_json::json!([{"manager": "kubectl"}]);
+        let raw_uid = raw["metadata"]["uid"].clone();
+        assert!(raw_uid.is_string(), "{raw}");
         let body = put_body(raw, &plan.ec, &Default::default()).expect("body");
         let ecs = body["spec"]["ephemeralContainers"]
             .as_array()
@@ -663,7 +766,9 @@ mod tests {
             "unknown fields survive"
         );
         assert_eq!(ecs[1]["name"], "dbg");
-        assert_eq!(body["metadata"]["resourceVersion"], "100");
+        // Not conditional on the resourceVersion; the uid stays, a precondition.
+        assert!(body["metadata"].get("resourceVersion").is_none(), "{body}");
+        assert_eq!(body["metadata"]["uid"], raw_uid);
         assert!(body.get("status").is_none());
         assert!(body["metadata"].get("managedFields").is_none());
     }

@@ -60,7 +60,10 @@ pub enum Phase {
     PodRead,
     /// Reading the node (a node debug container).
     NodeRead,
-    /// Planning and validating what is added, as kube-apiserver would.
+    /// Planning what is added (names, the container, the update's body) on the pod read.
+    Plan,
+    /// Validating what is added, as kube-apiserver would (beside the update when every check
+    /// passed).
     Validation,
     /// The server-side dry run of the update (only when the local validator refuses).
     DryRun,
@@ -91,6 +94,7 @@ impl Phase {
             Phase::Admission => "admission",
             Phase::PodRead => "pod_read",
             Phase::NodeRead => "node_read",
+            Phase::Plan => "plan",
             Phase::Validation => "validation",
             Phase::DryRun => "dry_run",
             Phase::Policy => "policy",
@@ -103,7 +107,7 @@ impl Phase {
     }
 
     /// Every phase, in the order a create meets them.
-    pub const ALL: [Phase; 17] = [
+    pub const ALL: [Phase; 18] = [
         Phase::Authentication,
         Phase::Authorization,
         Phase::ReviewRequest,
@@ -113,6 +117,7 @@ impl Phase {
         Phase::Admission,
         Phase::PodRead,
         Phase::NodeRead,
+        Phase::Plan,
         Phase::Validation,
         Phase::DryRun,
         Phase::Policy,
@@ -138,6 +143,7 @@ impl Phase {
             Phase::Admission => tracing::debug_span!("admission", resource = r),
             Phase::PodRead => tracing::debug_span!("pod_read", resource = r),
             Phase::NodeRead => tracing::debug_span!("node_read", resource = r),
+            Phase::Plan => tracing::debug_span!("plan", resource = r),
             Phase::Validation => tracing::debug_span!("validation", resource = r),
             Phase::DryRun => tracing::debug_span!("dry_run", resource = r),
             Phase::Policy => tracing::debug_span!("policy", resource = r),

@@ -181,7 +181,6 @@ impl FakeKube {
         self.lock().get_delay = d;
     }
 
-    /// Make the next watch answer an ERROR event 410.
     /// From now on, `resourceVersion=0` reads answer the pods as they are now (a watch cache
     /// that stopped following), while quorum reads answer the current ones.
     pub(crate) fn freeze_watch_cache(&self) {
@@ -193,6 +192,7 @@ impl FakeKube {
         self.lock().events_delay = d;
     }
 
+    /// Make the next watch answer an ERROR event 410.
     pub(crate) fn expire_next_watch(&self) {
         self.lock().gone_once = true;
     }
@@ -387,6 +387,11 @@ impl FakeKube {
             return status(400, "BadRequest", "bad body", json!({}));
         };
         let mut s = self.lock();
+        if let Some(stored) = s.pods.get(&(ns.to_owned(), name.to_owned()))
+            && let Some(refused) = refuse_ephemeral_update(stored, &new, name)
+        {
+            return refused;
+        }
         if dry_run {
             let Some(mut pod) = s.pods.get(&(ns.to_owned(), name.to_owned())).cloned() else {
                 return not_found(name);
@@ -445,4 +450,49 @@ impl FakeKube {
         Self::notify(&mut s, "MODIFIED", &patched);
         reply(StatusCode::OK, &json!(patched))
     }
+}
+
+/// What kube-apiserver checks of a `pods/ephemeralcontainers` update against the stored pod
+/// besides the resourceVersion: the uid, a precondition (409), and that every existing
+/// ephemeral container is kept unchanged (422 on `spec.ephemeralContainers`).
+fn refuse_ephemeral_update(stored: &Pod, new: &Pod, name: &str) -> Option<Response<Body>> {
+    if let Some(uid) = new.metadata.uid.as_deref().filter(|u| !u.is_empty())
+        && Some(uid) != stored.metadata.uid.as_deref()
+    {
+        return Some(status(
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on pods \"{name}\": Precondition failed: UID in precondition: {uid}"
+            ),
+            json!({"name": name, "kind": "pods"}),
+        ));
+    }
+    let list = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.ephemeral_containers.clone())
+            .unwrap_or_default()
+    };
+    let new_list = list(new);
+    for old in list(stored) {
+        let verb = match new_list.iter().find(|e| e.name == old.name) {
+            None => "removed",
+            Some(e) if *e != old => "changed",
+            Some(_) => continue,
+        };
+        let message = format!(
+            "Forbidden: existing ephemeral containers {:?} may not be {verb}\n",
+            old.name
+        );
+        return Some(status(
+            422,
+            "Invalid",
+            &format!("Pod {name:?} is invalid: spec.ephemeralContainers: {message}"),
+            json!({"name": name, "kind": "Pod", "causes": [
+                {"reason": "FieldValueForbidden", "message": message, "field": "spec.ephemeralContainers"}
+            ]}),
+        ));
+    }
+    None
 }

@@ -100,10 +100,16 @@ async fn every_phase_of_a_debug_container_create_is_observed() {
         )
         .await;
     assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());
-    // A container the local validator refuses (its name is the pod's container's) goes to the
-    // cluster's dry run, whose 422 is the answer.
+    // A dry-run create of a container the local validator refuses (its name is the pod's
+    // container's) goes to the cluster's dry run, whose 422 is the answer.
     let (code, st) = e
-        .create("app", &json!({"container": {"image": "busybox:1.36"}}))
+        .create_as(
+            &e.alice,
+            POD,
+            Some("app"),
+            "dryRun=All",
+            &json!({"container": {"image": "busybox:1.36"}}),
+        )
         .await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{st}");
 
@@ -115,6 +121,7 @@ async fn every_phase_of_a_debug_container_create_is_observed() {
         "review_profile_use",
         "admission",
         "pod_read",
+        "plan",
         "validation",
         "dry_run",
         "policy",

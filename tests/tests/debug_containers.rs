@@ -598,20 +598,31 @@ async fn a_terminated_name_can_be_reused_and_reads_follow_the_newest() {
         ec_name.starts_with("dbg-") && ec_name.len() == 9,
         "{ec_name}"
     );
-    // The reserved env vars carry the debug name, the profile and the default time limit's
-    // deadline in the pod, and never show in the object's container (the profile shows as
-    // `profile`).
+    // The reserved env vars carry the debug name, the profile, the owner, the create's
+    // identifier and the default time limit's deadline in the pod, and never show in the
+    // object's container (the profile shows as `profile`).
     let ec = ec_of(&e.fake, POD, &ec_name);
     let env = ec["env"].as_array().expect("env");
-    assert_eq!(env.len(), 4, "{ec}");
+    assert_eq!(env.len(), 5, "{ec}");
     assert_eq!(env[0], json!({"name": "PODDEBUG_NAME", "value": "dbg"}));
     assert_eq!(
         env[1],
         json!({"name": "PODDEBUG_PROFILE", "value": "general"})
     );
     assert_eq!(env[2], json!({"name": "PODDEBUG_OWNER", "value": "alice"}));
-    assert_eq!(env[3]["name"], "PODDEBUG_EXPIRES_AT");
-    assert_eq!(env[3]["value"], obj["status"]["expiresAt"]);
+    assert_eq!(env[3]["name"], "PODDEBUG_CREATE_ID");
+    let id = env[3]["value"].as_str().unwrap_or_default();
+    assert!(
+        id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit()),
+        "{id}"
+    );
+    let first_id = ec_of(&e.fake, POD, "dbg")["env"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["name"] == "PODDEBUG_CREATE_ID"))
+        .map(|v| v["value"].clone());
+    assert_ne!(first_id, Some(json!(id)), "each create has its own");
+    assert_eq!(env[4]["name"], "PODDEBUG_EXPIRES_AT");
+    assert_eq!(env[4]["value"], obj["status"]["expiresAt"]);
     assert_eq!(obj["status"]["createdBy"], "alice");
     assert!(obj["container"]["env"].is_null(), "{obj}");
     assert_eq!(obj["profile"], "general");

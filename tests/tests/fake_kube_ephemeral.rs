@@ -75,6 +75,51 @@ async fn put_with_a_stale_resource_version_is_a_conflict() {
     assert_eq!(code, StatusCode::CONFLICT);
 }
 
+/// What an unconditional PUT (no resourceVersion, as poddebug sends it) meets on v1.36.2, as
+/// observed live: a uid that is not the pod's is a precondition (409), and a list that lacks a
+/// container the pod has is refused on the list itself (422), with nothing stored.
+#[tokio::test]
+async fn an_unconditional_put_keeps_the_uid_and_the_existing_containers() {
+    let fake = fake_with_pod().await;
+    let admin = fake.client(ADMIN_TOKEN);
+    let (_, mut pod) = admin.get_json(EC_PATH).await;
+    pod["metadata"]
+        .as_object_mut()
+        .expect("meta")
+        .remove("resourceVersion");
+    pod["spec"]["ephemeralContainers"] = json!([{"name": "d1", "image": "busybox"}]);
+    let uid = pod["metadata"]["uid"].as_str().expect("uid").to_owned();
+
+    let mut other = pod.clone();
+    other["metadata"]["uid"] = json!("00000000-0000-0000-0000-000000000000");
+    let (code, body) = admin.put_json(EC_PATH, &other).await;
+    assert_eq!(code, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": format!("Operation cannot be fulfilled on pods \"target\": StorageError: invalid object, Code: 4, Key: /pods/ephdemo/target, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: 00000000-0000-0000-0000-000000000000, UID in object meta: {uid}"),
+            "reason": "Conflict", "details": {"name": "target", "kind": "pods"}, "code": 409})
+    );
+
+    let (code, stored) = admin.put_json(EC_PATH, &pod).await;
+    assert_eq!(code, StatusCode::OK, "{stored}");
+    // A list read before d1 was added, with another container.
+    pod["spec"]["ephemeralContainers"] = json!([{"name": "d2", "image": "busybox"}]);
+    let (code, body) = admin.put_json(EC_PATH, &pod).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        body["details"]["causes"],
+        json!([{"reason": "FieldValueForbidden", "message": "Forbidden: existing ephemeral containers \"d1\" may not be removed\n", "field": "spec.ephemeralContainers"}])
+    );
+    let (_, now) = admin.get_json(EC_PATH).await;
+    assert_eq!(
+        now["spec"]["ephemeralContainers"]
+            .as_array()
+            .map(|a| a.iter().map(|e| e["name"].clone()).collect::<Vec<_>>()),
+        Some(vec![json!("d1")])
+    );
+}
+
 #[tokio::test]
 async fn unsupported_patch_type_disabled_subresource_and_missing_pod() {
     let fake = fake_with_pod().await;

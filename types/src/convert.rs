@@ -50,11 +50,20 @@ pub const DEBUG_REQUEST_ENV: &str = "PODDEBUG_REQUEST";
 /// See [`REASON_ENV`].
 pub const APPROVERS_ENV: &str = "PODDEBUG_APPROVERS";
 
+/// Environment variable that carries a random identifier of the create that made a debug
+/// container (32 hex digits). It makes every debug container's spec unique: the update that
+/// adds one does not carry the pod's resourceVersion (a status write between the read and the
+/// update would otherwise turn it back), so kube-apiserver's own rule that existing ephemeral
+/// containers may not be removed or changed is what guards the list, and two creates of one
+/// name can never both pass as the one that added it. Reserved like [`DEBUG_NAME_ENV`].
+pub const CREATE_ID_ENV: &str = "PODDEBUG_CREATE_ID";
+
 /// Whether `name` is an environment variable poddebug reserves for its own bookkeeping.
 pub fn is_reserved_env(name: &str) -> bool {
     matches!(
         name,
         DEBUG_NAME_ENV
+            | CREATE_ID_ENV
             | EXPIRES_AT_ENV
             | PROFILE_ENV
             | OWNER_ENV
@@ -113,6 +122,18 @@ pub fn justification_of(ec: &EphemeralContainer) -> crate::request::Justificatio
             .map(|a| a.split(',').map(str::to_owned).collect())
             .unwrap_or_default(),
     }
+}
+
+/// Give `ec` the identifier `id` of the create that makes it ([`CREATE_ID_ENV`]), replacing
+/// any it had.
+pub fn set_create_id(ec: &mut EphemeralContainer, id: &str) {
+    let env = ec.env.get_or_insert_with(Vec::new);
+    env.retain(|e| e.name != CREATE_ID_ENV);
+    env.push(EnvVar {
+        name: CREATE_ID_ENV.to_owned(),
+        value: Some(id.to_owned()),
+        value_from: None,
+    });
 }
 
 /// Give `ec` its owner `user` ([`OWNER_ENV`]), replacing any it had.

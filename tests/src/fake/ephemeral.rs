@@ -43,6 +43,21 @@ pub async fn handle(
                 )));
             }
             update(ctx, ns, name, dry_run, |old| {
+                // The uid, when the body has one, is a precondition of the store's update.
+                let (uid, old_uid) = (
+                    body["metadata"]["uid"].as_str().unwrap_or(""),
+                    old["metadata"]["uid"].as_str().unwrap_or(""),
+                );
+                if !uid.is_empty() && uid != old_uid {
+                    return Err(status::conflict(
+                        "",
+                        "pods",
+                        name,
+                        &format!(
+                            "StorageError: invalid object, Code: 4, Key: /pods/{ns}/{name}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {uid}, UID in object meta: {old_uid}"
+                        ),
+                    ));
+                }
                 let rv = body["metadata"]["resourceVersion"].as_str().unwrap_or("");
                 if !rv.is_empty() && Some(rv) != old["metadata"]["resourceVersion"].as_str() {
                     return Err(status::conflict(

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use http::StatusCode;
+use serde_json::json;
 
 use crate::support::{BUSYBOX, Sandbox, enabled, message, targeted};
 
@@ -63,6 +64,71 @@ async fn eight_concurrent_creates_of_one_name_have_one_winner() {
         .unwrap_or_default();
     assert_eq!(ecs.len(), 1, "{ecs:?}");
     assert_eq!(ecs[0]["name"], "dbg");
+}
+
+/// Creates racing the pod's other writers: direct patches that add ephemeral containers (as
+/// `kubectl debug` sends them) and the kubelet's status writes as each one starts. poddebug's
+/// update does not carry the resourceVersion; whatever the interleaving, each create lands
+/// once, every container added directly is kept, and each of poddebug's carries its own
+/// create identifier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn creates_racing_direct_patches_all_land_and_keep_the_others() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("racing");
+    let body = targeted(BUSYBOX, &["sleep", "3600"]);
+    let direct = format!("/api/v1/namespaces/{}/pods/web/ephemeralcontainers", sb.ns);
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let (api, path, body) = (
+            sb.api.clone(),
+            sb.path(&format!("debug/dbg-{i}")),
+            body.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            ("poddebug", api.post_json(&path, &body).await)
+        }));
+        let (api, path) = (sb.api.clone(), direct.clone());
+        let patch = json!({"spec": {"ephemeralContainers": [{"name": format!("direct-{i}"),
+            "image": BUSYBOX, "command": ["sleep", "3600"], "targetContainerName": "app"}]}});
+        tasks.push(tokio::spawn(async move {
+            (
+                "direct",
+                api.patch_json(&path, "application/strategic-merge-patch+json", &patch)
+                    .await,
+            )
+        }));
+    }
+    for t in tasks {
+        let (who, (code, answer)) = t.await.expect("task");
+        assert!(code.is_success(), "{who}: {code} {answer}");
+    }
+    let pod = sb.pod().await;
+    let ecs = pod["spec"]["ephemeralContainers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut names: Vec<&str> = ecs.iter().filter_map(|e| e["name"].as_str()).collect();
+    names.sort_unstable();
+    let mut want: Vec<String> = (0..5)
+        .flat_map(|i| [format!("dbg-{i}"), format!("direct-{i}")])
+        .collect();
+    want.sort_unstable();
+    assert_eq!(names, want, "{pod}");
+    let ids: std::collections::BTreeSet<&str> = ecs
+        .iter()
+        .filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with("dbg-")))
+        .filter_map(|e| {
+            e["env"].as_array()?.iter().find_map(|v| {
+                (v["name"] == "PODDEBUG_CREATE_ID")
+                    .then(|| v["value"].as_str())
+                    .flatten()
+            })
+        })
+        .collect();
+    assert_eq!(ids.len(), 5, "a distinct create id on each: {pod}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

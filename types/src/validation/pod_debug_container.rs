@@ -56,6 +56,7 @@ pub fn validate_pod_debug_container(pdc: &PodDebugContainer, url_name: Option<&s
                 crate::convert::PROFILE_ENV => "the debug container's profile",
                 crate::convert::OWNER_ENV => "the debug container's owner",
                 crate::convert::EXPIRES_AT_ENV => "the debug container's deadline",
+                crate::convert::CREATE_ID_ENV => "the identifier of the create",
                 _ => "the debug container's reason and debug request",
             };
             errs.push(FieldError::invalid(

@@ -1387,6 +1387,12 @@ fn pod_debug_container_table() {
             vec!["container.env[0].name: Invalid value: \"PODDEBUG_OWNER\": is reserved by poddebug for the debug container's owner".into()],
         ),
         (
+            "reserved create id env var",
+            json!({"container": {"env": [{"name": "PODDEBUG_CREATE_ID", "value": "0"}]}}),
+            None,
+            vec!["container.env[0].name: Invalid value: \"PODDEBUG_CREATE_ID\": is reserved by poddebug for the identifier of the create".into()],
+        ),
+        (
             "negative ttlSeconds",
             json!({"ttlSeconds": -3}),
             None,
