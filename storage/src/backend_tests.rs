@@ -266,6 +266,14 @@ async fn a_stale_cached_read_is_confirmed_by_a_quorum_read() {
     assert!(!reads[1].contains("resourceVersion"), "{reads:?}");
 }
 
+/// The names of `pod`'s ephemeral containers, in order.
+fn ec_names(pod: &Pod) -> Vec<String> {
+    crate::state::ephemeral_containers(pod)
+        .iter()
+        .map(|e| e.name.clone())
+        .collect()
+}
+
 /// The update does not carry the resourceVersion: a write since the read that changed only
 /// the pod's status (the kubelet's) does not turn the create back, and is kept.
 #[tokio::test]
@@ -284,10 +292,7 @@ async fn a_status_write_since_the_read_does_not_turn_the_create_back() {
         "one read, one update: {reqs:?}"
     );
     let stored = fake.pod("ns", "web").expect("pod");
-    let names: Vec<String> = crate::state::ephemeral_containers(&stored)
-        .iter()
-        .map(|e| e.name.clone())
-        .collect();
+    let names = ec_names(&stored);
     assert_eq!(names, ["old", "dbg"]);
     let old_state = stored
         .status
@@ -314,10 +319,7 @@ async fn a_container_added_since_the_read_is_kept() {
         .await
         .expect("second");
     let stored = fake.pod("ns", "web").expect("pod");
-    let names: Vec<String> = crate::state::ephemeral_containers(&stored)
-        .iter()
-        .map(|e| e.name.clone())
-        .collect();
+    let names = ec_names(&stored);
     assert_eq!(names, ["first", "second"]);
     let puts = fake
         .requests()
@@ -342,10 +344,7 @@ async fn a_pod_made_again_under_its_name_gets_only_the_new_container() {
         .expect("created in the pod made again");
     let stored = fake.pod("ns", "web").expect("pod");
     assert_eq!(stored.metadata.uid.as_deref(), Some("uid-2"));
-    let names: Vec<String> = crate::state::ephemeral_containers(&stored)
-        .iter()
-        .map(|e| e.name.clone())
-        .collect();
+    let names = ec_names(&stored);
     assert_eq!(names, ["dbg"]);
 }
 

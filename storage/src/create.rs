@@ -391,6 +391,33 @@ fn plan_on(
     })
 }
 
+/// Count a disagreement of the cluster with the local validator, and log it at debug level.
+fn disagreement(
+    b: &Cluster,
+    kind: Disagreement,
+    req: &CreateRequest,
+    plan: &Plan,
+    version: KubeVersion,
+    local: &ErrorList,
+) {
+    b.validation_disagreements().count(kind);
+    let what = match kind {
+        Disagreement::ClusterAccepted => {
+            "the cluster accepts a debug container the local validator refuses"
+        }
+        Disagreement::ClusterRejected => {
+            "the cluster refuses a debug container the local validator accepts"
+        }
+        Disagreement::ClusterAdmissionRefused => {
+            "the cluster's validation accepts what the local validator refuses; its admission refuses"
+        }
+    };
+    tracing::debug!(
+        namespace = %req.namespace, pod = %req.pod, debug = %plan.names.debug_name,
+        version = %version, local = ?local.aggregate(), "{what}"
+    );
+}
+
 /// Start the caller's check (the handler's profile permissions) at once, beside the reads, in a
 /// task of its own that ends with the create; its answer is taken in its place
 /// ([`admission_answer`]).
@@ -426,7 +453,6 @@ pub(crate) async fn create(
     let api: Api<Pod> = Api::namespaced(client.clone(), &req.namespace);
     let policy = &b.config().policy;
     let phases = &req.options.phases;
-    let disagreements = b.validation_disagreements();
     // The deadline counts from the create, however many conflicts it takes (422 on
     // `ttlSeconds` before anything else is looked at).
     let expires_at = crate::ttl::deadline(
@@ -537,11 +563,13 @@ pub(crate) async fn create(
             match answer {
                 Answer::Done(p) => {
                     if !local.is_empty() {
-                        disagreements.count(Disagreement::ClusterAccepted);
-                        tracing::debug!(
-                            namespace = %req.namespace, pod = %req.pod, debug = %plan.names.debug_name,
-                            version = %version, local = ?local.aggregate(),
-                            "the cluster accepts a debug container the local validator refuses"
+                        disagreement(
+                            b,
+                            Disagreement::ClusterAccepted,
+                            &req,
+                            &plan,
+                            version,
+                            &local,
                         );
                     }
                     break (*p, plan);
@@ -553,18 +581,26 @@ pub(crate) async fn create(
                 }
                 Answer::Invalid(e) => {
                     if local.is_empty() {
-                        disagreements.count(Disagreement::ClusterRejected);
-                        tracing::debug!(pod = %req.pod, debug = %plan.names.debug_name, version = %version,
-                            "the cluster refuses a debug container the local validator accepts");
+                        disagreement(
+                            b,
+                            Disagreement::ClusterRejected,
+                            &req,
+                            &plan,
+                            version,
+                            &local,
+                        );
                     }
                     return Err(e);
                 }
                 Answer::AdmissionRefused(e) => {
                     if !local.is_empty() {
-                        disagreements.count(Disagreement::ClusterAdmissionRefused);
-                        tracing::debug!(
-                            pod = %req.pod, debug = %plan.names.debug_name, local = ?local.aggregate(),
-                            "the cluster's validation accepts what the local validator refuses; its admission refuses"
+                        disagreement(
+                            b,
+                            Disagreement::ClusterAdmissionRefused,
+                            &req,
+                            &plan,
+                            version,
+                            &local,
                         );
                     }
                     return Err(e);
@@ -582,11 +618,13 @@ pub(crate) async fn create(
             let dry_run = update(&api, &req.pod, &body, true, &plan);
             match phases.time(Phase::DryRun, dry_run).await {
                 Answer::Done(p) => {
-                    disagreements.count(Disagreement::ClusterAccepted);
-                    tracing::debug!(
-                        namespace = %req.namespace, pod = %req.pod, debug = %plan.names.debug_name,
-                        version = %version, local = ?local.aggregate(),
-                        "the cluster accepts a debug container the local validator refuses"
+                    disagreement(
+                        b,
+                        Disagreement::ClusterAccepted,
+                        &req,
+                        &plan,
+                        version,
+                        &local,
                     );
                     would_be = Some(p);
                 }
@@ -596,10 +634,13 @@ pub(crate) async fn create(
                     continue 'attempt;
                 }
                 Answer::AdmissionRefused(e) => {
-                    disagreements.count(Disagreement::ClusterAdmissionRefused);
-                    tracing::debug!(
-                        pod = %req.pod, debug = %plan.names.debug_name, local = ?local.aggregate(),
-                        "the cluster's validation accepts what the local validator refuses; its admission refuses"
+                    disagreement(
+                        b,
+                        Disagreement::ClusterAdmissionRefused,
+                        &req,
+                        &plan,
+                        version,
+                        &local,
                     );
                     cluster_admission_refusal = Some(e);
                 }
@@ -639,9 +680,14 @@ pub(crate) async fn create(
             }
             Answer::Invalid(e) => {
                 if local.is_empty() {
-                    disagreements.count(Disagreement::ClusterRejected);
-                    tracing::debug!(pod = %req.pod, debug = %plan.names.debug_name, version = %version,
-                        "the cluster refuses a debug container the local validator accepts");
+                    disagreement(
+                        b,
+                        Disagreement::ClusterRejected,
+                        &req,
+                        &plan,
+                        version,
+                        &local,
+                    );
                 }
                 return Err(e);
             }

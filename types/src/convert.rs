@@ -127,22 +127,21 @@ pub fn justification_of(ec: &EphemeralContainer) -> crate::request::Justificatio
 /// Give `ec` the identifier `id` of the create that makes it ([`CREATE_ID_ENV`]), replacing
 /// any it had.
 pub fn set_create_id(ec: &mut EphemeralContainer, id: &str) {
-    let env = ec.env.get_or_insert_with(Vec::new);
-    env.retain(|e| e.name != CREATE_ID_ENV);
-    env.push(EnvVar {
-        name: CREATE_ID_ENV.to_owned(),
-        value: Some(id.to_owned()),
-        value_from: None,
-    });
+    replace_env(ec, CREATE_ID_ENV, id);
 }
 
 /// Give `ec` its owner `user` ([`OWNER_ENV`]), replacing any it had.
 pub fn set_owner(ec: &mut EphemeralContainer, user: &str) {
+    replace_env(ec, OWNER_ENV, user);
+}
+
+/// Set `ec`'s env var `name` to `value`, replacing any it had, at the end of its env.
+fn replace_env(ec: &mut EphemeralContainer, name: &str, value: &str) {
     let env = ec.env.get_or_insert_with(Vec::new);
-    env.retain(|e| e.name != OWNER_ENV);
+    env.retain(|e| e.name != name);
     env.push(EnvVar {
-        name: OWNER_ENV.to_owned(),
-        value: Some(user.to_owned()),
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
         value_from: None,
     });
 }
@@ -270,13 +269,7 @@ pub fn to_ephemeral_container(
 
 /// Give `ec` the deadline `at` ([`EXPIRES_AT_ENV`]), replacing any it had.
 pub fn set_expires_at(ec: &mut EphemeralContainer, at: jiff::Timestamp) {
-    let env = ec.env.get_or_insert_with(Vec::new);
-    env.retain(|e| e.name != EXPIRES_AT_ENV);
-    env.push(EnvVar {
-        name: EXPIRES_AT_ENV.to_owned(),
-        value: Some(at.to_string()),
-        value_from: None,
-    });
+    replace_env(ec, EXPIRES_AT_ENV, &at.to_string());
 }
 
 /// The deadline of an ephemeral container ([`EXPIRES_AT_ENV`]), if it has a valid one.
