@@ -466,9 +466,10 @@ pub(crate) async fn create(
     let mut admission = start_admission(&req);
     // The first read is served from kube-apiserver's watch cache (`resourceVersion=0`: no etcd
     // round trip), begun beside authorization when the handler could ([`crate::Prefetch`]).
-    // It may be behind; the update is conditional on the resourceVersion read, so a stale read
-    // ends in a conflict, and every answer that depends on the pod's state (404, name taken,
-    // not running, limits) is confirmed by a quorum read before it is given.
+    // It may be behind: a list of ephemeral containers that misses one added since is refused
+    // by kube-apiserver (see put_body) and ends in a conflict, a pod made again under its name
+    // fails the uid precondition, and every answer that depends on the pod's state (404, name
+    // taken, not running, limits) is confirmed by a quorum read before it is given.
     let mut prefetched = match &req.options.prefetch {
         Some(p) => {
             let target = PrefetchTarget::Pod {
