@@ -22,13 +22,17 @@ fn main() -> std::process::ExitCode {
     match rt.block_on(poddebug_apiserver::run(opts)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "fatal");
-            eprintln!("error: {e}");
+            // The whole chain, so that a log collector shows why (such as "Address already in
+            // use"), not only what failed.
+            let mut chain = e.to_string();
             let mut src = std::error::Error::source(&e);
             while let Some(s) = src {
-                eprintln!("  caused by: {s}");
+                chain.push_str(": ");
+                chain.push_str(&s.to_string());
                 src = s.source();
             }
+            tracing::error!(error = %chain, "fatal");
+            eprintln!("error: {chain}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -18,6 +18,9 @@ use crate::pki::{Ca, CertKey, FRONT_PROXY_CLIENT_CN, TestPki};
 /// How long `start` waits for `/readyz`.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How many ports `start` tries when the one it found free is taken before the server binds.
+const START_ATTEMPTS: u32 = 3;
+
 /// A running `poddebug-apiserver`.
 pub struct PodDebugServer {
     child: Child,
@@ -39,8 +42,38 @@ impl std::fmt::Debug for PodDebugServer {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; good enough for tests).
+/// A free TCP port on 127.0.0.1, bound and released for a server the test starts next.
+///
+/// It is taken below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), where the
+/// local ports of outgoing connections come from: a port handed out by `bind(:0)` is one of
+/// those, and a test's own client connection can take it again before the server binds it.
+/// Ports are tried in an order that differs per process and per call, so concurrent test
+/// binaries rarely try the same one.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    const LOW: u16 = 10000;
+    if ephemeral_low > LOW + 1000 {
+        let span = u64::from(ephemeral_low - LOW);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::from(d.subsec_nanos()))
+            .unwrap_or(0);
+        let seed = u64::from(std::process::id())
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(CALLS.fetch_add(1, Ordering::Relaxed).wrapping_mul(7919))
+            .wrapping_add(nanos);
+        for i in 0..64u64 {
+            let port = LOW + (seed.wrapping_add(i.wrapping_mul(104_729)) % span) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -135,22 +168,40 @@ impl PodDebugServer {
         pki: &TestPki,
         extra_args: &[&str],
     ) -> PodDebugServer {
-        let port = free_port();
         let serving = pki.localhost_serving_cert();
-        let mut args = Self::standard_args(fake, pki, &serving, port);
-        args.extend(extra_args.iter().map(|a| (*a).to_owned()));
-        let mut server = Self::spawn_command(command, &args);
-        server.port = port;
-        server.cluster_ca_pem = pki.cluster_ca_pem().to_owned();
-        server.pki = Some(pki.clone());
-        if let Err(e) = server.wait_ready(READY_TIMEOUT).await {
-            panic!(
-                "poddebug-apiserver did not become ready: {e}\nargs: {:?}\nlogs:\n{}",
-                server.args,
-                server.logs_text()
-            );
+        // A port found free can be taken by another process (any outgoing connection's local
+        // port) before the server binds it; such a start is tried again on another port.
+        let mut attempt = 1;
+        loop {
+            let port = free_port();
+            let mut args = Self::standard_args(fake, pki, &serving, port);
+            args.extend(extra_args.iter().map(|a| (*a).to_owned()));
+            let mut server = Self::spawn_command(command, &args);
+            server.port = port;
+            server.cluster_ca_pem = pki.cluster_ca_pem().to_owned();
+            server.pki = Some(pki.clone());
+            match server.wait_ready(READY_TIMEOUT).await {
+                Ok(()) => return server,
+                Err(_) if attempt < START_ATTEMPTS && server.lost_its_port().await => attempt += 1,
+                Err(e) => panic!(
+                    "poddebug-apiserver did not become ready: {e}\nargs: {:?}\nlogs:\n{}",
+                    server.args,
+                    server.logs_text()
+                ),
+            }
         }
-        server
+    }
+
+    /// Whether the process ended because its secure port was already taken.
+    async fn lost_its_port(&mut self) -> bool {
+        // The last lines may still be on their way through the pipe when the exit is seen.
+        self.try_exit_status().is_some()
+            && self
+                .wait_for_log(
+                    &format!("binding 127.0.0.1:{}", self.port),
+                    Duration::from_secs(2),
+                )
+                .await
     }
 
     /// Spawns the binary with exactly `args` and does not wait for anything. The port is taken
