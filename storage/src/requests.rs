@@ -144,6 +144,9 @@ struct State {
     by_lease: HashMap<String, (String, String)>,
     /// The highest revision seen of each Lease (by uid).
     revisions: HashMap<String, u64>,
+    /// The resourceVersion of the ignored version of each Lease last counted, so that one
+    /// version read twice (by the watch and by a fresh read) is counted once.
+    counted: HashMap<String, u64>,
     log: ChangeLog<RequestEvent>,
 }
 
@@ -333,7 +336,9 @@ impl RequestStore {
         let stored = match read {
             Read::Request(s) => *s,
             Read::Ignored(why) => {
-                if !deleted {
+                if deleted {
+                    state.counted.remove(&lease_name);
+                } else if state.counted.insert(lease_name.clone(), rv) != Some(rv) {
                     self.count_ignored(lease, why);
                 }
                 // Whatever the Lease held before is no longer a request anyone can rely on —
@@ -414,9 +419,23 @@ impl RequestStore {
                     by_lease.insert(l.metadata.name.clone().unwrap_or_default(), key.clone());
                     now.insert(key, *s);
                 }
-                Read::Ignored(why) => self.count_ignored(l, why),
+                Read::Ignored(why) => {
+                    let name = l.metadata.name.clone().unwrap_or_default();
+                    if state.counted.insert(name, rv_of(l)) != Some(rv_of(l)) {
+                        self.count_ignored(l, why);
+                    }
+                }
             }
         }
+        // Leases gone since are forgotten; a version read again after a re-list is not
+        // counted again.
+        let listed_names: std::collections::HashSet<&str> = listed
+            .iter()
+            .filter_map(|l| l.metadata.name.as_deref())
+            .collect();
+        state
+            .counted
+            .retain(|name, _| listed_names.contains(name.as_str()));
         for s in now.values() {
             if let Some(uid) = s.request.metadata.uid.clone() {
                 let seen = state.revisions.entry(uid).or_default();
@@ -473,6 +492,18 @@ impl RequestStore {
             .requests
             .get(&(namespace.to_owned(), name.to_owned()))
             .map(|s| s.request.clone())
+    }
+
+    /// One request as the cluster holds it now (a quorum read of its Lease, verified and
+    /// taken into this replica's view): what decides a grant, never a view that may lag a
+    /// review another replica just wrote.
+    pub async fn fresh(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<DebugRequest>, StorageError> {
+        self.refresh(namespace, name).await?;
+        Ok(self.get(namespace, name))
     }
 
     /// Running changes from now on.

@@ -785,6 +785,69 @@ async fn one_replica_approves_the_other_grants_and_a_restart_keeps_it() {
 }
 
 #[tokio::test]
+async fn a_review_written_by_another_replica_decides_before_this_one_sees_it() {
+    let fake = fake().await;
+    let one = server(&fake, &[]).await;
+    let two = server(&fake, &[]).await;
+    let (code, _) = user(&one, "alice")
+        .post_json(&requests(NS), &sysadmin_request("lagging", "30m"))
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (code, r) = review(&user(&one, "bob"), "lagging", "Approve").await;
+    assert_eq!(code, StatusCode::CREATED, "{r}");
+    wait_phase(&user(&two, "alice"), "lagging", "Approved").await;
+    let (code, dc) = user(&two, "alice")
+        .post_json(&debug(POD, "dbg"), &shell_under("lagging"))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{dc}");
+
+    // From here on the second replica's view of the requests lags the cluster.
+    fake.hold_watch_events("leases", true);
+    let (code, r) = review(&user(&one, "bob"), "lagging", "Revoke").await;
+    assert_eq!(code, StatusCode::CREATED, "{r}");
+    let (code, r) = user(&two, "alice").get_json(&request_path("lagging")).await;
+    assert_eq!(
+        (code, r["status"]["phase"].clone()),
+        (StatusCode::OK, json!("Approved")),
+        "the second replica's view lags: {r}"
+    );
+    // The revocation decides at once: no second container, no stream to the first.
+    let (code, st) = user(&two, "alice")
+        .post_json(&debug(POD, "dbg2"), &shell_under("lagging"))
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(
+        message(&st).contains("it was revoked by bob"),
+        "{}",
+        message(&st)
+    );
+    assert!(!fake_has_ec(&fake, "dbg2"));
+    let refused = attach(&user(&two, "alice"), "dbg").await.err();
+    assert_eq!(refused.map(|e| e.0), Some(StatusCode::FORBIDDEN));
+
+    // An approval the second replica has not seen grants at once too.
+    let (code, _) = user(&one, "alice")
+        .post_json(&requests(NS), &sysadmin_request("fresh", "30m"))
+        .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (code, r) = review(&user(&one, "bob"), "fresh", "Approve").await;
+    assert_eq!(code, StatusCode::CREATED, "{r}");
+    let (code, dc) = user(&two, "alice")
+        .post_json(&debug(POD, "dbg3"), &shell_under("fresh"))
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{dc}");
+    fake.hold_watch_events("leases", false);
+}
+
+fn fake_has_ec(fake: &FakeKube, name: &str) -> bool {
+    fake.pod_json(NS, POD).is_some_and(|p| {
+        p["spec"]["ephemeralContainers"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|c| c["name"] == name))
+    })
+}
+
+#[tokio::test]
 async fn copies_and_node_debug_containers_are_granted_too() {
     let fake = fake().await;
     fake.add_node("node-1", &[]);

@@ -61,7 +61,7 @@ pub(crate) async fn authorize_profiles(
     if target.justification.debug_request.is_some() {
         st.requests.synced().await?;
     }
-    let grant = st.requests.for_stream(&auth.user, target);
+    let grant = st.requests.for_stream(&auth.user, target).await;
     let mut granted = false;
     for gate in &target.profiles {
         let p = gate.profile;

@@ -527,7 +527,7 @@ pub async fn attach(
     if target.justification.debug_request.is_some() {
         st.requests.synced().await?;
     }
-    let grant = st.requests.for_stream(&auth.user, &target);
+    let grant = st.requests.for_stream(&auth.user, &target).await;
     let mut granted = false;
     for e in &target.profiles {
         granted |= authorize_profile(&st, &auth, e, "attaching to", grant.as_ref()).await?;
@@ -551,7 +551,7 @@ pub async fn log(
         return Err(super::attach::shutting_down());
     }
     let target = st.backend.node_stream_target(&node, &name, None).await?;
-    let grant = st.requests.for_stream(&auth.user, &target);
+    let grant = st.requests.for_stream(&auth.user, &target).await;
     for e in &target.profiles {
         authorize_profile(&st, &auth, e, "reading the log of", grant.as_ref()).await?;
     }

@@ -248,7 +248,13 @@ impl Requests {
             });
         };
         self.synced().await?;
-        let request = self.store.get(namespace, named);
+        // Read from the cluster, not this replica's view: a revocation or denial another
+        // replica wrote a moment ago is what decides, and so is an approval.
+        let request = self
+            .store
+            .fresh(namespace, named)
+            .await
+            .map_err(|e| e.to_api_error())?;
         if let Some(r) = &request {
             for (field, given, approved) in [
                 ("reason", &reason, Some(r.spec.reason.clone())),
@@ -299,9 +305,19 @@ impl Requests {
     /// The grant that reaches `target` for `caller`: the request the target says it was made
     /// under, when that request lists the target among what was made under it (its signed
     /// record decides, not the target's own say), is its caller's, and is approved now.
-    pub fn for_stream(&self, caller: &Caller, target: &StreamTarget) -> Option<Grant> {
+    /// Read from the cluster as [`Requests::for_create`] does; a read that fails grants
+    /// nothing.
+    pub async fn for_stream(&self, caller: &Caller, target: &StreamTarget) -> Option<Grant> {
         let name = target.justification.debug_request.as_deref()?;
-        let r = self.store.get(&target.namespace, name)?;
+        let r = match self.store.fresh(&target.namespace, name).await {
+            Ok(r) => r?,
+            Err(e) => {
+                tracing::warn!(namespace = %target.namespace, request = %name,
+                    error = %e.to_api_error().message(),
+                    "a debug request could not be read; it grants nothing to this stream");
+                return None;
+            }
+        };
         grant::for_stream(
             &r,
             &caller.user,

@@ -521,6 +521,22 @@ impl FakeKube {
         self.shared.lock().settings.exec = behaviour;
     }
 
+    /// While `hold`, open watches of `resource` (such as `"leases"`) deliver none of its
+    /// changes: the watchers' caches lag the store, as a replica's does behind another's
+    /// write. Releasing sends what was held, in order. Reads and writes answer as ever.
+    pub fn hold_watch_events(&self, resource: &str, hold: bool) {
+        let kind = state::Kind::from_resource(resource)
+            .unwrap_or_else(|| panic!("the fake stores no {resource:?}"));
+        let mut s = self.shared.lock();
+        if hold {
+            s.settings.held_watches.insert(kind);
+        } else {
+            s.settings.held_watches.remove(&kind);
+        }
+        drop(s);
+        self.shared.notify();
+    }
+
     /// Period of BOOKMARK events (default 1 s).
     pub fn set_bookmark_interval(&self, interval: Duration) {
         self.shared.lock().settings.bookmark_interval = interval;

@@ -55,6 +55,23 @@ impl Kind {
         }
     }
 
+    /// The kind of a resource name in URLs.
+    pub fn from_resource(resource: &str) -> Option<Kind> {
+        [
+            Kind::Namespace,
+            Kind::Pod,
+            Kind::ConfigMap,
+            Kind::Lease,
+            Kind::Node,
+            Kind::Secret,
+            Kind::Service,
+            Kind::EndpointSlice,
+            Kind::ApiService,
+        ]
+        .into_iter()
+        .find(|k| k.resource() == resource)
+    }
+
     /// `kind` of one object.
     pub fn kind(self) -> &'static str {
         match self {
@@ -149,6 +166,9 @@ pub struct Settings {
     pub faults: Vec<super::faults::Fault>,
     /// Armed delays ([`super::FakeKube::delay_requests`]).
     pub delays: Vec<super::faults::Delay>,
+    /// Kinds whose changes open watches do not deliver yet
+    /// ([`super::FakeKube::hold_watch_events`]): a watch cache that lags the store.
+    pub held_watches: BTreeSet<Kind>,
 }
 
 impl Default for Settings {
@@ -167,6 +187,7 @@ impl Default for Settings {
             stop_signals_gate: false,
             faults: Vec::new(),
             delays: Vec::new(),
+            held_watches: BTreeSet::new(),
         }
     }
 }

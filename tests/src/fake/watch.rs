@@ -152,6 +152,10 @@ fn pending(shared: &Shared, filter: &Filter, last: &mut u64) -> Batch {
         )));
     }
     let mut out = Vec::new();
+    if state.settings.held_watches.contains(&filter.kind) {
+        // Held: nothing is sent and the position stays, so the release sends it all in order.
+        return Batch::Events(out);
+    }
     for e in state
         .history
         .iter()
