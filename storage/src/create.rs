@@ -391,27 +391,33 @@ fn plan_on(
     })
 }
 
-/// Count a disagreement of the cluster with the local validator, and log it at debug level.
-fn disagreement(
+/// Count where the cluster's `answer` and the local validator's findings `local` disagree,
+/// and log it at debug level: the cluster accepts (or only its admission refuses) what the
+/// local rules refuse, or refuses as invalid what they accept.
+fn judge(
     b: &Cluster,
-    kind: Disagreement,
+    answer: &Answer,
     req: &CreateRequest,
     plan: &Plan,
     version: KubeVersion,
     local: &ErrorList,
 ) {
-    b.validation_disagreements().count(kind);
-    let what = match kind {
-        Disagreement::ClusterAccepted => {
-            "the cluster accepts a debug container the local validator refuses"
-        }
-        Disagreement::ClusterRejected => {
-            "the cluster refuses a debug container the local validator accepts"
-        }
-        Disagreement::ClusterAdmissionRefused => {
-            "the cluster's validation accepts what the local validator refuses; its admission refuses"
-        }
+    let (kind, what) = match answer {
+        Answer::Done(_) if !local.is_empty() => (
+            Disagreement::ClusterAccepted,
+            "the cluster accepts a debug container the local validator refuses",
+        ),
+        Answer::Invalid(_) if local.is_empty() => (
+            Disagreement::ClusterRejected,
+            "the cluster refuses a debug container the local validator accepts",
+        ),
+        Answer::AdmissionRefused(_) if !local.is_empty() => (
+            Disagreement::ClusterAdmissionRefused,
+            "the cluster's validation accepts what the local validator refuses; its admission refuses",
+        ),
+        _ => return,
     };
+    b.validation_disagreements().count(kind);
     tracing::debug!(
         namespace = %req.namespace, pod = %req.pod, debug = %plan.names.debug_name,
         version = %version, local = ?local.aggregate(), "{what}"
@@ -561,52 +567,17 @@ pub(crate) async fn create(
                 phases.time_sync(Phase::Validation, || validate_locally(&pod, &plan, version))
             };
             let (answer, local) = tokio::join!(update, local);
+            judge(b, &answer, &req, &plan, version, &local);
             match answer {
-                Answer::Done(p) => {
-                    if !local.is_empty() {
-                        disagreement(
-                            b,
-                            Disagreement::ClusterAccepted,
-                            &req,
-                            &plan,
-                            version,
-                            &local,
-                        );
-                    }
-                    break (*p, plan);
-                }
+                Answer::Done(p) => break (*p, plan),
                 Answer::Conflict(_) if !quorum_read => again_with_quorum_read!(),
                 Answer::Conflict(e) => {
                     retry_after_conflict(b, &mut conflicts, e, &req).await?;
                     continue 'attempt;
                 }
-                Answer::Invalid(e) => {
-                    if local.is_empty() {
-                        disagreement(
-                            b,
-                            Disagreement::ClusterRejected,
-                            &req,
-                            &plan,
-                            version,
-                            &local,
-                        );
-                    }
+                Answer::Invalid(e) | Answer::AdmissionRefused(e) | Answer::Failed(e) => {
                     return Err(e);
                 }
-                Answer::AdmissionRefused(e) => {
-                    if !local.is_empty() {
-                        disagreement(
-                            b,
-                            Disagreement::ClusterAdmissionRefused,
-                            &req,
-                            &plan,
-                            version,
-                            &local,
-                        );
-                    }
-                    return Err(e);
-                }
-                Answer::Failed(e) => return Err(e),
             }
         }
 
@@ -617,34 +588,16 @@ pub(crate) async fn create(
         let mut cluster_admission_refusal = None;
         if !local.is_empty() {
             let dry_run = update(&api, &req.pod, &body, true, &plan);
-            match phases.time(Phase::DryRun, dry_run).await {
-                Answer::Done(p) => {
-                    disagreement(
-                        b,
-                        Disagreement::ClusterAccepted,
-                        &req,
-                        &plan,
-                        version,
-                        &local,
-                    );
-                    would_be = Some(p);
-                }
+            let answer = phases.time(Phase::DryRun, dry_run).await;
+            judge(b, &answer, &req, &plan, version, &local);
+            match answer {
+                Answer::Done(p) => would_be = Some(p),
                 Answer::Conflict(_) if !quorum_read => again_with_quorum_read!(),
                 Answer::Conflict(e) => {
                     retry_after_conflict(b, &mut conflicts, e, &req).await?;
                     continue 'attempt;
                 }
-                Answer::AdmissionRefused(e) => {
-                    disagreement(
-                        b,
-                        Disagreement::ClusterAdmissionRefused,
-                        &req,
-                        &plan,
-                        version,
-                        &local,
-                    );
-                    cluster_admission_refusal = Some(e);
-                }
+                Answer::AdmissionRefused(e) => cluster_admission_refusal = Some(e),
                 Answer::Invalid(e) | Answer::Failed(e) => return Err(e),
             }
         }
@@ -669,6 +622,10 @@ pub(crate) async fn create(
                 phases.time(Phase::Update, update).await
             }
         };
+        if local.is_empty() {
+            // (When the local rules refused, the dry run's answer was judged already.)
+            judge(b, &answer, &req, &plan, version, &local);
+        }
         match answer {
             Answer::Done(p) if dry_run => {
                 tracing::debug!(pod = %req.pod, debug = %plan.names.debug_name, "dry run: the debug container would be created");
@@ -679,20 +636,9 @@ pub(crate) async fn create(
             Answer::Conflict(e) => {
                 retry_after_conflict(b, &mut conflicts, e, &req).await?;
             }
-            Answer::Invalid(e) => {
-                if local.is_empty() {
-                    disagreement(
-                        b,
-                        Disagreement::ClusterRejected,
-                        &req,
-                        &plan,
-                        version,
-                        &local,
-                    );
-                }
+            Answer::Invalid(e) | Answer::AdmissionRefused(e) | Answer::Failed(e) => {
                 return Err(e);
             }
-            Answer::AdmissionRefused(e) | Answer::Failed(e) => return Err(e),
         }
     };
     let ResolvedName {
