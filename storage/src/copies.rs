@@ -62,9 +62,11 @@ pub(crate) async fn create(
             phases.time(Phase::PodRead, read).await?
         }
     };
-    let source: Pod = serde_json::from_value(raw).map_err(|_| {
-        ApiError::Internal("the pod read from the cluster cannot be decoded".to_owned())
-    })?;
+    let source: Pod = crate::pod_json::PodJson::parse(raw)
+        .and_then(|p| p.typed())
+        .map_err(|_| {
+            ApiError::Internal("the pod read from the cluster cannot be decoded".to_owned())
+        })?;
     let config = cluster.config();
     let expires_at = crate::ttl::deadline_of(
         KIND_POD_DEBUG_COPY,

@@ -48,6 +48,7 @@ use poddebug_types::validation::{
 };
 use poddebug_types::{ApiError, ErrorList, PodDebugContainer};
 use rand::Rng;
+use serde_json::value::RawValue;
 
 use crate::cluster::Cluster;
 use crate::disagreements::Disagreement;
@@ -55,6 +56,7 @@ use crate::error::status_from_kube;
 use crate::events::{REASON_CREATED, created_message};
 use crate::naming::{self, ResolvedName};
 use crate::phases::Phase;
+use crate::pod_json::PodJson;
 use crate::prefetch::{PrefetchTarget, read_pod};
 use crate::state::{EcState, ec_state, ephemeral_containers};
 use crate::wait::{Waited, wait_for};
@@ -166,7 +168,8 @@ pub(crate) fn check_policy(
 
 /// The body of the PUT: the pod exactly as read, as JSON, plus the new container.
 ///
-/// The pod is kept as raw JSON rather than re-serialized from k8s-openapi types, so that fields
+/// The pod is kept as its JSON text ([`PodJson`]) rather than re-serialized from k8s-openapi
+/// types, so that fields
 /// a newer cluster knows and these types do not (on existing ephemeral containers above all)
 /// are sent back unchanged: dropping one would make kube-apiserver answer "existing ephemeral
 /// containers may not be changed". The new container carries the request's own unknown fields
@@ -184,37 +187,16 @@ pub(crate) fn check_policy(
 /// of the same name another create added since. The uid stays, a precondition: a pod deleted
 /// and made again under the same name answers 409 Conflict.
 pub(crate) fn put_body(
-    mut raw_pod: serde_json::Value,
+    raw_pod: &PodJson,
     ec: &EphemeralContainer,
     pass_through: &PassThroughFields,
-) -> Result<serde_json::Value, ApiError> {
-    let internal =
-        || ApiError::Internal("the pod read from the cluster is not an object".to_owned());
-    let obj = raw_pod.as_object_mut().ok_or_else(internal)?;
-    obj.remove("status");
-    if let Some(meta) = obj
-        .get_mut("metadata")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        meta.remove("managedFields");
-        meta.remove("resourceVersion");
-    }
-    let spec = obj
-        .entry("spec")
-        .or_insert_with(|| serde_json::json!({}))
-        .as_object_mut()
-        .ok_or_else(internal)?;
-    let list = spec
-        .entry("ephemeralContainers")
-        .or_insert_with(|| serde_json::json!([]));
-    if list.is_null() {
-        *list = serde_json::json!([]);
-    }
+) -> Result<Box<RawValue>, ApiError> {
     let mut ec_json = serde_json::to_value(ec)
         .map_err(|_| ApiError::Internal("encoding the debug container failed".to_owned()))?;
     pass_through.apply_to(&mut ec_json);
-    list.as_array_mut().ok_or_else(internal)?.push(ec_json);
-    Ok(raw_pod)
+    raw_pod.put_body(&ec_json).map_err(|_| {
+        ApiError::Internal("the pod read from the cluster is not a pod object".to_owned())
+    })
 }
 
 /// kube-apiserver accepts an ephemeral container in a pod that has finished or is being deleted,
@@ -275,23 +257,37 @@ enum Answer {
 }
 
 /// Send the update of `pods/POD/ephemeralcontainers`, for real or as a dry run, and sort the
-/// answer.
+/// answer (the pod as updated, decoded without its `managedFields`: see [`PodJson`]).
 async fn update(
-    api: &Api<Pod>,
+    client: &kube::Client,
+    namespace: &str,
     pod: &str,
-    body: &serde_json::Value,
+    body: &RawValue,
     dry_run: bool,
     plan: &Plan,
 ) -> Answer {
+    use kube::Resource;
     let params = PostParams {
         dry_run,
         ..PostParams::default()
     };
-    match api
-        .replace_subresource("ephemeralcontainers", pod, &params, body)
-        .await
-    {
-        Ok(p) => Answer::Done(Box::new(p)),
+    let sent = kube::core::Request::new(Pod::url_path(&(), Some(namespace)))
+        .replace_subresource(
+            "ephemeralcontainers",
+            pod,
+            &params,
+            body.get().as_bytes().to_vec(),
+        )
+        .map_err(kube::Error::BuildRequest);
+    let answer = match sent {
+        Ok(req) => client.request_text(req).await,
+        Err(e) => Err(e),
+    };
+    match answer {
+        Ok(text) => match PodJson::parse(text).and_then(|p| p.typed_with_only(&plan.names.ec_name)) {
+            Ok(p) => Answer::Done(Box::new(p)),
+            Err(e) => Answer::Failed(kube::Error::SerdeError(e).into()),
+        },
         Err(kube::Error::Api(s)) if is_conflict(&s) => Answer::Conflict(kube::Error::Api(s).into()),
         Err(kube::Error::Api(s)) if s.code == 422 && changed_since_read(&s) => {
             Answer::Conflict(
@@ -364,7 +360,7 @@ enum Refusal {
 /// What is sent: the plan, the body of the update, and the rules of the cluster's version.
 struct Planned {
     plan: Plan,
-    body: serde_json::Value,
+    body: Box<RawValue>,
     version: KubeVersion,
 }
 
@@ -372,7 +368,7 @@ struct Planned {
 fn plan_on(
     b: &Cluster,
     req: &CreateRequest,
-    raw: serde_json::Value,
+    raw: &PodJson,
     pod: &Pod,
     expires_at: Option<jiff::Timestamp>,
 ) -> Result<Planned, Refusal> {
@@ -530,12 +526,14 @@ pub(crate) async fn create(
             got => got?,
         };
         let planned = phases.time_sync(Phase::Plan, || {
-            let pod = <Pod as serde::Deserialize>::deserialize(&raw).map_err(|_| {
-                Refusal::Final(ApiError::Internal(
-                    "the pod read from the cluster cannot be decoded".to_owned(),
-                ))
-            })?;
-            plan_on(b, &req, raw, &pod, expires_at).map(|v| (pod, v))
+            let (raw, pod) = PodJson::parse(raw)
+                .and_then(|raw| raw.typed().map(|pod| (raw, pod)))
+                .map_err(|_| {
+                    Refusal::Final(ApiError::Internal(
+                        "the pod read from the cluster cannot be decoded".to_owned(),
+                    ))
+                })?;
+            plan_on(b, &req, &raw, &pod, expires_at).map(|v| (pod, v))
         });
         let (
             pod,
@@ -562,7 +560,10 @@ pub(crate) async fn create(
         // beside it. Its answer cannot change the outcome (when it refuses, the cluster
         // decides), only what is counted as a disagreement.
         if policy_answer.is_ok() && admission_refused.is_none() && !req.options.dry_run {
-            let update = phases.time(Phase::Update, update(&api, &req.pod, &body, false, &plan));
+            let update = phases.time(
+                Phase::Update,
+                update(&client, &req.namespace, &req.pod, &body, false, &plan),
+            );
             let local = async {
                 phases.time_sync(Phase::Validation, || validate_locally(&pod, &plan, version))
             };
@@ -587,7 +588,7 @@ pub(crate) async fn create(
         let mut would_be = None;
         let mut cluster_admission_refusal = None;
         if !local.is_empty() {
-            let dry_run = update(&api, &req.pod, &body, true, &plan);
+            let dry_run = update(&client, &req.namespace, &req.pod, &body, true, &plan);
             let answer = phases.time(Phase::DryRun, dry_run).await;
             judge(b, &answer, &req, &plan, version, &local);
             match answer {
@@ -618,7 +619,7 @@ pub(crate) async fn create(
         let answer = match would_be {
             Some(p) if dry_run => Answer::Done(p),
             _ => {
-                let update = update(&api, &req.pod, &body, dry_run, &plan);
+                let update = update(&client, &req.namespace, &req.pod, &body, dry_run, &plan);
                 phases.time(Phase::Update, update).await
             }
         };
@@ -748,7 +749,9 @@ mod tests {
         raw["metadata"]["managedFields"] = serde_json::json!([{"manager": "kubectl"}]);
         let raw_uid = raw["metadata"]["uid"].clone();
         assert!(raw_uid.is_string(), "{raw}");
-        let body = put_body(raw, &plan.ec, &Default::default()).expect("body");
+        let raw = PodJson::parse(raw.to_string()).expect("parses");
+        let body = put_body(&raw, &plan.ec, &Default::default()).expect("body");
+        let body: serde_json::Value = serde_json::from_str(body.get()).expect("JSON");
         let ecs = body["spec"]["ephemeralContainers"]
             .as_array()
             .expect("list");
@@ -821,8 +824,9 @@ mod tests {
         let mut req = request(Some("dbg"), None);
         req.body = decoded.object;
         let planned = plan(&policy(&[], 0), &p, &req, &mut rng()).expect("a plan");
-        let raw = serde_json::to_value(&p).expect("json");
-        let body = put_body(raw, &planned.ec, &decoded.pass_through).expect("body");
+        let raw = PodJson::parse(serde_json::to_string(&p).expect("json")).expect("parses");
+        let body = put_body(&raw, &planned.ec, &decoded.pass_through).expect("body");
+        let body: serde_json::Value = serde_json::from_str(body.get()).expect("JSON");
         let ecs = &body["spec"]["ephemeralContainers"];
         assert_eq!(ecs[1]["futureField"], serde_json::json!({"x": 1}));
         assert!(ecs[0].get("futureField").is_none());

@@ -45,6 +45,7 @@ mod kube_backend;
 mod naming;
 mod nodes;
 mod phases;
+pub mod pod_json;
 mod policy;
 mod prefetch;
 mod read;

@@ -39,8 +39,8 @@ pub enum PrefetchTarget {
     },
 }
 
-/// The raw answer of the read.
-pub(crate) type ReadResult = Result<serde_json::Value, kube::Error>;
+/// The raw answer of the read: the object's JSON text.
+pub(crate) type ReadResult = Result<String, kube::Error>;
 
 /// One read under way, for `caller`.
 struct Started {
@@ -113,10 +113,8 @@ impl Prefetch {
     }
 }
 
-/// Read pod `namespace/name` with `client` as raw JSON (a create keeps it to send the pod back
-/// as read; the typed pod is decoded from it, so the answer is parsed once). Its
-/// `managedFields` are dropped at once: nothing here reads them, and on a pod with many
-/// ephemeral containers they are a third of its size.
+/// Read pod `namespace/name` with `client` as JSON text (a create keeps it to send the pod back
+/// as read, and decodes the typed pod from it: see [`crate::pod_json`]).
 pub(crate) async fn read_pod(
     client: &kube::Client,
     namespace: &str,
@@ -127,23 +125,16 @@ pub(crate) async fn read_pod(
     let req = kube::core::Request::new(Pod::url_path(&(), Some(namespace)))
         .get(name, params)
         .map_err(kube::Error::BuildRequest)?;
-    let mut raw: serde_json::Value = client.request(req).await?;
-    if let Some(meta) = raw
-        .get_mut("metadata")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        meta.remove("managedFields");
-    }
-    Ok(raw)
+    client.request_text(req).await
 }
 
-/// Read node `name` with `client` (a quorum read) as raw JSON.
+/// Read node `name` with `client` (a quorum read) as JSON text.
 pub(crate) async fn read_node(client: &kube::Client, name: &str) -> ReadResult {
     use kube::Resource;
     let req = kube::core::Request::new(Node::url_path(&(), None))
         .get(name, &GetParams::default())
         .map_err(kube::Error::BuildRequest)?;
-    client.request(req).await
+    client.request_text(req).await
 }
 
 #[cfg(test)]
