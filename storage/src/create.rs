@@ -169,11 +169,10 @@ pub(crate) fn check_policy(
 /// The body of the PUT: the pod exactly as read, as JSON, plus the new container.
 ///
 /// The pod is kept as its JSON text ([`PodJson`]) rather than re-serialized from k8s-openapi
-/// types, so that fields
-/// a newer cluster knows and these types do not (on existing ephemeral containers above all)
-/// are sent back unchanged: dropping one would make kube-apiserver answer "existing ephemeral
-/// containers may not be changed". The new container carries the request's own unknown fields
-/// (`pass_through`) for the same reason. Only spec.ephemeralContainers counts on this
+/// types, so that fields a newer cluster knows and these types do not (on existing ephemeral
+/// containers above all) are sent back unchanged: dropping one would make kube-apiserver answer
+/// "existing ephemeral containers may not be changed". The new container carries the request's
+/// own unknown fields (`pass_through`) for the same reason. Only spec.ephemeralContainers counts on this
 /// subresource; managedFields are left out so the server keeps its own, and the status to keep
 /// it small.
 ///
@@ -257,7 +256,8 @@ enum Answer {
 }
 
 /// Send the update of `pods/POD/ephemeralcontainers`, for real or as a dry run, and sort the
-/// answer (the pod as updated, decoded without its `managedFields`: see [`PodJson`]).
+/// answer: the pod as updated, decoded with only the new container and its status and without
+/// `managedFields` ([`PodJson::typed_with_only`]), all that the create reads of it.
 async fn update(
     client: &kube::Client,
     namespace: &str,
@@ -284,10 +284,13 @@ async fn update(
         Err(e) => Err(e),
     };
     match answer {
-        Ok(text) => match PodJson::parse(text).and_then(|p| p.typed_with_only(&plan.names.ec_name)) {
-            Ok(p) => Answer::Done(Box::new(p)),
-            Err(e) => Answer::Failed(kube::Error::SerdeError(e).into()),
-        },
+        Ok(text) => {
+            let ec_name = &plan.names.ec_name;
+            match PodJson::parse(text).and_then(|p| p.typed_with_only(ec_name)) {
+                Ok(p) => Answer::Done(Box::new(p)),
+                Err(e) => Answer::Failed(kube::Error::SerdeError(e).into()),
+            }
+        }
         Err(kube::Error::Api(s)) if is_conflict(&s) => Answer::Conflict(kube::Error::Api(s).into()),
         Err(kube::Error::Api(s)) if s.code == 422 && changed_since_read(&s) => {
             Answer::Conflict(
