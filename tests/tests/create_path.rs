@@ -2,8 +2,9 @@
 //! kube-apiserver. Every phase of creating a debug container, a copy or a node debug container
 //! is observed in `/metrics`; the reviews a create needs are in flight together, and so is its
 //! first read with its authorization (the fake's request clock shows which requests overlapped,
-//! never how long anything took); a refused create answers nothing about the pod or node it
-//! named; an Event that cannot be written is counted.
+//! never how long anything took); the pod goes back in the update as it was read, fields
+//! poddebug's types do not know included; a refused create answers nothing about the pod or
+//! node it named; an Event that cannot be written is counted.
 //!
 //! Needs the binary: `cargo build -p poddebug-apiserver` first.
 
@@ -220,6 +221,49 @@ async fn copies_and_node_debug_containers_get_the_same_breakdown() {
         ),
         "{text}"
     );
+}
+
+// ---------- the pod sent back as read ----------
+
+/// The update carries the pod exactly as read: a field poddebug's types do not know (as a newer
+/// cluster may keep on an existing ephemeral container) goes back unchanged, so the fake, which
+/// like kube-apiserver refuses a list that changes an existing container, accepts it, and the
+/// answer is the new container's.
+#[tokio::test]
+async fn fields_the_types_do_not_know_go_back_as_they_were() {
+    let future = json!({"x": [1, 2.5, "\u{e9}"], "nested": {"kept": true}});
+    let e = env_with(&[], |fake| {
+        fake.add_pod_json(json!({
+            "metadata": {"name": "newer", "namespace": NS},
+            "spec": {
+                "containers": [{"name": "app", "image": "busybox", "command": ["sleep", "3600"]}],
+                "ephemeralContainers": [{
+                    "name": "old", "image": "busybox", "targetContainerName": "app",
+                    "futureField": future.clone()
+                }]
+            }
+        }));
+    })
+    .await;
+    let (code, obj) = e
+        .create_as(
+            &e.alice,
+            "newer",
+            Some("dbg"),
+            "",
+            &json!({"container": {"image": "busybox:1.36"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}\n{}", e.logs());
+    assert_eq!(obj["metadata"]["name"], "dbg", "{obj}");
+    assert_eq!(obj["status"]["podName"], "newer", "{obj}");
+    let pod = e.fake.pod_json(NS, "newer").expect("the pod");
+    let ecs = pod["spec"]["ephemeralContainers"].as_array().expect("list");
+    assert_eq!(ecs.len(), 2, "{pod}");
+    assert_eq!(ecs[0]["name"], "old");
+    assert_eq!(ecs[0]["futureField"], future, "{pod}");
+    assert_eq!(ecs[1]["name"], "dbg");
+    assert!(ecs[1].get("futureField").is_none(), "{pod}");
 }
 
 // ---------- round trips at once ----------
