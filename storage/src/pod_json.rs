@@ -4,7 +4,7 @@
 //! A create reads the pod, decides on it, and sends it back with one ephemeral container more
 //! (`PUT pods/POD/ephemeralcontainers`); the update's answer is the pod again. On a pod with
 //! many ephemeral containers each of these is a large document (the create benchmark's pod
-//! grows to 200 of them, over 200 KB, a third of it `managedFields`), and parsing it into a
+//! grows to 200 of them, about 190 KB, a third of it `managedFields`), and parsing it into a
 //! `serde_json::Value` (a map per object, a string per key), the typed pod from that tree, the
 //! tree encoded again for the body and the whole answer decoded cost several milliseconds per
 //! create. Here [`PodJson::parse`] notes where the members of the pod, of its `metadata` and of
