@@ -88,15 +88,21 @@ fn the_examples_create_attach_watch_and_stop() {
         }
     }
     assert!(attached, "{}\n{}", text(&stdout), text(&stderr));
-    input
-        .write_all(b"echo from-the-example; exit 7\n")
-        .expect("input");
+    // The output first, then the exit: a shell that prints and exits at once may end before the
+    // runtime has copied its last line to the attach (seen once in CI), so the exit is sent once
+    // the line has come through.
+    input.write_all(b"echo from-the-example\n").expect("input");
+    let echoed = wait_for(&stdout, "from-the-example", Duration::from_secs(30));
+    input.write_all(b"exit 7\n").expect("input");
     let status = wait_exit(&mut child);
     // The pipes end with the example.
     wait_for(&stdout, "\u{0}", Duration::from_secs(5));
     let (stdout, stderr) = (text(&stdout), text(&stderr));
     assert_eq!(status, Some(7), "{stdout}\n{stderr}");
-    assert!(stdout.contains("from-the-example"), "{stdout}\n{stderr}");
+    assert!(
+        echoed && stdout.contains("from-the-example"),
+        "{stdout}\n{stderr}"
+    );
     let name = stderr
         .lines()
         .find_map(|l| l.strip_prefix("created debug container "))
