@@ -26,7 +26,16 @@
 //!
 //! Usage (ends by itself after `--count` rounds):
 //! `create-bench --kubeconfig K --namespace NS --pod POD[,POD...] [--kind debug|copy|node]
-//!  [--count 100] [--image IMAGE] [--poddebug-kubeconfig P]`
+//!  [--count 100] [--image IMAGE] [--poddebug-kubeconfig P] [--through poddebug|direct]
+//!  [--samples FILE]`
+//! `create-bench --summarize FILE[,FILE...]`
+//!
+//! How far the ratio moves by chance: `--through direct` (with `--kind debug`) sends the direct
+//! patch on both sides, so the two columns time the same request and any ratio but 1.00 is the
+//! machine's noise (p99, the second-slowest of 100 rounds, moves most). `--samples FILE` writes
+//! each round's two times (CSV: `round,poddebug_first,through_ms,direct_ms`); `--summarize`
+//! prints the same table over the rounds of several such files together, so that the p99 of
+//! three runs rests on 300 rounds rather than 100.
 //!
 //! `--kubeconfig` reaches kube-apiserver; poddebug is reached through the same kubeconfig
 //! (through the aggregator) unless `--poddebug-kubeconfig` names another one (a kubeconfig that
@@ -41,7 +50,8 @@ use serde_json::{Value, json};
 
 const USAGE: &str = "usage: create-bench --kubeconfig K --namespace NS --pod POD[,POD...] \
                      [--kind debug|copy|node] [--count N] [--image IMAGE] \
-                     [--poddebug-kubeconfig P]";
+                     [--poddebug-kubeconfig P] [--through poddebug|direct] [--samples FILE]\n   \
+                     or: create-bench --summarize FILE[,FILE...]";
 
 const GV: &str = "/apis/poddebug.dev/v1alpha1";
 
@@ -59,6 +69,9 @@ struct Args {
     count: usize,
     image: String,
     kind: Kind,
+    /// The first column goes through poddebug (`false`: the direct request again).
+    through_poddebug: bool,
+    samples: Option<PathBuf>,
 }
 
 fn args() -> Args {
@@ -66,8 +79,17 @@ fn args() -> Args {
     let mut poddebug_kubeconfig = None;
     let (mut count, mut image) = (100, "registry.k8s.io/pause:3.10".to_owned());
     let mut kind = Kind::Debug;
+    let (mut through_poddebug, mut samples) = (true, None);
     for (k, v) in &cl.other {
         match k.as_str() {
+            "--through" => {
+                through_poddebug = match v.as_str() {
+                    "poddebug" => true,
+                    "direct" => false,
+                    _ => cl.fail("--through must be poddebug or direct"),
+                }
+            }
+            "--samples" => samples = Some(PathBuf::from(v)),
             "--poddebug-kubeconfig" => poddebug_kubeconfig = Some(PathBuf::from(v)),
             "--count" => count = cl.positive(k, v),
             "--image" => image = v.clone(),
@@ -82,12 +104,17 @@ fn args() -> Args {
             k => cl.fail(&format!("unknown argument {k}")),
         }
     }
+    if !through_poddebug && kind != Kind::Debug {
+        cl.fail("--through direct is for --kind debug");
+    }
     Args {
         cl,
         poddebug_kubeconfig,
         count,
         image,
         kind,
+        through_poddebug,
+        samples,
     }
 }
 
@@ -169,8 +196,130 @@ fn direct_node_pod(node: &str, name: &str, image: &str) -> Value {
                 "volumeMounts": [{"name": "host-root", "mountPath": "/host"}]}]}})
 }
 
+/// The direct request of `--kind debug`: the strategic-merge patch `kubectl debug` sends.
+fn direct_patch(ns: &str, pod: &str, name: &str, image: &str) -> http::Request<Vec<u8>> {
+    request(
+        http::Method::PATCH,
+        format!("/api/v1/namespaces/{ns}/pods/{pod}/ephemeralcontainers"),
+        "application/strategic-merge-patch+json",
+        &json!({"spec": {"ephemeralContainers": [{"name": name, "image": image}]}}),
+    )
+}
+
+/// One round: its two times, and which went first.
+struct Round {
+    poddebug_first: bool,
+    through: Duration,
+    direct: Duration,
+}
+
+/// The `--samples` file of `rounds`.
+fn samples_csv(rounds: &[Round]) -> String {
+    let mut csv = String::from("round,poddebug_first,through_ms,direct_ms\n");
+    for (i, r) in rounds.iter().enumerate() {
+        csv.push_str(&format!(
+            "{i},{},{:.3},{:.3}\n",
+            r.poddebug_first,
+            ms(r.through),
+            ms(r.direct)
+        ));
+    }
+    csv
+}
+
+/// The rounds of a `--samples` file.
+fn parse_samples(text: &str) -> Result<Vec<Round>, String> {
+    let mut rounds = Vec::new();
+    for (n, line) in text.lines().enumerate().skip(1) {
+        let fields: Vec<&str> = line.split(',').collect();
+        let parsed = match fields.as_slice() {
+            [_, first, t, d] => first.parse::<bool>().ok().zip(
+                t.parse::<f64>()
+                    .ok()
+                    .zip(d.parse::<f64>().ok())
+                    .filter(|(t, d)| t.is_finite() && d.is_finite() && *t >= 0.0 && *d >= 0.0),
+            ),
+            _ => None,
+        };
+        let Some((poddebug_first, (t, d))) = parsed else {
+            return Err(format!(
+                "line {}: not round,poddebug_first,through_ms,direct_ms",
+                n + 1
+            ));
+        };
+        rounds.push(Round {
+            poddebug_first,
+            through: Duration::from_secs_f64(t / 1000.0),
+            direct: Duration::from_secs_f64(d / 1000.0),
+        });
+    }
+    if rounds.is_empty() {
+        return Err("no rounds".to_owned());
+    }
+    Ok(rounds)
+}
+
+/// The table: p50 and p99 of each column and their ratios.
+fn report(first_line: &str, labels: (&str, &str), rounds: &[Round]) -> String {
+    let mut through: Vec<Duration> = rounds.iter().map(|r| r.through).collect();
+    let mut direct: Vec<Duration> = rounds.iter().map(|r| r.direct).collect();
+    through.sort();
+    direct.sort();
+    let (p50t, p99t) = (quantile(&through, 0.5), quantile(&through, 0.99));
+    let (p50d, p99d) = (quantile(&direct, 0.5), quantile(&direct, 0.99));
+    let line = |label: &str, p50: String, p99: String| format!("{label:<34} {p50:>10} {p99:>10}\n");
+    let mut out = format!("{first_line}\n");
+    out.push_str(&line("path", "p50 ms".into(), "p99 ms".into()));
+    out.push_str(&line(
+        labels.0,
+        format!("{:.1}", ms(p50t)),
+        format!("{:.1}", ms(p99t)),
+    ));
+    out.push_str(&line(
+        labels.1,
+        format!("{:.1}", ms(p50d)),
+        format!("{:.1}", ms(p99d)),
+    ));
+    let ratio = |a: Duration, b: Duration| format!("{:.2}", ms(a) / ms(b).max(f64::EPSILON));
+    out.push_str(&line("ratio", ratio(p50t, p50d), ratio(p99t, p99d)));
+    out
+}
+
+/// `--summarize FILE[,FILE...]`: the table over the rounds of all the files.
+fn summarize(files: &str) -> ! {
+    let mut rounds = Vec::new();
+    for file in files.split(',') {
+        let parsed = std::fs::read_to_string(file)
+            .map_err(|e| e.to_string())
+            .and_then(|t| parse_samples(&t));
+        match parsed {
+            Ok(r) => rounds.extend(r),
+            Err(e) => {
+                eprintln!("{file}: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let first = format!(
+        "rounds: {} from {} file(s)",
+        rounds.len(),
+        files.split(',').count()
+    );
+    print!(
+        "{}",
+        report(&first, ("first column", "second column"), &rounds)
+    );
+    std::process::exit(0);
+}
+
 #[tokio::main]
 async fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, files] = argv.as_slice()
+        && flag == "--summarize"
+    {
+        summarize(files);
+    }
     let a = args();
     let kube = a.cl.client(&a.cl.kubeconfig).await;
     let poddebug = match &a.poddebug_kubeconfig {
@@ -196,13 +345,19 @@ async fn main() {
         }
     }
     let run = format!("{:x}", std::process::id() % 0x10000);
-    let (mut through, mut direct) = (Vec::new(), Vec::new());
+    // With `--through direct` the first column is the direct request too, sent as kube-apiserver's.
+    let first = if a.through_poddebug { &poddebug } else { &kube };
+    let mut rounds = Vec::new();
     // What to delete at the end: poddebug's objects, and the pods made directly.
     let (mut made_through, mut made_direct) = (Vec::new(), Vec::new());
     for i in 0..a.count {
         let target = targets[i % targets.len()];
         let (name, direct_name) = (format!("b{run}-p{i}"), format!("b{run}-d{i}"));
         let (create, patch) = match a.kind {
+            Kind::Debug if !a.through_poddebug => (
+                direct_patch(ns, target, &name, &a.image),
+                direct_patch(ns, target, &direct_name, &a.image),
+            ),
             Kind::Debug => (
                 request(
                     http::Method::POST,
@@ -210,12 +365,7 @@ async fn main() {
                     "application/json",
                     &json!({"container": {"image": a.image}, "profile": "general"}),
                 ),
-                request(
-                    http::Method::PATCH,
-                    format!("/api/v1/namespaces/{ns}/pods/{target}/ephemeralcontainers"),
-                    "application/strategic-merge-patch+json",
-                    &json!({"spec": {"ephemeralContainers": [{"name": direct_name, "image": a.image}]}}),
-                ),
+                direct_patch(ns, target, &direct_name, &a.image),
             ),
             Kind::Copy => (
                 request(
@@ -248,14 +398,17 @@ async fn main() {
             ),
         };
         let ((t, made), d) = if i % 2 == 0 {
-            let t = timed(&poddebug, create, "poddebug create").await;
+            let t = timed(first, create, "poddebug create").await;
             (t, timed(&kube, patch, "direct create").await.0)
         } else {
             let d = timed(&kube, patch, "direct create").await.0;
-            (timed(&poddebug, create, "poddebug create").await, d)
+            (timed(first, create, "poddebug create").await, d)
         };
-        through.push(t);
-        direct.push(d);
+        rounds.push(Round {
+            poddebug_first: i % 2 == 0,
+            through: t,
+            direct: d,
+        });
         match a.kind {
             Kind::Debug => {}
             Kind::Copy => {
@@ -286,11 +439,13 @@ async fn main() {
             }
         }
     }
-    through.sort();
-    direct.sort();
-    let (p50t, p99t) = (quantile(&through, 0.5), quantile(&through, 0.99));
-    let (p50d, p99d) = (quantile(&direct, 0.5), quantile(&direct, 0.99));
-    let (label_through, label_direct) = match a.kind {
+    if let Some(path) = &a.samples
+        && let Err(e) = std::fs::write(path, samples_csv(&rounds))
+    {
+        eprintln!("writing {}: {e}", path.display());
+    }
+    let labels = match a.kind {
+        Kind::Debug if !a.through_poddebug => ("direct patch (first column)", "direct patch"),
         Kind::Debug => ("poddebug create", "direct ephemeralcontainers patch"),
         Kind::Copy => ("poddebug copy", "direct pod create"),
         Kind::Node => ("poddebug node debug container", "direct pod create"),
@@ -300,21 +455,8 @@ async fn main() {
     } else {
         "pod(s)"
     };
-    println!("creates per path: {} on {} {unit}", a.count, targets.len());
-    println!("{:<34} {:>10} {:>10}", "path", "p50 ms", "p99 ms");
-    println!(
-        "{:<34} {:>10.1} {:>10.1}",
-        label_through,
-        ms(p50t),
-        ms(p99t)
-    );
-    println!("{:<34} {:>10.1} {:>10.1}", label_direct, ms(p50d), ms(p99d));
-    println!(
-        "{:<34} {:>10.2} {:>10.2}",
-        "ratio",
-        ms(p50t) / ms(p50d).max(f64::EPSILON),
-        ms(p99t) / ms(p99d).max(f64::EPSILON)
-    );
+    let first_line = format!("creates per path: {} on {} {unit}", a.count, targets.len());
+    print!("{}", report(&first_line, labels, &rounds));
 }
 
 #[cfg(test)]
@@ -340,5 +482,40 @@ mod tests {
         assert!(pod["spec"].get("ephemeralContainers").is_none());
         assert_eq!(pod["spec"]["containers"][1]["name"], "debugger");
         assert!(pod.get("status").is_none());
+    }
+
+    #[test]
+    fn samples_written_are_read_back_and_pooled() {
+        let rounds: Vec<Round> = (1..=100)
+            .map(|i| Round {
+                poddebug_first: i % 2 == 0,
+                through: Duration::from_millis(2 * i),
+                direct: Duration::from_millis(i),
+            })
+            .collect();
+        let csv = samples_csv(&rounds);
+        assert!(
+            csv.starts_with("round,poddebug_first,through_ms,direct_ms\n0,false,2.000,1.000\n")
+        );
+        let back = parse_samples(&csv).unwrap();
+        assert_eq!(back.len(), 100);
+        assert!(back[1].poddebug_first);
+        assert_eq!(back[99].through, Duration::from_millis(200));
+        let table = report("pooled", ("a", "b"), &back);
+        let line =
+            |label: &str, p50: &str, p99: &str| format!("\n{label:<34} {p50:>10} {p99:>10}\n");
+        assert!(table.starts_with("pooled\n"), "{table}");
+        assert!(table.contains(&line("a", "100.0", "198.0")), "{table}");
+        assert!(table.contains(&line("b", "50.0", "99.0")), "{table}");
+        assert!(table.contains(&line("ratio", "2.00", "2.00")), "{table}");
+    }
+
+    #[test]
+    fn a_samples_file_that_is_not_one_is_refused() {
+        assert!(parse_samples("round,poddebug_first,through_ms,direct_ms\n").is_err());
+        assert!(parse_samples("h\n0,true,1.0\n").is_err());
+        assert!(parse_samples("h\n0,yes,1.0,2.0\n").is_err());
+        assert!(parse_samples("h\n0,true,-1.0,2.0\n").is_err());
+        assert!(parse_samples("h\n0,true,NaN,2.0\n").is_err());
     }
 }
