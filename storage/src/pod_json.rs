@@ -212,43 +212,16 @@ impl PodJson {
     /// `ec_name`, and without `metadata.managedFields`: what a create needs of the update's
     /// answer (the object it answers, the Event, a wait), at a fraction of decoding the others.
     pub fn typed_with_only(&self, ec_name: &str) -> Result<Pod, serde_json::Error> {
-        // The list member `key` of `members`, with only the entries named `ec_name`.
-        let only = |members: &[Member], key: &str| -> Result<String, serde_json::Error> {
-            let mut list = String::new();
-            write_key(&mut list, key);
-            list.push('[');
-            let entries: Vec<&RawValue> = match self.value(members, key) {
-                Some(v) => serde_json::from_str(v)?,
-                None => Vec::new(),
-            };
-            let mut first = true;
-            for entry in entries {
-                if serde_json::from_str::<NameOnly>(entry.get())?.name == ec_name {
-                    if !std::mem::take(&mut first) {
-                        list.push(',');
-                    }
-                    list.push_str(entry.get());
-                }
-            }
-            list.push(']');
-            Ok(list)
-        };
         let spec = match &self.spec {
             Some(members) => {
-                let list = only(members, "ephemeralContainers")?;
-                let mut text = String::with_capacity(4096);
-                self.write_object(&mut text, members, &["ephemeralContainers"], &list);
-                Some(serde_json::from_str(&text)?)
+                Some(self.decode_with_only(members, "ephemeralContainers", ec_name)?)
             }
             None => None,
         };
         let status = match self.value(&self.top, "status") {
             Some(raw) => {
                 let members = located(&self.text, Members::parse(raw)?);
-                let list = only(&members, "ephemeralContainerStatuses")?;
-                let mut text = String::with_capacity(4096);
-                self.write_object(&mut text, &members, &["ephemeralContainerStatuses"], &list);
-                Some(serde_json::from_str(&text)?)
+                Some(self.decode_with_only(&members, "ephemeralContainerStatuses", ec_name)?)
             }
             None => None,
         };
@@ -257,6 +230,36 @@ impl PodJson {
             spec,
             status,
         })
+    }
+
+    /// The object of `members` decoded with, of its list member `key`, only the entries named
+    /// `ec_name` (the list's other entries are checked to be JSON, never decoded).
+    fn decode_with_only<T: serde::de::DeserializeOwned>(
+        &self,
+        members: &[Member],
+        key: &str,
+        ec_name: &str,
+    ) -> Result<T, serde_json::Error> {
+        let mut list = String::new();
+        write_key(&mut list, key);
+        list.push('[');
+        let entries: Vec<&RawValue> = match self.value(members, key) {
+            Some(v) => serde_json::from_str(v)?,
+            None => Vec::new(),
+        };
+        let mut first = true;
+        for entry in entries {
+            if serde_json::from_str::<NameOnly>(entry.get())?.name == ec_name {
+                if !std::mem::take(&mut first) {
+                    list.push(',');
+                }
+                list.push_str(entry.get());
+            }
+        }
+        list.push(']');
+        let mut text = String::with_capacity(4096);
+        self.write_object(&mut text, members, &[key], &list);
+        serde_json::from_str(&text)
     }
 
     /// The body of `PUT pods/POD/ephemeralcontainers`: the pod as read, with `new_container`
