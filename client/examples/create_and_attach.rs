@@ -5,6 +5,9 @@
 //! echo 'ps; exit 7' | cargo run -p poddebug-client --example create_and_attach -- default web [IMAGE] [TARGET]
 //! echo $?   # 7
 //! ```
+//!
+//! What the shell prints just before `exit` can be missing from the stream (the runtime's
+//! attach does not always carry a last write before the exit); the container's log has it.
 
 use std::time::Duration;
 
