@@ -172,9 +172,9 @@ pub(crate) fn check_policy(
 /// types, so that fields a newer cluster knows and these types do not (on existing ephemeral
 /// containers above all) are sent back unchanged: dropping one would make kube-apiserver answer
 /// "existing ephemeral containers may not be changed". The new container carries the request's
-/// own unknown fields (`pass_through`) for the same reason. Only spec.ephemeralContainers counts on this
-/// subresource; managedFields are left out so the server keeps its own, and the status to keep
-/// it small.
+/// own unknown fields (`pass_through`) for the same reason. Only spec.ephemeralContainers counts
+/// on this subresource; managedFields are left out so the server keeps its own, and the status
+/// to keep it small.
 ///
 /// The resourceVersion is left out too: the update is not conditional on it, so a write that
 /// changed only the pod's status since the read (the kubelet's, every few seconds on a busy pod)

@@ -283,12 +283,10 @@ impl PodJson {
             // all before it.
             Some(Some(open)) if open.starts_with('[') => {
                 list.push_str(open);
-                if open[1..].trim_start().is_empty() {
-                    list.push_str(&new);
-                } else {
+                if !open[1..].trim_start().is_empty() {
                     list.push(',');
-                    list.push_str(&new);
                 }
+                list.push_str(&new);
                 list.push(']');
             }
             Some(_) => {
@@ -448,13 +446,14 @@ mod tests {
 
     #[test]
     fn the_body_starts_the_list_when_there_is_none() {
+        // As text: the last one keeps the blank inside its empty list.
         for pod in [
-            json!({"metadata": {"name": "p"}, "spec": {"containers": []}}),
-            json!({"metadata": {"name": "p"}, "spec": {"ephemeralContainers": null}}),
-            json!({"metadata": {"name": "p"}}),
-            json!({"metadata": {"name": "p"}, "spec": {"ephemeralContainers": [ ]}}),
+            r#"{"metadata":{"name":"p"},"spec":{"containers":[]}}"#,
+            r#"{"metadata":{"name":"p"},"spec":{"ephemeralContainers":null}}"#,
+            r#"{"metadata":{"name":"p"}}"#,
+            r#"{"metadata":{"name":"p"},"spec":{"ephemeralContainers":[ ]}}"#,
         ] {
-            let body = PodJson::parse(pod.to_string())
+            let body = PodJson::parse(pod.to_owned())
                 .expect("parses")
                 .put_body(&json!({"name": "dbg"}))
                 .expect("body");
