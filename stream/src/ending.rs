@@ -51,6 +51,19 @@ impl Ending {
         }
     }
 
+    /// The ending of a session whose client opened a stream, or sent a message, that its
+    /// request and session mode do not grant ([`crate::Grants`]): a `403 Forbidden`.
+    pub fn ungranted(why: &str) -> Ending {
+        Ending {
+            error: ApiError::ForbiddenMessage(format!(
+                "the attach stream was ended: the client sent what this session does not grant \
+                 ({why})"
+            )),
+            close_code: CLOSE_POLICY_VIOLATION,
+            label: "client stream not granted",
+        }
+    }
+
     /// The ending of a session whose upstream (kube-apiserver) sent bytes that are not the
     /// protocol it negotiated.
     pub fn upstream_broken(why: &str) -> Ending {

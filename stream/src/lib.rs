@@ -32,7 +32,8 @@
 //! - [`channel`]: the messages of the remote-command protocols as the relay sees them;
 //! - [`websocket`], [`spdy`]: the framings, each with its client and server side;
 //! - [`relay`]: the two pumps, the drain signal, the idle timeout, notices and endings;
-//! - [`ending`], [`gate`]: how the server ends a stream, and the moderation gate.
+//! - [`ending`], [`gate`], [`grants`]: how the server ends a stream, the moderation gate, and
+//!   what a client may send at all.
 //!
 //! This crate knows nothing of the server's options, its metrics or its recording format: the
 //! server implements [`Meter`] and [`Recorder`].
@@ -43,6 +44,7 @@
 pub mod channel;
 pub mod ending;
 pub mod gate;
+pub mod grants;
 pub mod relay;
 pub mod request;
 pub mod spdy;
@@ -51,6 +53,7 @@ pub mod websocket;
 pub use channel::{Recorded, TerminalSize};
 pub use ending::{EndSignal, Ending};
 pub use gate::Gate;
+pub use grants::Grants;
 pub use relay::{Controls, Meter, Recorder, relay};
 pub use request::{AttachOptions, AttachRequest, Negotiated, UpgradeKind};
 

@@ -3,10 +3,11 @@
 //! shrink back when the stream idles.
 //!
 //! Client → upstream, the client's side of the protocol is terminated
-//! ([`websocket::ClientSide`], [`spdy::ClientSide`]): each parsed message is judged — stdin passes
-//! only while the session's [`Gate`] is open —, handed to the [`Recorder`] and encoded upstream
-//! by poddebug. A client that breaks the protocol ends the session with a `Status` saying why;
-//! nothing after the offending bytes is forwarded.
+//! ([`websocket::ClientSide`], [`spdy::ClientSide`]): each parsed message is judged — a stream or
+//! message the session's [`Grants`] do not grant ends the session, stdin passes only while the
+//! session's [`Gate`] is open —, handed to the [`Recorder`] and encoded upstream by poddebug. A
+//! client that breaks the protocol, or sends what it was not granted, ends the session with a
+//! `Status` saying why; nothing from the offending message on is forwarded.
 //!
 //! Upstream → client, the upstream's frames are followed ([`websocket::ServerSide`],
 //! [`spdy::ServerSide`]) and written with poddebug's own frame heads; output goes to the recorder
@@ -29,9 +30,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::channel::{Recorded, STDOUT};
+use crate::channel::{RESIZE, Recorded, STDIN, STDOUT};
 use crate::ending::{EndSignal, Ending, ended};
 use crate::gate::{Gate, PASSING_NOTICE, WITHHELD_NOTICE};
+use crate::grants::Grants;
 use crate::request::{Negotiated, UpgradeKind};
 use crate::websocket::ClientMessage;
 use crate::websocket::frame::{channel_message, close_frame, error_channel_message};
@@ -80,8 +82,10 @@ pub struct Controls {
     /// The stream's own ending (its recording, a termination); the relay uses it too when the
     /// client breaks the protocol.
     pub end: EndSignal,
+    /// What the client may send ([`Grants`]): anything else ends the session, unforwarded.
+    pub grants: Grants,
     /// A moderated session's gate: the client's stdin passes only while it is open, and the
-    /// client is told when that changes.
+    /// client is told when that changes (when it may send input at all).
     pub gate: Option<Arc<Gate>>,
     /// End the stream when no data crossed it, either way, for this long (ping and pong frames
     /// do not count).
@@ -234,6 +238,7 @@ async fn pump_in<R, W, M, Rec>(
     w: &mut W,
     mut side: InSide,
     shared: &Shared,
+    grants: Grants,
     gate: Option<&Gate>,
     end: &EndSignal,
     meter: &M,
@@ -266,6 +271,8 @@ where
         let open = gate.is_none_or(Gate::is_open);
         let mut events = Vec::new();
         let mut data = false;
+        // What the client sent that it was not granted: nothing from it on is forwarded.
+        let mut refused: Option<String> = None;
         upstream.clear();
         let parsed = match &mut side {
             InSide::WebSocket(s) => {
@@ -274,6 +281,21 @@ where
                 for m in ws_messages.drain(..) {
                     data |= m.is_data();
                     match &m {
+                        ClientMessage::Stdin(_) if !grants.stdin => {
+                            refused = grants.input_refusal();
+                            break;
+                        }
+                        ClientMessage::Resize(_) if !grants.resize => {
+                            refused = grants.resize_refusal();
+                            break;
+                        }
+                        // The end of a channel that was never granted carries nothing.
+                        ClientMessage::CloseChannel(c)
+                            if (*c == STDIN && !grants.stdin)
+                                || (*c == RESIZE && !grants.resize) =>
+                        {
+                            continue;
+                        }
                         ClientMessage::Stdin(_) if !open => continue,
                         ClientMessage::Stdin(b) => events.push(Recorded::Input(b.clone())),
                         ClientMessage::Resize(t) => events.push(Recorded::Resize(*t)),
@@ -288,6 +310,12 @@ where
                 let parsed = s.feed(&chunk, &mut spdy_frames);
                 for f in spdy_frames.drain(..) {
                     data |= f.is_data();
+                    if let spdy::ClientFrame::Open { kind, .. } = &f
+                        && let Some(why) = grants.refusal(*kind)
+                    {
+                        refused = Some(why);
+                        break;
+                    }
                     let f = match f {
                         // Withheld input is dropped; its half-close still passes.
                         spdy::ClientFrame::Stdin { fin: false, .. } if !open => continue,
@@ -330,6 +358,11 @@ where
             && let Err(e) = write_all(w, &upstream).await
         {
             return End::Error(e);
+        }
+        if let Some(why) = refused {
+            tracing::debug!(refused = %why, "attach stream: the client sent what it was not granted");
+            end.end(Ending::ungranted(&why));
+            return End::Ended("client stream not granted");
         }
         if let Err(e) = parsed {
             tracing::debug!(error = %e, "attach stream: the client broke the protocol");
@@ -387,10 +420,14 @@ impl Own<'_> {
                 out.extend(close_frame(e.close_code, &e.error.message()));
                 Some(out)
             }
-            OutSide::Spdy(s) if s.at_frame_boundary() => Some(s.ending_frames(
-                self.shared.client_gone_away.load(Ordering::Acquire),
-                &payload,
-            )),
+            // The error stream's reply is waited for (within the ending's DRAIN_FINISH), so the
+            // client is told why.
+            OutSide::Spdy(s) if s.at_frame_boundary() && !s.error_reply_pending() => {
+                Some(s.ending_frames(
+                    self.shared.client_gone_away.load(Ordering::Acquire),
+                    &payload,
+                ))
+            }
             _ => None,
         }
     }
@@ -585,9 +622,12 @@ pub async fn relay<C, U, M, Rec>(
     let Controls {
         mut drain,
         end,
+        grants,
         gate,
         idle_timeout,
     } = controls;
+    // A session that takes no input has nothing to withhold, nor to tell its client about.
+    let gate = gate.filter(|_| grants.stdin);
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut ur, mut uw) = tokio::io::split(upstream);
     let shared = Shared {
@@ -612,6 +652,7 @@ pub async fn relay<C, U, M, Rec>(
         &mut uw,
         in_side,
         &shared,
+        grants,
         gate.as_deref(),
         &end,
         meter,

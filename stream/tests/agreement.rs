@@ -3,7 +3,9 @@
 //! encoding of a SPDY stream's `streamtype` the kubelet reads as the same type, what the relay
 //! moderates, what it records and what it forwards are one and the same: with the gate closed no
 //! stdin reaches the upstream or the recording; with it open, all of it, in order, and exactly
-//! what was recorded.
+//! what was recorded. And for any set of streams (SPDY) or messages (WebSocket) a client sends
+//! and any request and session mode, the upstream receives only what they grant ([`Grants`]):
+//! the first stream or message beyond it ends the session, and nothing from it on is forwarded.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,7 +16,9 @@ use poddebug_stream::websocket::frame::{
     OP_BINARY, OP_CONTINUATION, OP_PING, OP_TEXT, apply_mask, put_header,
 };
 use poddebug_stream::websocket::{self, ClientMessage};
-use poddebug_stream::{EndSignal, Gate, Negotiated, Recorded, TerminalSize, UpgradeKind};
+use poddebug_stream::{
+    AttachOptions, EndSignal, Gate, Grants, Negotiated, Recorded, TerminalSize, UpgradeKind,
+};
 use proptest::prelude::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
 use tokio::sync::watch;
@@ -152,6 +156,19 @@ fn run_relay(
     chunk: usize,
     open: bool,
 ) -> (Vec<u8>, Vec<Recorded>) {
+    run_granted(kind, protocol, client_bytes, chunk, open, Grants::ALL).0
+}
+
+/// [`run_relay`] with `grants`; also the Status the client got on its error channel or stream,
+/// if the server ended the session (its `code`).
+fn run_granted(
+    kind: UpgradeKind,
+    protocol: &str,
+    client_bytes: Vec<u8>,
+    chunk: usize,
+    open: bool,
+    grants: Grants,
+) -> ((Vec<u8>, Vec<Recorded>), Option<u16>) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -165,9 +182,11 @@ fn run_relay(
             kind,
             protocol: protocol.to_owned(),
         };
+        let end = EndSignal::default();
         let controls = Controls {
             drain,
-            end: EndSignal::default(),
+            end: end.clone(),
+            grants,
             gate: Some(Arc::new(Gate::new(open))),
             idle_timeout: None,
         };
@@ -198,8 +217,51 @@ fn run_relay(
         };
         let ((), got) = tokio::join!(relay, peers);
         let recorded = keep.0.lock().map(|k| k.clone()).unwrap_or_default();
-        (got, recorded)
+        ((got, recorded), end.current().map(|e| e.error.code()))
     })
+}
+
+/// The SPDY SYN_STREAM of stream `id` of type `kind`, its header block compressed in `z`.
+fn syn_stream(z: &mut flate2::Compress, id: u32, headers: &[(String, String)]) -> Vec<u8> {
+    let pairs: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let block = spdy::headers::encode_block(&pairs);
+    let mut packed = Vec::with_capacity(block.len() + 1024);
+    z.compress_vec(&block, &mut packed, flate2::FlushCompress::Sync)
+        .expect("deflate");
+    let mut payload = id.to_be_bytes().to_vec();
+    payload.extend_from_slice(&[0; 6]);
+    payload.extend_from_slice(&packed);
+    spdy::frame::control_frame(spdy::frame::SYN_STREAM, 0, &payload)
+}
+
+fn spdy_compressor() -> flate2::Compress {
+    let mut z = flate2::Compress::new(flate2::Compression::default(), true);
+    z.set_dictionary(spdy::dictionary::dictionary())
+        .expect("dictionary");
+    z
+}
+
+const ALL_TYPES: [StreamType; 5] = [
+    StreamType::Error,
+    StreamType::Stdin,
+    StreamType::Stdout,
+    StreamType::Stderr,
+    StreamType::Resize,
+];
+
+/// The grants of a request (`stdin`, `tty`) for a caller whose mode may type or not.
+fn grants_of(stdin: bool, tty: bool, may_type: bool) -> Grants {
+    let options = AttachOptions {
+        container: "dbg".to_owned(),
+        stdin,
+        stdout: true,
+        stderr: !tty,
+        tty,
+    };
+    Grants::of(&options, may_type)
 }
 
 fn recorded_input(r: &[Recorded]) -> Vec<u8> {
@@ -291,16 +353,7 @@ proptest! {
         headers.insert(headers.len() / 2, ("streamtype".to_owned(), value));
         let mut z = flate2::Compress::new(flate2::Compression::new(level), true);
         z.set_dictionary(spdy::dictionary::dictionary()).expect("dictionary");
-        let mut syn = |id: u32, headers: &[(String, String)]| {
-            let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            let block = spdy::headers::encode_block(&pairs);
-            let mut packed = Vec::with_capacity(block.len() + 1024);
-            z.compress_vec(&block, &mut packed, flate2::FlushCompress::Sync).expect("deflate");
-            let mut payload = id.to_be_bytes().to_vec();
-            payload.extend_from_slice(&[0; 6]);
-            payload.extend_from_slice(&packed);
-            spdy::frame::control_frame(spdy::frame::SYN_STREAM, 0, &payload)
-        };
+        let mut syn = |id: u32, headers: &[(String, String)]| syn_stream(&mut z, id, headers);
         let mut bytes = syn(1, &[("streamtype".to_owned(), "error".to_owned())]);
         bytes.extend(syn(3, &headers));
         for d in &data {
@@ -326,5 +379,151 @@ proptest! {
             .iter()
             .all(|f| !matches!(f, ClientFrame::Stdin { id, .. } if *id != 3));
         prop_assert!(on_stdin, "stdin goes on the stdin stream only");
+    }
+}
+
+/// The streams a SPDY client opens: any of the five types, each at most once, in any order.
+fn opened_streams() -> impl Strategy<Value = Vec<StreamType>> {
+    proptest::sample::subsequence(ALL_TYPES.to_vec(), 0..=5).prop_shuffle()
+}
+
+/// One WebSocket message a client may send, granted or not.
+#[derive(Clone, Debug)]
+enum WsSent {
+    Stdin(Vec<u8>),
+    Resize(u16, u16),
+    /// v5's close signal of a channel (0: stdin, 4: resize).
+    Close(u8),
+}
+
+fn ws_sent() -> impl Strategy<Value = WsSent> {
+    prop_oneof![
+        3 => proptest::collection::vec(any::<u8>(), 1..100).prop_map(WsSent::Stdin),
+        1 => (any::<u16>(), any::<u16>()).prop_map(|(w, h)| WsSent::Resize(w, h)),
+        1 => prop_oneof![Just(0u8), Just(4u8)].prop_map(WsSent::Close),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    #[test]
+    fn spdy_upstream_receives_only_granted_streams_and_no_input_under_a_closed_gate(
+        opened in opened_streams(),
+        data in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..100), 0..4),
+        stdin in any::<bool>(),
+        tty in any::<bool>(),
+        may_type in any::<bool>(),
+        open in any::<bool>(),
+        chunk in 1usize..64,
+    ) {
+        let grants = grants_of(stdin, tty, may_type);
+        let mut z = spdy_compressor();
+        let mut bytes = Vec::new();
+        let id_of = |t: StreamType| opened.iter().position(|o| *o == t).map(|i| 2 * i as u32 + 1);
+        for (i, t) in opened.iter().enumerate() {
+            let h = [("streamtype".to_owned(), t.as_str().to_owned())];
+            bytes.extend(syn_stream(&mut z, 2 * i as u32 + 1, &h));
+        }
+        if let Some(id) = id_of(StreamType::Stdin) {
+            for d in &data {
+                bytes.extend(spdy::frame::data_frame(id, false, d));
+            }
+        }
+        if let Some(id) = id_of(StreamType::Resize) {
+            bytes.extend(spdy::frame::data_frame(id, false, br#"{"Width":80,"Height":24}"#));
+        }
+        let ((up, recorded), ended) =
+            run_granted(UpgradeKind::Spdy, "v4.channel.k8s.io", bytes, chunk, open, grants);
+        let mut side = spdy::ClientSide::new(Arc::new(spdy::Streams::default()));
+        let mut forwarded = Vec::new();
+        side.feed(&up, &mut forwarded).expect("what poddebug forwards is a client's framing");
+        let kinds: Vec<StreamType> = forwarded.iter().filter_map(|f| match f {
+            ClientFrame::Open { kind, .. } => Some(*kind),
+            _ => None,
+        }).collect();
+        let first_refused = opened.iter().position(|t| grants.refusal(*t).is_some());
+        // The streams opened before the first one not granted, and no other.
+        let expected = &opened[..first_refused.unwrap_or(opened.len())];
+        prop_assert_eq!(&kinds, expected);
+        prop_assert!(kinds.iter().all(|k| grants.refusal(*k).is_none()));
+        prop_assert_eq!(ended, first_refused.map(|_| 403), "a refused stream ends the session with a 403");
+        let forwarded_stdin: Vec<u8> = forwarded.iter().filter_map(|f| match f {
+            ClientFrame::Stdin { data, .. } => Some(data.to_vec()),
+            _ => None,
+        }).flatten().collect();
+        let passes = first_refused.is_none() && grants.stdin && open;
+        let sent = if passes && id_of(StreamType::Stdin).is_some() { data.concat() } else { Vec::new() };
+        prop_assert_eq!(&forwarded_stdin, &sent);
+        prop_assert_eq!(recorded_input(&recorded), forwarded_stdin);
+        let resized = forwarded.iter().any(|f| matches!(f, ClientFrame::Resize { .. }));
+        prop_assert!(!resized || grants.resize);
+    }
+
+    #[test]
+    fn websocket_upstream_receives_only_granted_messages_and_no_input_under_a_closed_gate(
+        messages in proptest::collection::vec(ws_sent(), 1..8),
+        stdin in any::<bool>(),
+        tty in any::<bool>(),
+        may_type in any::<bool>(),
+        open in any::<bool>(),
+        chunk in 1usize..64,
+        key in any::<[u8; 4]>(),
+    ) {
+        let grants = grants_of(stdin, tty, may_type);
+        let mut bytes = Vec::new();
+        for m in &messages {
+            let payload = match m {
+                WsSent::Stdin(d) => [&[0u8][..], d].concat(),
+                WsSent::Resize(w, h) => {
+                    [&[4u8][..], &TerminalSize { width: *w, height: *h }.to_json()].concat()
+                }
+                WsSent::Close(c) => vec![255, *c],
+            };
+            frame(&mut bytes, true, OP_BINARY, &payload, key);
+        }
+        let protocol = "v5.channel.k8s.io";
+        let ((up, recorded), ended) =
+            run_granted(UpgradeKind::WebSocket, protocol, bytes, chunk, open, grants);
+        let mut side = websocket::ClientSide::new(protocol);
+        let mut forwarded = Vec::new();
+        side.feed(&up, &mut forwarded).expect("what poddebug forwards is a client's framing");
+        let refused = |m: &WsSent| match m {
+            WsSent::Stdin(_) => !grants.stdin,
+            WsSent::Resize(..) => !grants.resize,
+            WsSent::Close(_) => false,
+        };
+        let first_refused = messages.iter().position(refused);
+        prop_assert_eq!(ended, first_refused.map(|_| 403), "a refused message ends the session with a 403");
+        let before = &messages[..first_refused.unwrap_or(messages.len())];
+        let want_stdin: Vec<u8> = before.iter().filter_map(|m| match m {
+            WsSent::Stdin(d) if grants.stdin && open => Some(d.clone()),
+            _ => None,
+        }).flatten().collect();
+        let want_resizes: Vec<TerminalSize> = before.iter().filter_map(|m| match m {
+            WsSent::Resize(w, h) => Some(TerminalSize { width: *w, height: *h }),
+            _ => None,
+        }).collect();
+        let want_closes: Vec<u8> = before.iter().filter_map(|m| match m {
+            WsSent::Close(0) if grants.stdin => Some(0),
+            WsSent::Close(4) if grants.resize => Some(4),
+            _ => None,
+        }).collect();
+        let got_stdin: Vec<u8> = forwarded.iter().filter_map(|m| match m {
+            ClientMessage::Stdin(b) => Some(b.to_vec()),
+            _ => None,
+        }).flatten().collect();
+        let got_resizes: Vec<TerminalSize> = forwarded.iter().filter_map(|m| match m {
+            ClientMessage::Resize(t) => Some(*t),
+            _ => None,
+        }).collect();
+        let got_closes: Vec<u8> = forwarded.iter().filter_map(|m| match m {
+            ClientMessage::CloseChannel(c) => Some(*c),
+            _ => None,
+        }).collect();
+        prop_assert_eq!(&got_stdin, &want_stdin);
+        prop_assert_eq!(recorded_input(&recorded), got_stdin);
+        prop_assert_eq!(got_resizes, want_resizes);
+        prop_assert_eq!(got_closes, want_closes);
     }
 }

@@ -969,6 +969,19 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
         !out.contains("early"),
         "withheld input reached the container: {out}"
     );
+    // The moderator joined after the early input, so its transcript alone cannot show a leak:
+    // the owner's own stream, attached all along, gets the echo of everything the container got.
+    let owner_out = owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("late-alone")
+        })
+        .await
+        .stdout_text();
+    assert!(owner_out.contains("late-alone"), "{owner_out}");
+    assert!(
+        !owner_out.contains("early"),
+        "withheld input reached the container: {owner_out}"
+    );
     let t = spdy
         .read_until(T, |t| {
             String::from_utf8_lossy(&t.stdout).contains("late-spdy")
@@ -1032,6 +1045,129 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
         "withheld input was recorded: {inputs}"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A stream carries only what its request and its caller's mode grant: a SPDY client that opens
+/// a `stdin` stream (declared `stdin\0`, as spdystream may write it) on an attach without
+/// `stdin=true`, an observer that does, and a WebSocket observer writing on the stdin channel are
+/// each ended with a 403 `Status`, and nothing they sent reaches the container — in a moderated
+/// session with no moderator and in an unmoderated one alike. The fake kubelet attaches any stdin
+/// stream it is given, as the kubelet does, so a leak would echo.
+#[tokio::test]
+async fn streams_a_request_did_not_ask_for_or_a_mode_may_not_use_never_reach_the_container() {
+    use poddebug_tests::spdy::AttachSession;
+
+    for moderated in [true, false] {
+        let fake = fake_with_pod("general").await;
+        let flags: &[&str] = if moderated {
+            &["--moderated-profiles=general"]
+        } else {
+            &[]
+        };
+        let s = server(&fake, flags).await;
+        let (alice, carol) = (user(&s, "alice"), user(&s, "carol"));
+        // The owner's own interactive stream, attached all along: it gets the echo of every
+        // input the container gets.
+        let mut owner = open(&alice, TTY).await;
+        owner.stdin(b"ready\n").await.expect("type");
+        if !moderated {
+            owner
+                .read_until(T, |t| String::from_utf8_lossy(&t.stdout).contains("ready"))
+                .await;
+        }
+        let spdy_attach = |client: TestClient, query: &'static str| async move {
+            let resp = client
+                .upgrade(
+                    Method::POST,
+                    &pod_path(&format!("attach?{query}")),
+                    &[
+                        ("connection", "Upgrade"),
+                        ("upgrade", "SPDY/3.1"),
+                        ("x-stream-protocol-version", "v4.channel.k8s.io"),
+                    ],
+                )
+                .await
+                .expect("upgrade answered");
+            assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+            AttachSession::open_declared(
+                resp.io.expect("upgraded"),
+                &[
+                    ("error", "error"),
+                    ("stdout", "stdout"),
+                    ("stdin", "stdin\0"),
+                    ("resize", "resize"),
+                ],
+            )
+            .await
+            .expect("streams opened")
+        };
+        for (who, query) in [
+            (alice.clone(), WATCHING),
+            (
+                carol.clone(),
+                "container=dbg&stdout=true&tty=true&mode=observer",
+            ),
+        ] {
+            let mut c = spdy_attach(who, query).await;
+            // Whatever it sends on the stream it opened is not forwarded.
+            let _ = c.send_stdin(b"unasked-spdy\n").await;
+            let t = c.finish(T).await;
+            let status: Value = serde_json::from_slice(&t.error).unwrap_or(Value::Null);
+            assert_eq!(status["code"], 403, "{query}: {t:?}");
+            assert!(
+                status["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("stdin stream") && m.contains("does not grant")),
+                "{status}"
+            );
+            assert!(
+                !t.stdout_text().contains("unasked"),
+                "refused input echoed: {t:?}"
+            );
+        }
+        // A WebSocket observer writing on the stdin channel.
+        let mut observer = open(&carol, "container=dbg&stdout=true&tty=true&mode=observer").await;
+        let _ = observer.stdin(b"unasked-ws\n").await;
+        let t = observer.finish(T).await;
+        let status: Value = serde_json::from_slice(&t.error).unwrap_or(Value::Null);
+        assert_eq!(status["code"], 403, "{t:?}");
+        // The owner's stream: once what it typed after all of that is echoed (moderated: once a
+        // moderator lets it through), nothing refused came before it.
+        let _moderator = if moderated {
+            Some(
+                open(
+                    &user(&s, "mona"),
+                    "container=dbg&stdout=true&tty=true&mode=moderator",
+                )
+                .await,
+            )
+        } else {
+            None
+        };
+        if moderated {
+            owner
+                .read_until(T, |t| {
+                    String::from_utf8_lossy(&t.stdout).contains("passed on")
+                })
+                .await;
+        }
+        owner.stdin(b"after\n").await.expect("type");
+        let out = owner
+            .read_until(T, |t| String::from_utf8_lossy(&t.stdout).contains("after"))
+            .await
+            .stdout_text();
+        assert!(out.contains("after"), "moderated={moderated}: {out}");
+        assert!(
+            !out.contains("unasked"),
+            "refused input reached the container (moderated={moderated}): {out}"
+        );
+        assert_eq!(
+            out.contains("ready"),
+            !moderated,
+            "input withheld without a moderator never reaches the container: {out}"
+        );
+        owner.close().await.expect("close");
+    }
 }
 
 /// The log of someone else's debug container is what observing its session shows: reading it

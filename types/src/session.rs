@@ -56,6 +56,12 @@ impl SessionMode {
         }
     }
 
+    /// Whether a caller in this mode may send input: the owner and peers; observers and
+    /// moderators never do.
+    pub fn may_type(self) -> bool {
+        matches!(self, SessionMode::Owner | SessionMode::Peer)
+    }
+
     /// The mode a client asks for with `mode=` (the owner's mode is not asked for).
     pub fn parse_requested(s: &str) -> Option<SessionMode> {
         match s {

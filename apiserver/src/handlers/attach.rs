@@ -23,7 +23,7 @@ use hyper_util::rt::TokioIo;
 use poddebug_storage::{Caller, SessionRecord, StreamTarget};
 use poddebug_stream::relay::NoRecorder;
 use poddebug_stream::request as protocol;
-use poddebug_stream::{AttachRequest, EndSignal, Gate, Negotiated};
+use poddebug_stream::{AttachRequest, EndSignal, Gate, Grants, Negotiated};
 use poddebug_types::{ApiError, SessionMode};
 
 use crate::audit::{Action, AuditRecord};
@@ -385,6 +385,8 @@ struct Live {
     /// How the server ends the session of its own accord (its recording in strict mode, a
     /// termination, the client breaking the protocol).
     end: EndSignal,
+    /// What the client may send: stdin only as asked and as its mode allows, resizes with a TTY.
+    grants: Grants,
     gate: Option<Arc<Gate>>,
     recording: Option<Recording>,
     record: SessionHandle,
@@ -453,10 +455,11 @@ impl Live {
             started: jiff::Timestamp::now().to_string(),
             justification: target.justification.clone(),
         };
-        let gate = (record.moderated
-            && opts.stdin
-            && matches!(mode, SessionMode::Owner | SessionMode::Peer))
-        .then(|| Arc::new(Gate::new(st.sessions.moderator_attached(&record))));
+        // Whether input is held is the container's and the caller's mode's to decide, not the
+        // query's: a client can open a stdin stream it never asked for (the relay refuses it,
+        // and the gate would hold it all the same).
+        let gate = (record.moderated && mode.may_type())
+            .then(|| Arc::new(Gate::new(st.sessions.moderator_attached(&record))));
         let marker = recording.as_ref().map(Recording::marker);
         let handle = match st
             .sessions
@@ -494,6 +497,7 @@ impl Live {
             mode,
             negotiated,
             end,
+            grants: Grants::of(opts, mode.may_type()),
             gate,
             recording,
             record: handle,
@@ -517,6 +521,7 @@ impl Live {
                 let controls = poddebug_stream::Controls {
                     drain: st.drain.clone(),
                     end: self.end.clone(),
+                    grants: self.grants,
                     gate: self.gate.clone(),
                     idle_timeout: st.config.stream_idle_timeout,
                 };

@@ -73,6 +73,7 @@ fn controls(drain: watch::Receiver<bool>, gate: Option<Arc<Gate>>) -> Controls {
     Controls {
         drain,
         end: EndSignal::default(),
+        grants: Grants::ALL,
         gate,
         idle_timeout: None,
     }

@@ -193,6 +193,16 @@ impl ServerSide {
         self.gone_away
     }
 
+    /// Whether the client opened an error stream the upstream has not answered yet: the ending's
+    /// message can go on it only once the upstream's SYN_REPLY reached the client (a client that
+    /// opens its streams without waiting for their replies may be ended before that).
+    pub fn error_reply_pending(&self) -> bool {
+        self.streams.id(StreamType::Error) != 0
+            && !self.error_replied
+            && !self.error_closed
+            && !self.gone_away
+    }
+
     /// The frames to write to the client when the server ends the session: a last message with
     /// FIN on the error stream while it is open, then GOAWAY; nothing after a GOAWAY.
     pub fn ending_frames(&self, client_gone_away: bool, error_payload: &[u8]) -> Vec<u8> {

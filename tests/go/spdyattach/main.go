@@ -10,6 +10,12 @@
 // been read on the other side), prints "spdyattach: judged N" on stderr. When the session ends
 // it prints what the error stream said on stderr.
 //
+// --streams names the streams it opens, in order (default "error,stdin+,stdout,resize"; "stdin+"
+// is stdin declared as {"Streamtype": ["stdin", ""]}, "stdin" as {"Streamtype": ["stdin"]}): a
+// client may open streams its attach query never asked for, and the kubelet attaches them all.
+// A stream the server does not accept ends the run: it prints "spdyattach: stream S not
+// accepted", then what the error stream said, and exits 2.
+//
 // Build (Debian: golang-go, golang-github-docker-spdystream-dev), in GOPATH mode:
 //
 //	GO111MODULE=off GOPATH=/usr/share/gocode go build -o spdyattach ./tests/go/spdyattach
@@ -26,6 +32,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 
 	"github.com/docker/spdystream"
 )
@@ -49,6 +56,7 @@ func main() {
 	certFile := flag.String("cert", "", "client certificate (the front-proxy client's)")
 	keyFile := flag.String("key", "", "client key")
 	user := flag.String("user", "", "X-Remote-User")
+	streams := flag.String("streams", "error,stdin+,stdout,resize", "streams to open, in order")
 	flag.Parse()
 
 	u, err := url.Parse(*target)
@@ -101,31 +109,48 @@ func main() {
 		fail("spdy: %v", err)
 	}
 	go sc.Serve(spdystream.NoOpStreamHandler)
-	open := func(values ...string) *spdystream.Stream {
+	var errStream, stdin, stdout *spdystream.Stream
+	// Each stream is waited on for its reply before the next is opened, as apimachinery's SPDY
+	// connection does.
+	for _, name := range strings.Split(*streams, ",") {
+		values := []string{name}
+		if name == "stdin+" {
+			values = []string{"stdin", ""}
+		}
 		h := http.Header{}
 		h["Streamtype"] = values
 		s, err := sc.CreateStream(h, nil, false)
+		if err == nil {
+			err = s.Wait()
+		}
 		if err != nil {
-			fail("stream %q: %v", values, err)
+			fmt.Fprintf(os.Stderr, "spdyattach: stream %s not accepted: %v\n", name, err)
+			if errStream != nil {
+				msg, _ := io.ReadAll(errStream)
+				fmt.Fprintf(os.Stderr, "spdyattach: error stream: %s\n", msg)
+			}
+			os.Exit(2)
 		}
-		if err := s.Wait(); err != nil {
-			fail("stream %q not accepted: %v", values, err)
+		switch values[0] {
+		case "error":
+			errStream = s
+		case "stdin":
+			stdin = s
+		case "stdout":
+			stdout = s
 		}
-		return s
 	}
-	errStream := open("error")
-	stdin := open("stdin", "")
-	stdout := open("stdout")
-	open("resize")
 	fmt.Fprintln(os.Stderr, "spdyattach: streams open")
-	go func() {
-		_, _ = io.Copy(os.Stdout, stdout)
-	}()
+	if stdout != nil {
+		go func() {
+			_, _ = io.Copy(os.Stdout, stdout)
+		}()
+	}
 	go func() {
 		lines := bufio.NewReader(os.Stdin)
 		for n := 1; ; n++ {
 			line, err := lines.ReadBytes('\n')
-			if len(line) > 0 {
+			if len(line) > 0 && stdin != nil {
 				if _, werr := stdin.Write(line); werr != nil {
 					break
 				}
@@ -137,8 +162,13 @@ func main() {
 				break
 			}
 		}
-		_ = stdin.Close()
+		if stdin != nil {
+			_ = stdin.Close()
+		}
 	}()
+	if errStream == nil {
+		fail("no error stream was opened")
+	}
 	msg, _ := io.ReadAll(errStream)
 	fmt.Fprintf(os.Stderr, "spdyattach: error stream: %s\n", msg)
 }

@@ -561,7 +561,13 @@ where
                 headers,
                 ..
             } => {
+                // As the kubelet reads it (`Headers().Get`): the first of the values spdystream
+                // joins with NUL, so `stdin\0` is stdin. Any stdin stream is attached, whatever
+                // the attach's query said, as the kubelet attaches it.
                 let kind = spdy::header(&headers, "streamtype")
+                    .unwrap_or("")
+                    .split('\0')
+                    .next()
                     .unwrap_or("")
                     .to_owned();
                 let reply = Frame::SynReply {

@@ -1231,6 +1231,33 @@ impl S3Bucket {
     }
 }
 
+/// The Go SPDY client (tests/go/spdyattach) attached to `path` of `replica` as `user`, opening
+/// `streams` (its `--streams`), when this machine has it (CI always does).
+fn go_client(replica: &Replica, path: &str, user: &str, streams: &str) -> Option<Child> {
+    let Some(bin) = spdyattach() else {
+        eprintln!("PODDEBUG_LIVE_SPDYATTACH unset: the Go SPDY client's part is skipped");
+        return None;
+    };
+    let ca = std::env::temp_dir().join(format!(
+        "pdlive-spdyattach-{}-{}.ca.pem",
+        std::process::id(),
+        replica.server.pid()
+    ));
+    std::fs::write(&ca, replica.pki.cluster_ca_pem()).expect("write the CA");
+    let state = realcluster_state();
+    Some(Child::spawn(
+        &bin,
+        &[
+            format!("--url={}{path}", replica.server.url()),
+            format!("--ca={}", ca.display()),
+            format!("--cert={state}/pki/front-proxy-client.crt"),
+            format!("--key={state}/pki/front-proxy-client.key"),
+            format!("--user={user}"),
+            format!("--streams={streams}"),
+        ],
+    ))
+}
+
 /// The Go SPDY client (tests/go/spdyattach, built by .ci/live), when this machine has it.
 fn spdyattach() -> Option<String> {
     match std::env::var("PODDEBUG_LIVE_SPDYATTACH") {
@@ -1320,6 +1347,18 @@ impl Child {
         stdin.flush().await.expect("flush");
     }
 
+    /// Waits (bounded) until the client exits; its exit code.
+    async fn exited(&mut self) -> Option<i32> {
+        match tokio::time::timeout(T, self.child.wait()).await {
+            Ok(Ok(status)) => status.code(),
+            _ => panic!(
+                "the Go client did not exit: stdout {:?}, stderr {:?}",
+                self.stdout_text(),
+                self.stderr_text()
+            ),
+        }
+    }
+
     async fn until(&self, what: &str, needle: &str) {
         let deadline = tokio::time::Instant::now() + T;
         while !self.stdout_text().contains(needle) {
@@ -1369,25 +1408,8 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
     let mut owner = attach_settled(&replica.user(OWNER), &sb.path(TTY)).await;
     owner.read_until(T, stdout_has(WITHHELD)).await;
     // The Go client, as alice, on the same replica.
-    let mut go = spdyattach().map(|bin| {
-        let ca = rec_dir.with_extension("ca.pem");
-        std::fs::write(&ca, replica.pki.cluster_ca_pem()).expect("write the CA");
-        let state = realcluster_state();
-        Child::spawn(
-            &bin,
-            &[
-                format!("--url={}{}", replica.server.url(), sb.path(TTY)),
-                format!("--ca={}", ca.display()),
-                format!("--cert={state}/pki/front-proxy-client.crt"),
-                format!("--key={state}/pki/front-proxy-client.key"),
-                format!("--user={OWNER}"),
-            ],
-        )
-    });
+    let mut go = go_client(&replica, &sb.path(TTY), OWNER, "error,stdin+,stdout,resize");
     let go_ran = go.is_some();
-    if !go_ran {
-        eprintln!("PODDEBUG_LIVE_SPDYATTACH unset: the SPDY part is skipped");
-    }
     if let Some(g) = &go {
         g.until("the Go client is told its input is withheld", WITHHELD)
             .await;
@@ -1441,6 +1463,35 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
     assert!(
         !seen.contains("early"),
         "input sent while no moderator was attached reached the shell: {seen:?}"
+    );
+    // The moderator joined after the early input, so its transcript alone cannot show a leak:
+    // the owner's stream, attached all along, and the container's log (everything its terminal
+    // printed) can.
+    let owner_seen = owner
+        .read_until(T, stdout_has("late-alone-12"))
+        .await
+        .stdout_text();
+    assert!(owner_seen.contains("late-alone-12"), "{owner_seen:?}");
+    assert!(
+        !owner_seen.contains("early"),
+        "input sent while no moderator was attached reached the shell: {owner_seen:?}"
+    );
+    let log = poll(
+        "the container's log has the late input",
+        T,
+        Duration::from_millis(500),
+        || {
+            let log = sb.container_log("dbg");
+            if log.contains("late-alone-12") {
+                Ok(log)
+            } else {
+                Err(log)
+            }
+        },
+    );
+    assert!(
+        !log.contains("early"),
+        "input sent while no moderator was attached reached the shell: {log:?}"
     );
     moderator.close().await.expect("close");
     owner.close().await.expect("close");
@@ -1504,6 +1555,134 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
         "withheld input was recorded: {inputs:?}"
     );
     let _ = std::fs::remove_dir_all(&rec_dir);
+}
+
+/// A stream carries only what its request and its caller's mode grant, on the real kubelet
+/// (which attaches any stdin stream a SPDY client opens, whatever the query said). In a
+/// moderated session with no moderator: the owner's Go SPDY client (spdystream, waiting for each
+/// stream's reply as apimachinery's SPDY connection does) opening a `stdin` stream on an attach
+/// without `stdin=true`, an observer's doing the same, a client that sends its stdin data right
+/// behind the stream it opens (without waiting), and a WebSocket observer typing, are each ended
+/// with a 403 `Status`; none of what they sent reaches the shell — checked on the owner's own
+/// stream, attached all along, and in the container's log, after a moderator let the owner's
+/// next line through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn streams_a_request_did_not_ask_for_never_reach_the_shell() {
+    if !enabled() {
+        return;
+    }
+    use poddebug_tests::spdy::AttachSession;
+    const OWNER: &str = "unasked-owner";
+    const OBSERVER: &str = "unasked-observer";
+    const MODERATOR: &str = "unasked-moderator";
+    let sb = Sandbox::new("sessunasked");
+    sb.bind("poddebug:debugger", OWNER);
+    sb.bind("poddebug:session-observer", OBSERVER);
+    sb.bind("poddebug:session-moderator", MODERATOR);
+    for u in [OWNER, OBSERVER, MODERATOR] {
+        sb.bind_cluster("poddebug:privileged-profiles", u);
+    }
+    let owner_api = as_user(&sb.api, OWNER);
+    shell_of(&sb, &owner_api, Some("sysadmin")).await;
+    let replica = Replica::start(&["--moderated-profiles=sysadmin"]).await;
+    let mut owner = attach_settled(&replica.user(OWNER), &sb.path(TTY)).await;
+    owner.read_until(T, stdout_has(WITHHELD)).await;
+    let observing = format!("{WATCHING}&mode=observer");
+    // Settle the observer's RBAC with a plain observing attach.
+    attach_settled(&replica.user(OBSERVER), &sb.path(&observing))
+        .await
+        .close()
+        .await
+        .expect("close");
+
+    // The Go client, as the owner on an attach without stdin=true, then as the observer.
+    for (user, path) in [(OWNER, WATCHING.to_owned()), (OBSERVER, observing.clone())] {
+        if let Some(mut go) = go_client(
+            &replica,
+            &sb.path(&path),
+            user,
+            "error,stdin+,stdout,resize",
+        ) {
+            assert_eq!(go.exited().await, Some(2), "{}", go.stderr_text());
+            let err = go.stderr_text();
+            assert!(
+                err.contains("stream stdin+ not accepted")
+                    && err.contains("\"code\":403")
+                    && err.contains("does not grant"),
+                "{user}: {err}"
+            );
+        }
+    }
+    // A client that does not wait: the stdin stream and its data in one go, as the owner.
+    let resp = replica
+        .user(OWNER)
+        .upgrade(
+            Method::POST,
+            &sb.path(WATCHING),
+            &[
+                ("connection", "Upgrade"),
+                ("upgrade", "SPDY/3.1"),
+                ("x-stream-protocol-version", "v4.channel.k8s.io"),
+            ],
+        )
+        .await
+        .expect("upgrade answered");
+    assert_eq!(resp.status, StatusCode::SWITCHING_PROTOCOLS, "{resp:?}");
+    let mut eager = AttachSession::open_declared(
+        resp.io.expect("upgraded"),
+        &[
+            ("error", "error"),
+            ("stdout", "stdout"),
+            ("stdin", "stdin\0"),
+        ],
+    )
+    .await
+    .expect("streams opened");
+    let _ = eager.send_stdin(b"echo unasked-eager-$((6*7))\n").await;
+    let t = eager.finish(T).await;
+    let status: Value = serde_json::from_slice(&t.error).unwrap_or(Value::Null);
+    assert_eq!(status["code"], 403, "{t:?}");
+    // A WebSocket observer typing.
+    let mut observer = attach_settled(&replica.user(OBSERVER), &sb.path(&observing)).await;
+    let _ = observer.stdin(b"echo unasked-ws-$((6*7))\r").await;
+    assert_eq!(ended_with(&mut observer).await["code"], 403);
+
+    // A moderator lets the owner's next line through: nothing refused came before it.
+    let _moderator = attach_settled(
+        &replica.user(MODERATOR),
+        &sb.path(&format!("{WATCHING}&mode=moderator")),
+    )
+    .await;
+    owner.read_until(T, stdout_has(PASSING)).await;
+    owner.stdin(b"echo after-$((5*5))\r").await.expect("type");
+    let seen = owner
+        .read_until(T, stdout_has("after-25"))
+        .await
+        .stdout_text();
+    assert!(seen.contains("after-25"), "{seen:?}");
+    assert!(
+        !seen.contains("unasked"),
+        "refused input reached the shell: {seen:?}"
+    );
+    let log = poll(
+        "the container's log has the owner's line",
+        T,
+        Duration::from_millis(500),
+        || {
+            let log = sb.container_log("dbg");
+            if log.contains("after-25") {
+                Ok(log)
+            } else {
+                Err(log)
+            }
+        },
+    );
+    assert!(
+        !log.contains("unasked"),
+        "refused input reached the shell: {log:?}"
+    );
+    owner.close().await.expect("close");
 }
 
 /// Through the aggregator: bob, who may debug in the namespace (and so read logs of

@@ -313,6 +313,12 @@ impl Sandbox {
         pod
     }
 
+    /// What container `container` of the pod (regular or ephemeral) wrote to its log, read with
+    /// kubectl as the kubeconfig's user (for a TTY: everything its terminal printed).
+    pub fn container_log(&self, container: &str) -> String {
+        ok(&["logs", "-n", &self.ns, "web", "-c", container], None)
+    }
+
     /// The status of the pod's container `name` (regular or ephemeral).
     pub async fn container_status(&self, name: &str) -> Value {
         let pod = self.pod().await;
