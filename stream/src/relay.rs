@@ -22,7 +22,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -185,6 +185,8 @@ struct Shared {
     streams: Arc<spdy::Streams>,
     /// SPDY: the client sent GOAWAY (no frame of ours may follow).
     client_gone_away: AtomicBool,
+    /// SPDY: the stream the client opened and was refused (0: none), reset at the ending.
+    refused_stream: AtomicU32,
 }
 
 /// The client's side, terminated.
@@ -310,9 +312,10 @@ where
                 let parsed = s.feed(&chunk, &mut spdy_frames);
                 for f in spdy_frames.drain(..) {
                     data |= f.is_data();
-                    if let spdy::ClientFrame::Open { kind, .. } = &f
+                    if let spdy::ClientFrame::Open { id, kind, .. } = &f
                         && let Some(why) = grants.refusal(*kind)
                     {
+                        shared.refused_stream.store(*id, Ordering::Release);
                         refused = Some(why);
                         break;
                     }
@@ -426,6 +429,7 @@ impl Own<'_> {
                 Some(s.ending_frames(
                     self.shared.client_gone_away.load(Ordering::Acquire),
                     &payload,
+                    self.shared.refused_stream.load(Ordering::Acquire),
                 ))
             }
             _ => None,
@@ -634,6 +638,7 @@ pub async fn relay<C, U, M, Rec>(
         activity: Activity::new(),
         streams: Arc::new(spdy::Streams::default()),
         client_gone_away: AtomicBool::new(false),
+        refused_stream: AtomicU32::new(0),
     };
     let record = recorder.is_some();
     let (in_side, out_side) = match negotiated.kind {

@@ -199,6 +199,9 @@ pub fn goaway_frame(last_good_stream: u32) -> Vec<u8> {
     control_frame(GOAWAY, 0, &payload)
 }
 
+/// RST_STREAM's status for a stream the server will not serve.
+pub const REFUSED_STREAM: u32 = 3;
+
 /// RST_STREAM with `status` (1 PROTOCOL_ERROR, 3 REFUSED_STREAM, ...).
 pub fn rst_stream_frame(stream_id: u32, status: u32) -> Vec<u8> {
     let mut payload = (stream_id & 0x7fff_ffff).to_be_bytes().to_vec();

@@ -12,8 +12,8 @@ use bytes::Bytes;
 
 use super::client::Streams;
 use super::frame::{
-    FLAG_FIN, FrameHead, FrameSplitter, GOAWAY, Piece, RST_STREAM, SYN_REPLY, data_frame,
-    goaway_frame, put_control_head, put_data_head, stream_id,
+    FLAG_FIN, FrameHead, FrameSplitter, GOAWAY, Piece, REFUSED_STREAM, RST_STREAM, SYN_REPLY,
+    data_frame, goaway_frame, put_control_head, put_data_head, rst_stream_frame, stream_id,
 };
 use super::headers::StreamType;
 use crate::ProtocolError;
@@ -204,8 +204,16 @@ impl ServerSide {
     }
 
     /// The frames to write to the client when the server ends the session: a last message with
-    /// FIN on the error stream while it is open, then GOAWAY; nothing after a GOAWAY.
-    pub fn ending_frames(&self, client_gone_away: bool, error_payload: &[u8]) -> Vec<u8> {
+    /// FIN on the error stream while it is open, RST_STREAM (REFUSED_STREAM) of the stream the
+    /// client opened and poddebug refused, if any (`refused`, 0 for none: a client waiting for
+    /// that stream's reply, as apimachinery's SPDY connection does, learns at once), then GOAWAY;
+    /// nothing after a GOAWAY.
+    pub fn ending_frames(
+        &self,
+        client_gone_away: bool,
+        error_payload: &[u8],
+        refused: u32,
+    ) -> Vec<u8> {
         if self.gone_away || client_gone_away {
             return Vec::new();
         }
@@ -213,6 +221,9 @@ impl ServerSide {
         let error = self.streams.id(StreamType::Error);
         if error != 0 && self.error_replied && !self.error_closed {
             out.extend(data_frame(error, true, error_payload));
+        }
+        if refused != 0 {
+            out.extend(rst_stream_frame(refused, REFUSED_STREAM));
         }
         out.extend(goaway_frame(self.streams.last()));
         out
@@ -279,7 +290,7 @@ mod tests {
             );
             assert!(side.at_frame_boundary());
             assert_eq!(
-                side.ending_frames(false, b"x"),
+                side.ending_frames(false, b"x", 0),
                 goaway_frame(5),
                 "error stream closed"
             );
@@ -299,8 +310,16 @@ mod tests {
         .expect("valid");
         let mut want = data_frame(1, true, b"{}");
         want.extend(goaway_frame(5));
-        assert_eq!(side.ending_frames(false, b"{}"), want);
-        assert!(side.ending_frames(true, b"{}").is_empty());
+        assert_eq!(side.ending_frames(false, b"{}", 0), want);
+        assert!(side.ending_frames(true, b"{}", 0).is_empty());
+        // A refused stream is reset between the error stream's message and GOAWAY.
+        let with_reset = side.ending_frames(false, b"{}", 7);
+        let rst = rst_stream_frame(7, REFUSED_STREAM);
+        assert!(
+            with_reset.windows(rst.len()).any(|w| w == rst.as_slice())
+                && with_reset.ends_with(&goaway_frame(side.streams.last())),
+            "{with_reset:?}"
+        );
         assert_eq!(side.notice_frame(b"hi"), None, "stdout is not accepted yet");
         side.feed(
             &Bytes::from(control_frame(SYN_REPLY, 0, &[0, 0, 0, 5])),
