@@ -8,7 +8,8 @@
 //! - ends a session whose record carries a termination request (the client gets a `Forbidden`
 //!   Status "session terminated by USER" on its error channel), whichever replica was asked;
 //! - opens and closes the gate of a moderated session as moderators attach to and leave its
-//!   debug container, through any replica;
+//!   debug container, through any replica — a moderator who is someone other than the
+//!   container's creator and the users typing into it ([`second_pair_of_eyes`]);
 //! - marks in a session's recording who joined and left the same debug container.
 //!
 //! A record that nobody renews (its replica died) stops being listed after its lease duration,
@@ -34,7 +35,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use poddebug_storage::{ContainerKey, LiveSession, SessionRecord, SessionStore, StorageError};
+use poddebug_storage::{
+    ContainerKey, LiveSession, SessionRecord, SessionStore, StorageError, second_pair_of_eyes,
+};
 use poddebug_types::{ApiError, Profile, SessionMode};
 
 use poddebug_stream::websocket::frame::CLOSE_POLICY_VIOLATION;
@@ -183,12 +186,14 @@ impl Sessions {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Whether a moderator is attached to the debug container of `record` now.
+    /// Whether someone other than the container's creator and the users typing into it
+    /// moderates the debug container of `record` now (four eyes are two people:
+    /// [`second_pair_of_eyes`]).
     pub fn moderator_attached(&self, record: &SessionRecord) -> bool {
-        self.store
-            .on_container(&ContainerKey::of(record), jiff::Timestamp::now())
-            .iter()
-            .any(|s| s.record.mode == SessionMode::Moderator)
+        let live = self
+            .store
+            .on_container(&ContainerKey::of(record), jiff::Timestamp::now());
+        second_pair_of_eyes(record, live.iter().map(|s| &s.record))
     }
 
     /// Count one more attach of `user` toward `--max-sessions-per-user` (module docs), or the
@@ -268,7 +273,10 @@ impl Sessions {
             .filter(|s| s.record.id != id)
             .collect();
         if let Some(gate) = &l.gate {
-            gate.set(same.iter().any(|s| s.record.mode == SessionMode::Moderator));
+            gate.set(second_pair_of_eyes(
+                &l.record,
+                same.iter().map(|s| &s.record),
+            ));
         }
         let present: BTreeMap<String, String> = same
             .iter()

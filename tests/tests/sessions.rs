@@ -1047,6 +1047,59 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Four eyes are two people: the owner of a moderated session attached a second time as a
+/// moderator (holding `moderate`), or a peer who also moderates, opens no gate; someone else
+/// does. The session stays listed as waiting until then.
+#[tokio::test]
+async fn the_owner_or_a_peer_moderating_opens_no_gate() {
+    let fake = fake_with_pod("general").await;
+    let s = server(&fake, &["--moderated-profiles=general"]).await;
+    let (alice, bob, mona) = (user(&s, "alice"), user(&s, "bob"), user(&s, "mona"));
+    let mut owner = open(&alice, TTY).await;
+    owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("withheld")
+        })
+        .await;
+    let mut peer = open(&bob, &format!("{TTY}&mode=peer")).await;
+    // Alice and bob each moderate too.
+    let _self_moderation = open(&alice, &format!("{WATCHING}&mode=moderator")).await;
+    let _peer_moderation = open(&bob, &format!("{WATCHING}&mode=moderator")).await;
+    let items = wait_sessions(&alice, "four sessions", |i| i.len() == 4).await;
+    for i in items.iter().filter(|i| i["spec"]["mode"] != "moderator") {
+        assert_eq!(i["status"]["waitingForModerator"], true, "{i}");
+    }
+    owner.stdin(b"self-moderated\n").await.expect("type");
+    peer.stdin(b"peer-moderated\n").await.expect("type");
+    assert!(owner.sync(b"judged", T).await);
+    assert!(peer.sync(b"judged", T).await);
+    // Mona, someone else, moderates: now input passes.
+    let _moderator = open(&mona, &format!("{WATCHING}&mode=moderator")).await;
+    owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("passed on")
+        })
+        .await;
+    owner.stdin(b"four-eyes\n").await.expect("type");
+    let out = owner
+        .read_until(T, |t| {
+            String::from_utf8_lossy(&t.stdout).contains("four-eyes")
+        })
+        .await
+        .stdout_text();
+    assert!(out.contains("four-eyes"), "{out}");
+    assert!(
+        !out.contains("self-moderated") && !out.contains("peer-moderated"),
+        "input passed under its own typist's moderation: {out}"
+    );
+    wait_sessions(&alice, "no longer waiting", |i| {
+        i.iter()
+            .filter(|i| i["spec"]["mode"] != "moderator")
+            .all(|i| i["status"]["waitingForModerator"] == false)
+    })
+    .await;
+}
+
 /// A stream carries only what its request and its caller's mode grant: a SPDY client that opens
 /// a `stdin` stream (declared `stdin\0`, as spdystream may write it) on an attach without
 /// `stdin=true`, an observer that does, and a WebSocket observer writing on the stdin channel are

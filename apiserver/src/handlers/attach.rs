@@ -444,6 +444,7 @@ impl Live {
             container: opts.container.clone(),
             ec_name: target.container.clone(),
             user: caller.user.clone(),
+            creator: target.owner.clone(),
             groups: caller.groups.clone(),
             mode,
             protocol: negotiated.label(),

@@ -64,6 +64,10 @@ pub struct SessionRecord {
     pub ec_name: String,
     /// Who opened the stream.
     pub user: String,
+    /// Who made the debug container (recorded at its create; `None` when not recorded): their
+    /// input is held in a moderated session, so they never count as its moderator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator: Option<String>,
     /// Their groups.
     #[serde(default)]
     pub groups: Vec<String>,
@@ -462,7 +466,7 @@ pub(crate) fn confirmed_lease(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn record(id: &str) -> SessionRecord {
@@ -473,6 +477,7 @@ mod tests {
             container: "dbg".into(),
             ec_name: "dbg".into(),
             user: "system:serviceaccount:ns:bot".into(),
+            creator: None,
             groups: vec!["devs".into()],
             mode: SessionMode::Moderator,
             protocol: "websocket/v5.channel.k8s.io".into(),

@@ -30,6 +30,7 @@
 //! cluster has them, and they need no volume, no database and no CRD.
 
 mod lease;
+mod moderation;
 mod objects;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -55,6 +56,7 @@ pub use lease::{
     TERMINATE_ANNOTATION, TERMINATE_MAC_ANNOTATION, Termination,
 };
 use lease::{Read, Signed};
+pub use moderation::second_pair_of_eyes;
 pub use objects::{SessionSelector, object_of};
 
 /// The resource sessions are named as in API answers.
@@ -771,6 +773,7 @@ mod tests {
             container: "dbg".into(),
             ec_name: "dbg".into(),
             user: user.into(),
+            creator: None,
             groups: vec![],
             mode,
             protocol: "websocket/v5.channel.k8s.io".into(),

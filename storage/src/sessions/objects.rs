@@ -6,7 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use poddebug_types::{
     API_VERSION, DebugSession, DebugSessionSpec, DebugSessionStatus, GROUP, KIND_DEBUG_SESSION,
-    Participant, SessionMode,
+    Participant,
 };
 use std::collections::BTreeMap;
 
@@ -119,9 +119,7 @@ pub fn object_of(session: &LiveSession, peers: &[Arc<LiveSession>]) -> DebugSess
     let participants: Vec<Participant> = std::iter::once(participant(session))
         .chain(peers.iter().map(|s| participant(s)))
         .collect();
-    let moderator_present = participants
-        .iter()
-        .any(|p| p.mode == SessionMode::Moderator);
+    let moderator_present = super::second_pair_of_eyes(r, peers.iter().map(|s| &s.record));
     let labels = session_labels(r);
     DebugSession {
         api_version: API_VERSION.to_owned(),
@@ -160,6 +158,7 @@ pub fn object_of(session: &LiveSession, peers: &[Arc<LiveSession>]) -> DebugSess
 #[cfg(test)]
 mod tests {
     use super::*;
+    use poddebug_types::SessionMode;
     use std::time::Duration;
 
     fn record(id: &str, user: &str, mode: SessionMode, started: &str) -> SessionRecord {
@@ -170,6 +169,7 @@ mod tests {
             container: "dbg".into(),
             ec_name: "dbg".into(),
             user: user.into(),
+            creator: None,
             groups: vec!["devs".into()],
             mode,
             protocol: "websocket/v5.channel.k8s.io".into(),

@@ -1563,12 +1563,14 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
 /// stream's reply as apimachinery's SPDY connection does) opening a `stdin` stream on an attach
 /// without `stdin=true`, an observer's doing the same, a client that sends its stdin data right
 /// behind the stream it opens (without waiting), and a WebSocket observer typing, are each ended
-/// with a 403 `Status`; none of what they sent reaches the shell — checked on the owner's own
-/// stream, attached all along, and in the container's log, after a moderator let the owner's
-/// next line through.
+/// with a 403 `Status`. And four eyes are two people: the owner, who also holds
+/// `poddebug:session-moderator`, attached as the moderator of their own session opens no gate.
+/// None of what they sent reaches the shell — checked on the owner's own stream, attached all
+/// along, and in the container's log, after someone else's moderation let the owner's next line
+/// through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
-async fn streams_a_request_did_not_ask_for_never_reach_the_shell() {
+async fn streams_a_request_did_not_ask_for_and_self_moderation_never_reach_the_shell() {
     if !enabled() {
         return;
     }
@@ -1580,6 +1582,7 @@ async fn streams_a_request_did_not_ask_for_never_reach_the_shell() {
     sb.bind("poddebug:debugger", OWNER);
     sb.bind("poddebug:session-observer", OBSERVER);
     sb.bind("poddebug:session-moderator", MODERATOR);
+    sb.bind("poddebug:session-moderator", OWNER);
     for u in [OWNER, OBSERVER, MODERATOR] {
         sb.bind_cluster("poddebug:privileged-profiles", u);
     }
@@ -1648,7 +1651,32 @@ async fn streams_a_request_did_not_ask_for_never_reach_the_shell() {
     let _ = observer.stdin(b"echo unasked-ws-$((6*7))\r").await;
     assert_eq!(ended_with(&mut observer).await["code"], 403);
 
-    // A moderator lets the owner's next line through: nothing refused came before it.
+    // The owner moderating their own session: no gate opens, what they type is held.
+    let _self_moderation = attach_settled(
+        &replica.user(OWNER),
+        &sb.path(&format!("{WATCHING}&mode=moderator")),
+    )
+    .await;
+    owner
+        .stdin(b"echo unasked-self-$((3*3))\r")
+        .await
+        .expect("type");
+    assert!(owner.sync(b"self-judged", T).await, "the ping came back");
+    let (code, list) = replica
+        .user(OWNER)
+        .get_json(&format!("{GV}/namespaces/{}/debugsessions", sb.ns))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{list}");
+    let own = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["spec"]["mode"] == "owner")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(own["status"]["waitingForModerator"], true, "{list}");
+    // Someone else's moderation lets the owner's next line through: nothing refused or held
+    // came before it.
     let _moderator = attach_settled(
         &replica.user(MODERATOR),
         &sb.path(&format!("{WATCHING}&mode=moderator")),
