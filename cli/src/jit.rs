@@ -38,17 +38,13 @@ pub fn request_of(args: &RequestArgs, target: &str, node: bool) -> Result<DebugR
     } else {
         RequestMode::Debug
     };
-    // The container is bound when the command line says what it runs.
+    // The container is bound when the command line says what it runs: all of it (what it
+    // runs, its environment, mounts, stdin and terminal) and its target, as the create under
+    // the request will send them.
     let pdc = crate::request::debug_container_of(run)?;
     let c = &pdc.container;
-    let container = (c.image.is_some() || c.command.is_some() || c.args.is_some()).then(|| {
-        RequestedContainer {
-            image: c.image.clone(),
-            command: c.command.clone(),
-            args: c.args.clone(),
-            security_context: c.security_context.clone(),
-        }
-    });
+    let container = (c.image.is_some() || c.command.is_some() || c.args.is_some())
+        .then(|| RequestedContainer::of(c));
     let mut r = DebugRequest {
         spec: DebugRequestSpec {
             pod: (!node).then(|| target.to_owned()),
@@ -56,6 +52,10 @@ pub fn request_of(args: &RequestArgs, target: &str, node: bool) -> Result<DebugR
             mode,
             profile: profile.clone(),
             // A copy's debug container is bound only when the copy adds one.
+            target_container_name: pdc
+                .target_container_name
+                .clone()
+                .filter(|_| container.is_some() && mode == RequestMode::Debug),
             container: container.filter(|_| mode != RequestMode::Copy || run.image.is_some()),
             reason,
             ticket: run.ticket.clone(),
@@ -258,7 +258,20 @@ pub async fn review(
 ) -> ExitCode {
     let requests = DebugRequests::new(client.clone(), ns);
     let done = match decision {
-        "approve" => requests.approve(name, comment).await,
+        // What is approved is shown first, and the approval binds that very request (a request
+        // filed again under its name meanwhile is not approved: 409).
+        "approve" => match requests.get(name).await {
+            Ok(seen) => {
+                eprintln!(
+                    "approving debugrequest/{name} of {}: {}; reason {:?}",
+                    seen.spec.requester.as_deref().unwrap_or("?"),
+                    seen.grants(),
+                    seen.spec.reason
+                );
+                requests.approve_seen(&seen, comment).await
+            }
+            Err(e) => Err(e),
+        },
         "deny" => requests.deny(name, comment).await,
         _ => requests.revoke(name, comment).await,
     };
@@ -321,6 +334,15 @@ mod tests {
         let c = r.spec.container.expect("bound");
         assert_eq!(c.image.as_deref(), Some("busybox:1.36"));
         assert_eq!(c.command, Some(vec!["sh".to_owned()]));
+        // All of it is bound, as the create under it sends it.
+        assert_eq!((c.stdin, c.tty), (Some(true), Some(true)));
+        let created = crate::request::debug_container_of(&a.run).expect("the create");
+        assert!(
+            c.differences(&created.container, "busybox:1.36").is_empty(),
+            "{:?}",
+            c.differences(&created.container, "busybox:1.36")
+        );
+        assert_eq!(r.spec.target_container_name, created.target_container_name);
         assert_eq!(r.metadata.generate_name.as_deref(), Some("web-sysadmin-"));
 
         let node = request_of(

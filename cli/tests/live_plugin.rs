@@ -386,6 +386,17 @@ fn a_request_waits_for_approval_then_attaches_and_a_denial_ends_it() {
         "{}",
         approve.text()
     );
+    // The approver is shown all that the approval binds before it is given: the container
+    // field by field, and the container it joins.
+    let shown = approve.text();
+    assert!(
+        shown.contains(&format!("approving debugrequest/{name} of {alice}"))
+            && shown.contains("with the sysadmin profile: exactly the container")
+            && shown.contains("\"command\":[\"sh\"]")
+            && shown.contains("\"stdin\":true")
+            && shown.contains("joining container \"app\"'s namespaces"),
+        "{shown}"
+    );
     t.expect(&format!("approved by {bob}: \"go ahead\""));
     t.expect("If you don't see a command prompt, try pressing enter.");
     t.type_bytes(b"echo $PODDEBUG_TICKET-ok\r");

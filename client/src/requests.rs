@@ -36,6 +36,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, ObjectList, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -111,11 +112,16 @@ impl DebugRequests {
         name: &str,
         decision: Decision,
         comment: Option<&str>,
+        uid: Option<&str>,
     ) -> Result<DebugRequest> {
         self.ns("review")?;
         let body = Approval {
             decision: decision.as_str().to_owned(),
             comment: comment.map(str::to_owned),
+            preconditions: uid.map(|u| Preconditions {
+                uid: Some(u.to_owned()),
+                resource_version: None,
+            }),
             ..Default::default()
         };
         Ok(self
@@ -127,17 +133,30 @@ impl DebugRequests {
     /// Approve request `name` (someone else's: a requester never reviews their own; needs
     /// `approve` on `debugrequests` named after its profile).
     pub async fn approve(&self, name: &str, comment: Option<&str>) -> Result<DebugRequest> {
-        self.review(name, Decision::Approve, comment).await
+        self.review(name, Decision::Approve, comment, None).await
+    }
+
+    /// Approve `seen`, the request as the approver read it: refused (409) if the request of
+    /// its name is no longer that one (withdrawn and filed again), so what is approved is what
+    /// was shown.
+    pub async fn approve_seen(
+        &self,
+        seen: &DebugRequest,
+        comment: Option<&str>,
+    ) -> Result<DebugRequest> {
+        let name = seen.metadata.name.as_deref().unwrap_or_default();
+        let uid = seen.metadata.uid.as_deref();
+        self.review(name, Decision::Approve, comment, uid).await
     }
 
     /// Deny a pending request.
     pub async fn deny(&self, name: &str, comment: Option<&str>) -> Result<DebugRequest> {
-        self.review(name, Decision::Deny, comment).await
+        self.review(name, Decision::Deny, comment, None).await
     }
 
     /// Revoke an approved request: what it opened ends at once.
     pub async fn revoke(&self, name: &str, comment: Option<&str>) -> Result<DebugRequest> {
-        self.review(name, Decision::Revoke, comment).await
+        self.review(name, Decision::Revoke, comment, None).await
     }
 
     /// Withdraw (delete) request `name`: what it opened ends at once. Answers it as it was.

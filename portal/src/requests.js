@@ -13,6 +13,15 @@ function target(r) {
   return s.mode === 'node' ? `node/${s.node}` : `pod/${s.pod}`;
 }
 
+// What an approval lets the requester run, as the approver must read it before deciding: the
+// container the request binds, field by field, and its target — or any container.
+function runs(r) {
+  const s = r.spec || {};
+  if (!s.container) return 'any container (not bound)';
+  const target = s.targetContainerName ? ` in ${s.targetContainerName}'s namespaces` : '';
+  return `${JSON.stringify(s.container)}${target}`;
+}
+
 function approversOf(r) {
   const seen = [];
   for (const rev of (r.status && r.status.reviews) || []) {
@@ -103,7 +112,7 @@ export async function requestsView(app, ns, me, known) {
         h(
           'tr',
           {},
-          ...['name', 'namespace', 'requester', 'target', 'profile', 'phase', 'approvers', 'reason', 'expires', 'age', ''].map((c) =>
+          ...['name', 'namespace', 'requester', 'target', 'profile', 'runs', 'phase', 'approvers', 'reason', 'expires', 'age', ''].map((c) =>
             h('th', {}, c),
           ),
         ),
@@ -154,6 +163,7 @@ export async function requestsView(app, ns, me, known) {
       h('td', {}, s.requester || '-'),
       h('td', {}, target(r)),
       h('td', {}, s.profile),
+      h('td', { class: 'runs' }, runs(r)),
       h('td', { class: 'phase', title: decided && decided.comment ? decided.comment : '' }, phase),
       h('td', {}, approversOf(r).join(', ') || '-'),
       h('td', { class: 'reason' }, s.ticket ? `${s.reason} (${s.ticket})` : s.reason),
@@ -177,14 +187,14 @@ export async function requestsView(app, ns, me, known) {
       );
       const rows = await Promise.all(sorted.map(row));
       body.replaceChildren(...rows);
-      if (rows.length === 0) body.replaceChildren(h('tr', {}, h('td', { colspan: 11, class: 'muted' }, 'No debug requests.')));
+      if (rows.length === 0) body.replaceChildren(h('tr', {}, h('td', { colspan: 12, class: 'muted' }, 'No debug requests.')));
     });
   };
-  body.replaceChildren(h('tr', {}, h('td', { colspan: 11, class: 'muted' }, 'Loading…')));
+  body.replaceChildren(h('tr', {}, h('td', { colspan: 12, class: 'muted' }, 'Loading…')));
   await known;
   follow(ns ? paths.requests(ns) : paths.allRequests(), items, draw, (e) =>
     body.replaceChildren(
-      h('tr', {}, h('td', { colspan: 11, class: 'muted' }, `Requests cannot be listed: ${e.message} Choose a namespace above.`)),
+      h('tr', {}, h('td', { colspan: 12, class: 'muted' }, `Requests cannot be listed: ${e.message} Choose a namespace above.`)),
     ),
   );
 }
@@ -247,9 +257,12 @@ export async function renderRequestForm(ns, pod, box, context, created) {
     const profile = String(f.get('profile'));
     const image = String(f.get('image') || '').trim();
     const command = String(f.get('command') || '').trim();
-    const container = {};
+    // The request binds the whole container the page will make under it (an approval binds
+    // every field of it, and its target): an interactive shell.
+    const container = { stdin: true, tty: true };
     if (image) container.image = image;
     if (command) container.command = command.split(/\s+/);
+    const targetName = String(f.get('target') || '');
     const spec = {
       pod,
       profile,
@@ -258,8 +271,10 @@ export async function renderRequestForm(ns, pod, box, context, created) {
     };
     const ticket = String(f.get('ticket') || '').trim();
     if (ticket) spec.ticket = ticket;
-    if (image || command) spec.container = container;
-    const targetName = String(f.get('target') || '');
+    if (image || command) {
+      spec.container = container;
+      if (targetName) spec.targetContainerName = targetName;
+    }
     const button = form.querySelector('button[type=submit]');
     button.disabled = true;
     let made;
@@ -300,7 +315,7 @@ export async function renderRequestForm(ns, pod, box, context, created) {
         return;
       }
       status.textContent = `Request ${name} was approved${by} until ${st.expiresAt}: creating the debug container…`;
-      const body = { debugRequest: name, profile, container: { ...container, stdin: true, tty: true } };
+      const body = { debugRequest: name, profile, container };
       if (targetName) body.targetContainerName = targetName;
       try {
         const obj = await post(`${paths.debugList(ns, pod)}?wait=true&timeoutSeconds=60`, body);

@@ -73,8 +73,9 @@ fn sysadmin_request(name: &str, duration: &str) -> Value {
         "apiVersion": "poddebug.dev/v1alpha1", "kind": "DebugRequest",
         "metadata": {"name": name},
         "spec": {"pod": POD, "profile": "sysadmin", "reason": "INC-7: the disk is full",
-                 "ticket": "INC-7", "duration": duration,
-                 "container": {"image": "busybox:1.36", "command": ["sh"]}},
+                 "ticket": "INC-7", "duration": duration, "targetContainerName": "app",
+                 "container": {"image": "busybox:1.36", "command": ["sh"], "stdin": true,
+                               "tty": true}},
     })
 }
 
@@ -260,6 +261,43 @@ async fn an_approved_request_grants_exactly_what_it_names_with_its_reason() {
     assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
     assert!(
         message(&st).contains("only its requester may use it"),
+        "{st}"
+    );
+    // Every field the approver never saw: an environment (a PATH of its own), a mount (over
+    // the shell's own directory), a working directory, another target, a field the server does
+    // not know.
+    for (field, value, diff) in [
+        (
+            "env",
+            json!([{"name": "PATH", "value": "/data"}]),
+            "env [{\"name\":\"PATH\",\"value\":\"/data\"}], not null",
+        ),
+        (
+            "volumeMounts",
+            json!([{"name": "data", "mountPath": "/bin"}]),
+            "volumeMounts [{\"mountPath\":\"/bin\",\"name\":\"data\"}], not null",
+        ),
+        ("workingDir", json!("/tmp"), "workingDir \"/tmp\", not null"),
+        (
+            "futureField",
+            json!(1),
+            "container.futureField unknown to the server",
+        ),
+    ] {
+        let mut more = shell_under("web-sysadmin");
+        more["container"][field] = value;
+        let (code, st) = alice.post_json(&debug(POD, "dbg"), &more).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{field}: {st}");
+        assert!(message(&st).contains(diff), "{field}: {st}");
+    }
+    let mut untargeted = shell_under("web-sysadmin");
+    untargeted
+        .as_object_mut()
+        .map(|o| o.remove("targetContainerName"));
+    let (code, st) = alice.post_json(&debug(POD, "dbg"), &untargeted).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(
+        message(&st).contains("targetContainerName none, not \"app\""),
         "{st}"
     );
     // A reason of its own is not what was approved.

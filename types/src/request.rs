@@ -11,8 +11,10 @@
 //! The phase a reader sees is [`DebugRequest::phase_at`]: an `Approved` request whose window
 //! has passed is `Expired` whatever its record says, on every replica's own clock.
 
-use k8s_openapi::api::core::v1::SecurityContext;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{
+    Container, EnvFromSource, EnvVar, SecurityContext, VolumeDevice, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, Preconditions, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -158,8 +160,11 @@ impl Decision {
     }
 }
 
-/// The exact container a request asks for. What is made under the request must have exactly
-/// these (an absent field is the image's or profile's own, and must be absent there too).
+/// The exact container a request asks for: every field an ephemeral container may have besides
+/// its name. What is made under the request must have exactly these — a field the request
+/// leaves out must be absent from the create too (an absent image is the server's
+/// `--default-image` on both sides) — so an approval binds everything that decides what runs:
+/// the program, its environment, what it mounts, where it starts and with what privileges.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "dev.poddebug.v1alpha1.RequestedContainer")]
@@ -173,9 +178,173 @@ pub struct RequestedContainer {
     /// The arguments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Vec<String>>,
+    /// The working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
+    /// Environment variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Vec<EnvVar>>,
+    /// Environment variables from ConfigMaps and Secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_from: Option<Vec<EnvFromSource>>,
+    /// The pod's volumes it mounts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_mounts: Option<Vec<VolumeMount>>,
+    /// The pod's block devices it uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_devices: Option<Vec<VolumeDevice>>,
+    /// The image pull policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<String>,
+    /// Where the termination message is written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_message_path: Option<String>,
+    /// How the termination message is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_message_policy: Option<String>,
     /// The container's own securityContext (before the profile is applied).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
+    /// It reads stdin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<bool>,
+    /// Its stdin closes after the first attach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin_once: Option<bool>,
+    /// It has a terminal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<bool>,
+}
+
+/// `true` and `false` as the API reads an absent boolean (false).
+fn bool_or_false(b: Option<bool>) -> bool {
+    b.unwrap_or(false)
+}
+
+/// A field's value as JSON, with an absent, null, empty list, empty string and empty object read
+/// alike (absent), so that `"env": []` and no `env` compare equal.
+fn normalized<T: Serialize>(v: &Option<T>) -> serde_json::Value {
+    let v = serde_json::to_value(v).unwrap_or(serde_json::Value::Null);
+    let empty = match &v {
+        serde_json::Value::Array(a) => a.is_empty(),
+        serde_json::Value::Object(o) => o.is_empty(),
+        serde_json::Value::String(s) => s.is_empty(),
+        _ => false,
+    };
+    if empty { serde_json::Value::Null } else { v }
+}
+
+impl RequestedContainer {
+    /// The container `c` as a request names it: every field but its name.
+    pub fn of(c: &Container) -> RequestedContainer {
+        RequestedContainer {
+            image: c.image.clone(),
+            command: c.command.clone(),
+            args: c.args.clone(),
+            working_dir: c.working_dir.clone(),
+            env: c.env.clone(),
+            env_from: c.env_from.clone(),
+            volume_mounts: c.volume_mounts.clone(),
+            volume_devices: c.volume_devices.clone(),
+            image_pull_policy: c.image_pull_policy.clone(),
+            termination_message_path: c.termination_message_path.clone(),
+            termination_message_policy: c.termination_message_policy.clone(),
+            security_context: c.security_context.clone(),
+            stdin: c.stdin,
+            stdin_once: c.stdin_once,
+            tty: c.tty,
+        }
+    }
+
+    /// Every field of `got` that is not what this names, in words (`field value, not value`),
+    /// in a stable order; `default_image` is what an absent image is. Fields an ephemeral
+    /// container cannot have (ports, probes…) are refused by validation before this is asked.
+    pub fn differences(&self, got: &Container, default_image: &str) -> Vec<String> {
+        let made = RequestedContainer::of(got);
+        let image = |i: &Option<String>| {
+            i.as_deref()
+                .filter(|i| !i.is_empty())
+                .unwrap_or(default_image)
+                .to_owned()
+        };
+        let mut out = Vec::new();
+        let (wi, gi) = (image(&self.image), image(&made.image));
+        if wi != gi {
+            out.push(format!("image {gi:?}, not {wi:?}"));
+        }
+        let mut field = |name: &str, want: serde_json::Value, got: serde_json::Value| {
+            if want != got {
+                out.push(format!("{name} {got}, not {want}"));
+            }
+        };
+        field(
+            "command",
+            normalized(&self.command),
+            normalized(&made.command),
+        );
+        field("args", normalized(&self.args), normalized(&made.args));
+        field(
+            "workingDir",
+            normalized(&self.working_dir),
+            normalized(&made.working_dir),
+        );
+        field("env", normalized(&self.env), normalized(&made.env));
+        field(
+            "envFrom",
+            normalized(&self.env_from),
+            normalized(&made.env_from),
+        );
+        field(
+            "volumeMounts",
+            normalized(&self.volume_mounts),
+            normalized(&made.volume_mounts),
+        );
+        field(
+            "volumeDevices",
+            normalized(&self.volume_devices),
+            normalized(&made.volume_devices),
+        );
+        field(
+            "imagePullPolicy",
+            normalized(&self.image_pull_policy),
+            normalized(&made.image_pull_policy),
+        );
+        field(
+            "terminationMessagePath",
+            normalized(&self.termination_message_path),
+            normalized(&made.termination_message_path),
+        );
+        field(
+            "terminationMessagePolicy",
+            normalized(&self.termination_message_policy),
+            normalized(&made.termination_message_policy),
+        );
+        field(
+            "securityContext",
+            normalized(&self.security_context),
+            normalized(&made.security_context),
+        );
+        for (name, want, got) in [
+            ("stdin", self.stdin, made.stdin),
+            ("stdinOnce", self.stdin_once, made.stdin_once),
+            ("tty", self.tty, made.tty),
+        ] {
+            if bool_or_false(want) != bool_or_false(got) {
+                out.push(format!(
+                    "{name} {}, not {}",
+                    bool_or_false(got),
+                    bool_or_false(want)
+                ));
+            }
+        }
+        out
+    }
+
+    /// The container in one line, as an approver reads it before deciding: every field it
+    /// names, as JSON.
+    pub fn describe(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }
 
 /// What a request is for, and why.
@@ -197,10 +366,17 @@ pub struct DebugRequestSpec {
     /// debug container, the profile its pod amounts to.
     #[serde(default)]
     pub profile: String,
-    /// When set, only this container may be made under the request: any other image,
-    /// command, arguments or securityContext is refused.
+    /// When set, only this container may be made under the request: a create whose container
+    /// differs in any field (image, command, arguments, working directory, environment, mounts,
+    /// securityContext, stdin and tty…), or names fields the server does not know, is refused.
+    /// Without it the request grants its profile for any container on its target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<RequestedContainer>,
+    /// With `container`: the container of the pod whose namespaces the debug container joins
+    /// (its PID namespace, and through it that container's processes and root filesystem). A
+    /// create under the request must name the same one, or none when this is absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_container_name: Option<String>,
     /// Why the access is needed (required; recorded with everything made under the request).
     #[serde(default)]
     pub reason: String,
@@ -347,6 +523,11 @@ pub struct Approval {
     /// Why (recorded in the review).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// What the reviewer read: the review is refused (409) unless the request is still the one
+    /// with this `uid` (and, when given, this `resourceVersion`), so a request withdrawn and
+    /// filed again under the same name is never approved on the strength of the first one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preconditions: Option<Preconditions>,
 }
 
 /// Kind of the body of a review.
@@ -466,6 +647,37 @@ fn ts(t: &Option<Time>) -> Option<jiff::Timestamp> {
 }
 
 impl DebugRequest {
+    /// What an approval of this request lets its requester make, in one line, as an approver
+    /// reads it before deciding (the plugin's `approve`, the notification of its creation):
+    /// the target, the profile, and the container bound field by field with its target — or
+    /// that any container may be made.
+    pub fn grants(&self) -> String {
+        let s = &self.spec;
+        let what = match s.mode {
+            RequestMode::Debug => "a debug container in pod",
+            RequestMode::Copy => "a copy of pod",
+            RequestMode::Node => "a node debug container on node",
+        };
+        let place = match s.mode {
+            RequestMode::Node => self.target().to_owned(),
+            _ => format!("{}/{}", self.namespace(), self.target()),
+        };
+        let runs = match &s.container {
+            Some(c) => {
+                let target = s.target_container_name.as_deref().map_or_else(
+                    || "no container's".to_owned(),
+                    |t| format!("container {t:?}'s"),
+                );
+                format!(
+                    "exactly the container {}, joining {target} namespaces",
+                    c.describe()
+                )
+            }
+            None => "any container: the request does not say what runs".to_owned(),
+        };
+        format!("{what} {place} with the {} profile: {runs}", s.profile)
+    }
+
     /// The request's name (empty when it has none yet).
     pub fn name(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or_default()

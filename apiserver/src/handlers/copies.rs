@@ -106,6 +106,10 @@ pub async fn create(
                 target: &pod,
                 profile: None,
                 container: req.container.as_ref(),
+                // A copy's debug container shares the copy's process namespace (its profiles
+                // are read from the copy as built); its body is decoded strictly.
+                target_container: None,
+                unknown_fields: Vec::new(),
                 other_programs,
                 default_image: &st.config.policy.default_image,
             },

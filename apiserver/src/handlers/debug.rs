@@ -247,6 +247,8 @@ async fn create(
                 target: &pod,
                 profile: Some(profile),
                 container: Some(&pdc.container),
+                target_container: pdc.target_container_name.as_deref(),
+                unknown_fields: decoded.pass_through.paths(),
                 other_programs: Vec::new(),
                 default_image: &st.config.policy.default_image,
             },

@@ -173,6 +173,10 @@ async fn create(
                 target: &node,
                 profile: Some(effective.profile),
                 container: Some(&req.container),
+                // A node debug container joins no container's namespaces, and its body is
+                // decoded strictly (no unknown fields).
+                target_container: None,
+                unknown_fields: Vec::new(),
                 other_programs: Vec::new(),
                 default_image: &st.config.policy.default_image,
             },

@@ -681,10 +681,35 @@ pub async fn approval(
     .await?;
     let now = Timestamp::now();
     let comment = a.comment.clone();
+    let preconditions = a.preconditions.clone().unwrap_or_default();
     let written = st
         .requests
         .store()
         .update(&ns, &name, |r| {
+            // The review decides the request its reviewer read, not another one since filed
+            // under its name (kube-apiserver's precondition wording).
+            for (what, want, have) in [
+                ("UID", &preconditions.uid, &r.metadata.uid),
+                (
+                    "ResourceVersion",
+                    &preconditions.resource_version,
+                    &r.metadata.resource_version,
+                ),
+            ] {
+                if let Some(want) = want
+                    && have.as_ref() != Some(want)
+                {
+                    return Err(ApiError::conflict(
+                        PLURAL_DEBUG_REQUESTS,
+                        GROUP,
+                        &name,
+                        format!(
+                            "Precondition failed: {what} in precondition: {want}, {what} in object meta: {}",
+                            have.as_deref().unwrap_or_default()
+                        ),
+                    ));
+                }
+            }
             // The requester cannot become a reviewer by a change of requester meanwhile.
             if r.spec.requester.as_deref() == Some(user.as_str()) {
                 return Err(ApiError::forbidden(

@@ -21,6 +21,12 @@ pub struct Wanted<'a> {
     pub profile: Option<Profile>,
     /// The container it adds (a copy may add none).
     pub container: Option<&'a Container>,
+    /// The container whose namespaces it joins (`targetContainerName`, as the client sent it).
+    pub target_container: Option<&'a str>,
+    /// Fields of the container the server's types do not know (passed on to the cluster): a
+    /// request cannot bind them, so a create under a request that names its container refuses
+    /// them.
+    pub unknown_fields: Vec<String>,
     /// What else a copy runs that a request naming a container does not allow (`setImage`,
     /// replaced commands), in words.
     pub other_programs: Vec<String>,
@@ -104,55 +110,30 @@ pub fn inactive(r: &DebugRequest, now: jiff::Timestamp) -> Option<String> {
     })
 }
 
-fn words(v: &Option<Vec<String>>) -> String {
-    serde_json::to_string(v.as_deref().unwrap_or_default()).unwrap_or_default()
-}
-
-/// The differences between the container a request names and the one made, in words.
+/// The differences between the container a request names (with its target) and the one made,
+/// in words.
 fn container_differences(
     want: &RequestedContainer,
-    got: Option<&Container>,
-    default_image: &str,
+    wanted: &Wanted<'_>,
+    target: Option<&str>,
 ) -> Vec<String> {
-    let Some(got) = got else {
+    let Some(got) = wanted.container else {
         return vec!["the request names a container, and this adds none".to_owned()];
     };
-    let image = |i: Option<&str>| {
-        i.filter(|i| !i.is_empty())
-            .unwrap_or(default_image)
-            .to_owned()
-    };
-    let mut out = Vec::new();
-    let (wi, gi) = (image(want.image.as_deref()), image(got.image.as_deref()));
-    if wi != gi {
-        out.push(format!("image {gi:?}, not {wi:?}"));
-    }
-    let norm = |v: &Option<Vec<String>>| v.clone().filter(|v| !v.is_empty());
-    if norm(&want.command) != norm(&got.command) {
+    let mut out = want.differences(got, wanted.default_image);
+    let quoted = |t: Option<&str>| t.map_or_else(|| "none".to_owned(), |t| format!("{t:?}"));
+    if target != wanted.target_container {
         out.push(format!(
-            "command {}, not {}",
-            words(&got.command),
-            words(&want.command)
+            "targetContainerName {}, not {}",
+            quoted(wanted.target_container),
+            quoted(target)
         ));
     }
-    if norm(&want.args) != norm(&got.args) {
+    if !wanted.unknown_fields.is_empty() {
         out.push(format!(
-            "args {}, not {}",
-            words(&got.args),
-            words(&want.args)
+            "{} unknown to the server, which cannot bind them",
+            wanted.unknown_fields.join(", ")
         ));
-    }
-    let sc = |s: &Option<k8s_openapi::api::core::v1::SecurityContext>| {
-        let v = serde_json::to_value(s).unwrap_or_default();
-        if v == serde_json::json!({}) {
-            serde_json::Value::Null
-        } else {
-            v
-        }
-    };
-    let (ws, gs) = (sc(&want.security_context), sc(&got.security_context));
-    if ws != gs {
-        out.push(format!("securityContext {gs}, not {ws}"));
     }
     out
 }
@@ -211,8 +192,8 @@ pub fn resolve(
     if let Some(c) = &r.spec.container {
         diffs.extend(container_differences(
             c,
-            wanted.container,
-            wanted.default_image,
+            wanted,
+            r.spec.target_container_name.as_deref(),
         ));
         diffs.extend(wanted.other_programs.iter().cloned());
     }
@@ -284,6 +265,8 @@ mod tests {
                 container: Some(RequestedContainer {
                     image: Some("busybox:1.36".into()),
                     command: Some(vec!["sh".into()]),
+                    stdin: Some(true),
+                    tty: Some(true),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -324,6 +307,8 @@ mod tests {
             target,
             profile: Some(Profile::Sysadmin),
             container: c,
+            target_container: None,
+            unknown_fields: Vec::new(),
             other_programs: Vec::new(),
             default_image: "busybox:1.36",
         }
@@ -378,6 +363,96 @@ mod tests {
         assert!(
             err.message()
                 .contains("securityContext {\"privileged\":true}, not null"),
+            "{}",
+            err.message()
+        );
+    }
+
+    #[test]
+    fn an_approval_binds_the_whole_container_and_its_target() {
+        let exact = container("busybox:1.36", &["sh"]);
+        let ok = resolve(&approved(), "alice", &wanted("web", Some(&exact)), now());
+        assert!(ok.is_ok(), "{ok:?}");
+        // Each field the approver never saw, added to the approved container.
+        let variants: Vec<(Container, &str)> = vec![
+            (
+                Container {
+                    env: Some(vec![k8s_openapi::api::core::v1::EnvVar {
+                        name: "PATH".into(),
+                        value: Some("/tmp/evil".into()),
+                        ..Default::default()
+                    }]),
+                    ..exact.clone()
+                },
+                "env [{\"name\":\"PATH\",\"value\":\"/tmp/evil\"}], not null",
+            ),
+            (
+                Container {
+                    volume_mounts: Some(vec![k8s_openapi::api::core::v1::VolumeMount {
+                        name: "data".into(),
+                        mount_path: "/bin".into(),
+                        ..Default::default()
+                    }]),
+                    ..exact.clone()
+                },
+                "volumeMounts [{\"mountPath\":\"/bin\",\"name\":\"data\"}], not null",
+            ),
+            (
+                Container {
+                    working_dir: Some("/tmp".into()),
+                    ..exact.clone()
+                },
+                "workingDir \"/tmp\", not null",
+            ),
+            (
+                Container {
+                    tty: Some(false),
+                    ..exact.clone()
+                },
+                "tty false, not true",
+            ),
+        ];
+        for (c, diff) in variants {
+            let err = resolve(&approved(), "alice", &wanted("web", Some(&c)), now())
+                .expect_err("refused");
+            assert_eq!(err.code(), 403);
+            assert!(err.message().ends_with(diff), "{}", err.message());
+        }
+        // An empty list is no list.
+        let empty_env = Container {
+            env: Some(Vec::new()),
+            ..exact.clone()
+        };
+        assert!(
+            resolve(
+                &approved(),
+                "alice",
+                &wanted("web", Some(&empty_env)),
+                now()
+            )
+            .is_ok()
+        );
+        // The target is bound: none approved, so none may be named; one approved, that one.
+        let mut w = wanted("web", Some(&exact));
+        w.target_container = Some("app");
+        let err = resolve(&approved(), "alice", &w, now()).expect_err("refused");
+        assert!(
+            err.message()
+                .ends_with("targetContainerName \"app\", not none"),
+            "{}",
+            err.message()
+        );
+        let mut targeted = approved();
+        targeted.spec.target_container_name = Some("app".into());
+        assert!(resolve(&targeted, "alice", &w, now()).is_ok());
+        w.target_container = Some("sidecar");
+        assert!(resolve(&targeted, "alice", &w, now()).is_err());
+        // Fields the server does not know cannot be approved.
+        let mut w = wanted("web", Some(&exact));
+        w.unknown_fields = vec!["container.futureField".into()];
+        let err = resolve(&approved(), "alice", &w, now()).expect_err("refused");
+        assert!(
+            err.message().contains("container.futureField unknown"),
             "{}",
             err.message()
         );

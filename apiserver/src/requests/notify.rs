@@ -114,7 +114,7 @@ pub fn text(n: &Notification) -> String {
     let st = r.status.clone().unwrap_or_default();
     match n.kind {
         EventKind::Created => format!(
-            "{requester} requests {} {} in {} for {duration}: {:?}{ticket}. Review with `kubectl poddebug approve {} -n {}` (or deny).",
+            "{requester} requests {} {} in {} for {duration}: {:?}{ticket}. It grants {}. Review with `kubectl poddebug approve {} -n {}` (or deny).",
             r.spec.profile,
             match r.spec.mode {
                 RequestMode::Debug => "debug container",
@@ -123,6 +123,7 @@ pub fn text(n: &Notification) -> String {
             },
             target(r),
             r.spec.reason,
+            r.grants(),
             r.name(),
             r.namespace()
         ),
@@ -253,7 +254,31 @@ mod tests {
         };
         assert_eq!(
             text(&n),
-            "alice requests sysadmin debug container in pod shop/web for 30m: \"INC-7: disk full\" (ticket INC-7). Review with `kubectl poddebug approve web-sysadmin -n shop` (or deny)."
+            "alice requests sysadmin debug container in pod shop/web for 30m: \"INC-7: disk full\" (ticket INC-7). It grants a debug container in pod shop/web with the sysadmin profile: any container: the request does not say what runs. Review with `kubectl poddebug approve web-sysadmin -n shop` (or deny)."
+        );
+        // A request that names its container shows all of it, and its target.
+        let mut bound = n.clone();
+        bound.request.spec.container = Some(poddebug_types::request::RequestedContainer {
+            image: Some("busybox:1.36".into()),
+            command: Some(vec!["sh".into()]),
+            env: Some(vec![k8s_openapi::api::core::v1::EnvVar {
+                name: "PATH".into(),
+                value: Some("/data".into()),
+                ..Default::default()
+            }]),
+            stdin: Some(true),
+            tty: Some(true),
+            ..Default::default()
+        });
+        bound.request.spec.target_container_name = Some("app".into());
+        assert!(
+            text(&bound).contains(
+                "It grants a debug container in pod shop/web with the sysadmin profile: exactly \
+                 the container {\"image\":\"busybox:1.36\",\"command\":[\"sh\"],\"env\":[{\"name\":\"PATH\",\"value\":\"/data\"}],\"stdin\":true,\"tty\":true}, \
+                 joining container \"app\"'s namespaces."
+            ),
+            "{}",
+            text(&bound)
         );
         let b = body(&n);
         assert_eq!(b["event"], "created");

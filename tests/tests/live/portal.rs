@@ -671,6 +671,19 @@ async fn portal_requests_a_profile_and_an_approver_approves_it_from_the_queue() 
         .await;
     a.wait_for(&format!("button.deny[data-name='{name}']"))
         .await;
+    // What it would let the user run, all of it, is in the row the approver decides on.
+    let runs = a
+        .wait_text(
+            &format!("#requests tr[data-name='{name}'] td.runs"),
+            "\"command\":[\"sh\"]",
+        )
+        .await;
+    assert!(
+        runs.contains(BUSYBOX)
+            && runs.contains("\"stdin\":true")
+            && runs.contains("app's namespaces"),
+        "{runs}"
+    );
     a.set("#review-comment", "go ahead").await;
     a.click(&format!("button.approve[data-name='{name}']"))
         .await;

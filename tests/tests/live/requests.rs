@@ -59,8 +59,8 @@ fn request_body(name: &str, duration: &str) -> Value {
         "apiVersion": "poddebug.dev/v1alpha1", "kind": "DebugRequest",
         "metadata": {"name": name},
         "spec": {"pod": "web", "profile": "sysadmin", "reason": "INC-7: the disk is full",
-                 "ticket": "INC-7", "duration": duration,
-                 "container": {"image": BUSYBOX, "command": ["sh"]}},
+                 "ticket": "INC-7", "duration": duration, "targetContainerName": "app",
+                 "container": {"image": BUSYBOX, "command": ["sh"], "stdin": true, "tty": true}},
     })
 }
 
@@ -187,6 +187,27 @@ async fn a_request_grants_what_it_names_for_its_window_through_the_aggregator() 
         message(&st).contains("image \"docker.io/library/busybox:1.36\", not \"busybox:1.36\""),
         "{st}"
     );
+    // The approved container with what the approver never saw: an environment of its own (a
+    // PATH), a mount of the pod's volume over the shell's directory, another working directory.
+    for (field, value) in [
+        ("env", json!([{"name": "PATH", "value": "/data"}])),
+        (
+            "volumeMounts",
+            json!([{"name": "data", "mountPath": "/bin"}]),
+        ),
+        ("workingDir", json!("/tmp")),
+    ] {
+        let mut more = shell_under("web-sysadmin");
+        more["container"][field] = value;
+        let (code, st) = sb.create_as(&p.alice, "dbg", "", &more).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{field}: {st}");
+        assert!(
+            message(&st).contains(&format!(
+                "it grants only what it names, and this asks for {field} "
+            )),
+            "{field}: {st}"
+        );
+    }
     // (`kubectl run` names the pod's container after it.)
     let mut in_db = shell_under("web-sysadmin");
     in_db["targetContainerName"] = json!("db");
@@ -407,9 +428,7 @@ async fn replicas_share_requests_revocation_restart_denial_reasons_and_the_webho
     drop(one);
     let two = Replica::start(&["--approval-profiles=sysadmin:1,netadmin:1"]).await;
     let alice2 = two.user(&p.alice_name);
-    let mut body = shell_under("restart");
-    body["container"]["stdin"] = json!(false);
-    body["container"]["tty"] = json!(false);
+    let body = shell_under("restart");
     let dc = poll_async(
         "made through the restarted replica",
         T,

@@ -186,6 +186,27 @@ pub fn validate_debug_request(r: &DebugRequest) -> ErrorList {
             )),
         }
     }
+    if let Some(t) = spec.target_container_name.as_deref() {
+        if spec.container.is_none() || spec.mode != RequestMode::Debug {
+            errs.push(FieldError::forbidden(
+                "spec.targetContainerName",
+                "binds a debug container's target: only with spec.container, in mode debug",
+            ));
+        }
+        for msg in crate::names::dns1123_label_errors(t) {
+            errs.push(FieldError::invalid("spec.targetContainerName", t, msg));
+        }
+    }
+    if let Some(env) = spec.container.as_ref().and_then(|c| c.env.as_ref()) {
+        for (i, e) in env.iter().enumerate() {
+            if crate::convert::is_reserved_env(&e.name) {
+                errs.push(FieldError::forbidden(
+                    format!("spec.container.env[{i}].name"),
+                    format!("{} is set by the server", e.name),
+                ));
+            }
+        }
+    }
     if let Some(image) = spec.container.as_ref().and_then(|c| c.image.as_deref())
         && image.trim() != image
     {
