@@ -159,7 +159,9 @@ pub fn app(state: AppState) -> Router {
         )
         .route(
             &format!("{GV}/namespaces/{{namespace}}/debugrequests"),
-            get(requests::in_namespace).post(requests::create),
+            get(requests::in_namespace)
+                .post(requests::create)
+                .delete(requests::delete_collection),
         )
         .route(
             &format!("{GV}/namespaces/{{namespace}}/debugrequests/{{name}}"),

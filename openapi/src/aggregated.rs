@@ -243,7 +243,7 @@ mod tests {
                             {"resource": "debugrequests",
                              "responseKind": {"group": "poddebug.dev", "version": "v1alpha1", "kind": "DebugRequest"},
                              "scope": "Namespaced", "singularResource": "debugrequest",
-                             "verbs": ["create", "delete", "get", "list", "watch"], "categories": ["debug"],
+                             "verbs": ["create", "delete", "deletecollection", "get", "list", "watch"], "categories": ["debug"],
                              "subresources": [
                                 {"subresource": "approval",
                                  "responseKind": {"group": "poddebug.dev", "version": "v1alpha1", "kind": "DebugRequest"},

@@ -114,7 +114,7 @@ mod tests {
                 {"name": "debugrecordings", "singularName": "debugrecording", "namespaced": true,
                  "kind": "DebugRecording", "verbs": ["get", "list"], "categories": ["debug"]},
                 {"name": "debugrequests", "singularName": "debugrequest", "namespaced": true,
-                 "kind": "DebugRequest", "verbs": ["create", "delete", "get", "list", "watch"],
+                 "kind": "DebugRequest", "verbs": ["create", "delete", "deletecollection", "get", "list", "watch"],
                  "categories": ["debug"]},
                 {"name": "debugrequests/approval", "singularName": "", "namespaced": true,
                  "kind": "DebugRequest", "verbs": ["create"]},

@@ -312,6 +312,20 @@ fn objects(r: &Resource) -> Vec<PathItem> {
             format!("create a {kind}"),
         ));
     }
+    if r.supports(Verb::DeleteCollection) {
+        collection_ops.push(Operation {
+            method: Method::Delete,
+            id: operation_id("deletecollection", &format!("{namespaced}{kind}")),
+            description: format!("delete collection of {kind}"),
+            action: "deletecollection",
+            gvk: r.kind,
+            query: vec![FIELD_SELECTOR, LABEL_SELECTOR],
+            body: None,
+            responses: vec![ok(list_payload(r)), unauthorized()],
+            consumes: ANY,
+            produces: JSON,
+        });
+    }
     out.push(PathItem {
         path: collection.clone(),
         params: scope_params.clone(),
@@ -744,7 +758,7 @@ mod tests {
             ),
             (
                 format!("{p}/namespaces/{{namespace}}/debugrequests"),
-                vec!["get", "post"],
+                vec!["get", "post", "delete"],
             ),
             (
                 format!("{p}/namespaces/{{namespace}}/debugrequests/{{name}}"),
@@ -947,7 +961,8 @@ mod tests {
                 let expected = match (op.method, item.path.ends_with("/attach")) {
                     (_, true) => "connect",
                     (Method::Post, _) => "post",
-                    (Method::Delete, _) => "delete",
+                    (Method::Delete, _) if item.path.ends_with('}') => "delete",
+                    (Method::Delete, _) => "deletecollection",
                     (Method::Get, _)
                         if item.path.ends_with('}')
                             || item.path.ends_with("/log")

@@ -60,6 +60,8 @@ pub enum Verb {
     Create,
     /// `DELETE` of one object.
     Delete,
+    /// `DELETE` of a collection.
+    DeleteCollection,
     /// `GET` of one object (or of a connect/text subresource).
     Get,
     /// `GET` of a collection.
@@ -74,6 +76,7 @@ impl Verb {
         match self {
             Verb::Create => "create",
             Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
             Verb::Get => "get",
             Verb::List => "list",
             Verb::Watch => "watch",
@@ -214,6 +217,7 @@ pub const RESOURCES: &[Resource] = &[
         verbs: &[
             Verb::Create,
             Verb::Delete,
+            Verb::DeleteCollection,
             Verb::Get,
             Verb::List,
             Verb::Watch,

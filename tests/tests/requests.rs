@@ -39,6 +39,12 @@ async fn fake() -> FakeKube {
             a.is("use", "debugprofiles") && matches!(a.name.as_str(), "sysadmin" | "netadmin");
         !(a.user == "alice" && (gated || a.is("approve", "debugrequests")))
             && !(a.user == "mallory" && a.is("approve", "debugrequests"))
+            // As the personas: `delete` on debugrequests (to withdraw one's own), never
+            // `deletecollection` (the namespace controller's and administrators').
+            && !(a.user == "mallory" && a.is("deletecollection", "debugrequests"))
+            // The cluster's controllers approve nothing.
+            && !(a.user.starts_with("system:serviceaccount:kube-system:")
+                && a.is("approve", "debugrequests"))
             && !(a.user == "mallory" && gated)
     });
     fake
@@ -649,9 +655,15 @@ async fn two_approvals_lists_watches_tables_and_withdrawal() {
     assert_eq!(cells[6], "bob,carol");
     assert_eq!(cells[8], "packet loss");
 
-    // Only its requester (or an approver of its profile) withdraws it.
+    // Only its requester (or an approver of its profile) withdraws it; mallory, who holds
+    // `delete` (to withdraw her own) but not `deletecollection`, cannot delete it.
     let (code, st) = user(&s, "mallory").delete(&request_path(&name)).await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(
+        message(&st).contains("cannot deletecollection resource \"debugrequests\"")
+            && message(&st).contains("only its requester or an approver"),
+        "{st}"
+    );
     let (code, gone) = alice.delete(&request_path(&name)).await;
     assert_eq!(code, StatusCode::OK, "{gone}");
     let ev = watch.next_json(T).await.expect("DELETED");
@@ -663,6 +675,81 @@ async fn two_approvals_lists_watches_tables_and_withdrawal() {
             .iter()
             .all(|l| l["metadata"]["labels"]["poddebug.dev/debug-request"].is_null())
     );
+}
+
+/// The cluster's own cleaners are not blocked: the namespace controller (which holds `delete`
+/// and `deletecollection` on everything) deletes a namespace's requests with `deletecollection`
+/// — the first thing it tries — or one by one, and an administrator deletes another user's;
+/// each leaves its record (a `deleted` notification and audit record), and what the request
+/// opened ends.
+#[tokio::test]
+async fn the_namespace_controller_and_administrators_delete_requests() {
+    let fake = fake().await;
+    let hook = WebhookReceiver::start(0).await;
+    let s = server(&fake, &[&format!("--notify-webhook={}", hook.url())]).await;
+    let alice = user(&s, "alice");
+    let nsc = s.front_proxy_client(
+        "system:serviceaccount:kube-system:namespace-controller",
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:kube-system",
+            "system:authenticated",
+        ],
+    );
+    for n in ["one", "two", "three"] {
+        let (code, r) = alice
+            .post_json(&requests(NS), &sysadmin_request(n, "30m"))
+            .await;
+        assert_eq!(code, StatusCode::CREATED, "{r}");
+    }
+    // One by one, as the namespace controller falls back to when a collection cannot be
+    // deleted.
+    let (code, gone) = nsc.delete(&request_path("one")).await;
+    assert_eq!(code, StatusCode::OK, "{gone}");
+    assert_eq!(gone["metadata"]["name"], "one");
+    // The collection (a label selector chooses; none here).
+    let (code, _, body) = nsc
+        .request(Method::DELETE, &requests(NS), &[], Bytes::new())
+        .await
+        .expect("deletecollection answered");
+    assert_eq!(code, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let list: Value = serde_json::from_slice(&body).expect("a list");
+    assert_eq!(list["kind"], "DebugRequestList", "{list}");
+    let mut names: Vec<&str> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["three", "two"]);
+    let (code, left) = alice.get_json(&requests(NS)).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(left["items"], json!([]), "{left}");
+    // Each left its record.
+    let got = hook
+        .wait_for(T, |got| {
+            got.iter().filter(|e| e["event"] == "deleted").count() == 3
+        })
+        .await
+        .unwrap_or_else(|got| panic!("three deletions: {got:?}"));
+    assert!(
+        got.iter()
+            .filter(|e| e["event"] == "deleted")
+            .all(|e| e["actor"] == "system:serviceaccount:kube-system:namespace-controller"),
+        "{got:?}"
+    );
+    // A dry run of a collection's delete is refused, not carried out.
+    let (code, _, _) = nsc
+        .request(
+            Method::DELETE,
+            &format!("{}?dryRun=All", requests(NS)),
+            &[],
+            Bytes::new(),
+        )
+        .await
+        .expect("answered");
+    assert_eq!(code, StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test]
@@ -1066,7 +1153,7 @@ async fn the_webhook_sees_each_event_once_whichever_replica_acts() {
     let created = &events[0];
     assert_eq!(
         created["text"],
-        "alice requests sysadmin debug container in pod shop/web for 5s: \"INC-7: the disk is full\" (ticket INC-7). Review with `kubectl poddebug approve hooked -n shop` (or deny)."
+        "alice requests sysadmin debug container in pod shop/web for 5s: \"INC-7: the disk is full\" (ticket INC-7). It grants a debug container in pod shop/web with the sysadmin profile: exactly the container {\"image\":\"busybox:1.36\",\"command\":[\"sh\"],\"stdin\":true,\"tty\":true}, joining container \"app\"'s namespaces. Review with `kubectl poddebug approve hooked -n shop` (or deny)."
     );
     assert_eq!(created["request"]["spec"]["requester"], "alice");
     assert_eq!(events[1]["actor"], "bob");

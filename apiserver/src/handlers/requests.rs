@@ -491,8 +491,13 @@ fn watch(
     Ok(super::watch::streamed(&st, first, stream, timeout))
 }
 
-/// `DELETE …/namespaces/NS/debugrequests/NAME`: withdraw it. Its grant ends at once: what was
-/// opened under it ends on every replica.
+/// `DELETE …/namespaces/NS/debugrequests/NAME`: kube-apiserver authorized `delete` on
+/// `debugrequests`. Its requester withdraws it, and so may an approver of its profile; anyone
+/// else deletes it only with `deletecollection` on `debugrequests` in the namespace — what the
+/// cluster's own cleaners hold (the namespace controller, the garbage collector) and
+/// administrators, never a persona of `manifests/personas.yaml` — so that a user who may
+/// withdraw their own requests cannot end other people's. Every way leaves the same record: an
+/// audit record, a notification, and the end of what it opened.
 pub async fn delete(
     State(st): State<AppState>,
     Path((ns, name)): Path<(String, String)>,
@@ -501,42 +506,153 @@ pub async fn delete(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Error> {
-    super::debug::refuse_dry_run(&q)?;
-    let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
-    super::body::require_json_if_any(&headers, &bytes)?;
-    if !bytes.iter().all(u8::is_ascii_whitespace) {
-        let opts = poddebug_types::decode::decode_delete_options(&bytes)?;
-        if opts.dry_run {
-            return Err(ApiError::BadRequest("dryRun is not supported".to_owned()).into());
-        }
-    }
+    refuse_delete_dry_run(&st, &q, &headers, body).await?;
     st.requests.synced().await?;
     let r = st
         .requests
         .store()
         .get(&ns, &name)
         .ok_or_else(|| not_found(&name))?;
-    if r.spec.requester.as_deref() != Some(auth.user.user.as_str()) {
+    let how = if r.spec.requester.as_deref() == Some(auth.user.user.as_str()) {
+        Removal::Withdrawn
+    } else if crate::filters::check(&st, &auth.user, &approve(&ns, &r.spec.profile))
+        .await
+        .is_ok()
+    {
+        Removal::Withdrawn
+    } else {
         crate::filters::check_explained(
             &st,
             &auth.user,
-            &approve(&ns, &r.spec.profile),
+            &delete_collection_attributes(&ns),
             Some(&format!(
-                "debug request {name:?} is {:?}'s: only its requester, or an approver of the {} profile, may withdraw it",
+                "debug request {name:?} is {:?}'s: only its requester or an approver of the {} \
+                 profile withdraws it, and deleting another user's request needs \
+                 deletecollection on debugrequests in the namespace (the namespace controller's, \
+                 the garbage collector's, an administrator's)",
                 r.spec.requester.as_deref().unwrap_or_default(),
                 r.spec.profile
             )),
         )
         .await?;
-    }
+        Removal::Deleted
+    };
     let gone = st.requests.store().delete(&ns, &name, None).await?;
-    let mut a = AuditRecord::new(Action::Request, &auth.user, &ns, gone.target(), "")
-        .justified(&gone.justification());
-    a.outcome = Some("withdrawn".to_owned());
-    a.emit();
-    st.requests
-        .notify(EventKind::Withdrawn, &gone, &auth.user.user, None, None);
+    record_removal(&st, &auth, &gone, how);
     one(&gone.as_seen_at(Timestamp::now()), &headers, StatusCode::OK)
+}
+
+/// `DELETE …/namespaces/NS/debugrequests` (`deletecollection`, authorized by kube-apiserver and
+/// the handler chain): every request of the namespace the selectors choose is deleted, each
+/// leaving its record; the answer is the list of them as they were, as kube-apiserver answers a
+/// collection's delete. The namespace controller deletes a namespace's requests this way.
+pub async fn delete_collection(
+    State(st): State<AppState>,
+    Path(ns): Path<String>,
+    Query(q): Query<BTreeMap<String, String>>,
+    Extension(auth): Extension<Authenticated>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Error> {
+    refuse_delete_dry_run(&st, &q, &headers, body).await?;
+    let scope = Scope {
+        namespace: Some(ns),
+        selector: RequestSelector::parse(
+            q.get("labelSelector").map_or("", String::as_str),
+            q.get("fieldSelector").map_or("", String::as_str),
+        )?,
+    };
+    st.requests.synced().await?;
+    let now = Timestamp::now();
+    let (all, _) = st.requests.store().snapshot();
+    let chosen: Vec<DebugRequest> = all
+        .iter()
+        .filter(|r| scope.matches(r, now))
+        .cloned()
+        .collect();
+    let mut gone = Vec::with_capacity(chosen.len());
+    for r in chosen {
+        match st
+            .requests
+            .store()
+            .delete(r.namespace(), r.name(), None)
+            .await
+        {
+            Ok(g) => {
+                record_removal(&st, &auth, &g, Removal::Deleted);
+                gone.push(g.as_seen_at(now));
+            }
+            // Deleted meanwhile (by another replica, or its requester): nothing left to do.
+            Err(e) if e.to_api_error().code() == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let (_, rv) = st.requests.store().snapshot();
+    let meta = ListMeta {
+        resource_version: Some(rv.to_string()),
+        ..Default::default()
+    };
+    json_response(StatusCode::OK, &DebugRequestList::new(gone, meta))
+}
+
+/// How a request went: withdrawn (by its requester or an approver), or deleted (by the cluster's
+/// cleaners, an administrator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Removal {
+    Withdrawn,
+    Deleted,
+}
+
+/// The record every removal leaves: the audit record and the notification.
+fn record_removal(st: &AppState, auth: &Authenticated, gone: &DebugRequest, how: Removal) {
+    let (outcome, kind) = match how {
+        Removal::Withdrawn => ("withdrawn", EventKind::Withdrawn),
+        Removal::Deleted => ("deleted", EventKind::Deleted),
+    };
+    let mut a = AuditRecord::new(
+        Action::Request,
+        &auth.user,
+        gone.namespace(),
+        gone.target(),
+        "",
+    )
+    .justified(&gone.justification());
+    a.outcome = Some(outcome.to_owned());
+    a.emit();
+    st.requests.notify(kind, gone, &auth.user.user, None, None);
+}
+
+/// A delete's options: a body, when sent, must be `DeleteOptions`; a dry run is refused (a
+/// request's removal cannot be simulated).
+async fn refuse_delete_dry_run(
+    st: &AppState,
+    q: &BTreeMap<String, String>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(), Error> {
+    super::debug::refuse_dry_run(q)?;
+    let bytes = super::body::read_limited(body, st.config.max_request_body_bytes).await?;
+    super::body::require_json_if_any(headers, &bytes)?;
+    if !bytes.iter().all(u8::is_ascii_whitespace) {
+        let opts = poddebug_types::decode::decode_delete_options(&bytes)?;
+        if opts.dry_run {
+            return Err(ApiError::BadRequest("dryRun is not supported".to_owned()).into());
+        }
+    }
+    Ok(())
+}
+
+/// `deletecollection` on `debugrequests` in `namespace`.
+fn delete_collection_attributes(namespace: &str) -> Attributes {
+    Attributes::Resource {
+        verb: "deletecollection".to_owned(),
+        group: GROUP.to_owned(),
+        version: VERSION.to_owned(),
+        resource: PLURAL_DEBUG_REQUESTS.to_owned(),
+        subresource: String::new(),
+        namespace: namespace.to_owned(),
+        name: String::new(),
+    }
 }
 
 fn conflict(name: &str, why: String) -> ApiError {

@@ -28,6 +28,9 @@ pub enum EventKind {
     Revoked,
     /// Its requester (or an approver) deleted it.
     Withdrawn,
+    /// Someone else deleted it: the namespace controller (its namespace was deleted), the
+    /// garbage collector, an administrator.
+    Deleted,
     /// Its window (or its pending lifetime) passed.
     Expired,
     /// Something was made under it.
@@ -43,6 +46,7 @@ impl EventKind {
             EventKind::Denied => "denied",
             EventKind::Revoked => "revoked",
             EventKind::Withdrawn => "withdrawn",
+            EventKind::Deleted => "deleted",
             EventKind::Expired => "expired",
             EventKind::Used => "used",
         }
@@ -159,6 +163,11 @@ pub fn text(n: &Notification) -> String {
             what(r)
         ),
         EventKind::Withdrawn => format!("{} withdrew debug request {}.", n.actor, what(r)),
+        EventKind::Deleted => format!(
+            "{} deleted debug request {} of {requester}: its sessions end now.",
+            n.actor,
+            what(r)
+        ),
         EventKind::Expired => format!("Debug request {} of {requester} expired.", what(r)),
         EventKind::Used => {
             let m = n

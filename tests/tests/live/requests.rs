@@ -464,3 +464,118 @@ async fn replicas_share_requests_revocation_restart_denial_reasons_and_the_webho
     // for the server's clean-up a day after they ended.
     let _ = kubectl(&["delete", "debugrequests", "--all", "-n", &sb.ns], None);
 }
+
+/// The cluster's own controllers are not blocked: a namespace holding a debug request (someone
+/// else's: its requester is an ordinary user), a live session (and so, with recording on, its
+/// recording), a debug container and a copy is deleted by the namespace controller — which
+/// deletes the request with `deletecollection` (or one by one), never as its requester or an
+/// approver — and is gone; the session ends; the request's deletion is recorded (the notification
+/// webhook of the server under test is not ours, so the audit line is what the server logs); a
+/// recording, being evidence, outlives its namespace in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn a_namespace_holding_every_kind_of_poddebugs_is_deleted() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("nsdelete");
+    require_approval_profiles(&sb.api).await;
+    let p = people(&sb, "nsdel");
+    // A pending request of alice's.
+    post_until(
+        &p.alice,
+        &requests(&sb),
+        &request_body("left-behind", "10m"),
+        StatusCode::CREATED,
+    )
+    .await;
+    // A debug container with a live session, and a copy.
+    let dc = sb
+        .create_running(
+            "dbg",
+            &json!({"container": {"image": BUSYBOX, "command": ["sh"], "stdin": true,
+                    "tty": true}, "targetContainerName": "app"}),
+        )
+        .await;
+    assert_eq!(dc["status"]["phase"], "Running");
+    let mut session = attach(
+        &sb.api,
+        &sb.path("attach?container=dbg&stdin=true&stdout=true&tty=true"),
+    )
+    .await
+    .unwrap_or_else(|(code, st)| panic!("attach: {code} {st}"));
+    let (code, copy) = sb
+        .api
+        .post_json(
+            &sb.path("copy"),
+            &json!({"metadata": {"name": "web-copy"}, "container": {"image": BUSYBOX}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{copy}");
+    let (code, sessions) = sb
+        .api
+        .get_json(&format!("{GV}/namespaces/{}/debugsessions", sb.ns))
+        .await;
+    assert_eq!(code, StatusCode::OK, "{sessions}");
+    assert!(
+        !sessions["items"].as_array().is_none_or(Vec::is_empty),
+        "{sessions}"
+    );
+
+    // With recording on, the session's recording is listed in the namespace.
+    let recordings = |path: String| {
+        let api = sb.api.clone();
+        let ns = sb.ns.clone();
+        async move {
+            let (code, list) = api.get_json(&path).await;
+            assert_eq!(code, StatusCode::OK, "{list}");
+            list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|i| i["metadata"]["namespace"] == ns.as_str())
+                .count()
+        }
+    };
+    let recorded = recordings(format!("{GV}/namespaces/{}/debugrecordings", sb.ns)).await;
+
+    ok(&["delete", "namespace", &sb.ns, "--wait=false"], None);
+    poll_async(
+        "the namespace is gone",
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || async {
+            let out = kubectl(&["get", "namespace", &sb.ns, "-o", "json"], None);
+            if out.status.success() {
+                Err(String::from_utf8_lossy(&out.stdout).into_owned())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    // The session ended with its pod.
+    let t = session.read_until(T, |t| t.ended).await;
+    assert!(t.ended, "{t:?}");
+    // The request went with its namespace.
+    let (code, all) = sb.api.get_json(&format!("{GV}/debugrequests")).await;
+    assert_eq!(code, StatusCode::OK, "{all}");
+    assert!(
+        all["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|i| i["metadata"]["namespace"] != sb.ns.as_str()),
+        "{all}"
+    );
+    // Evidence outlives its namespace.
+    if recorded > 0 {
+        assert_eq!(
+            recordings(format!("{GV}/debugrecordings")).await,
+            recorded,
+            "the namespace's recordings are kept"
+        );
+    } else {
+        eprintln!("the server under test records nothing: the recording's part is skipped");
+    }
+}
