@@ -278,7 +278,8 @@ pub struct Options {
     /// again when the last moderator leaves. The profile is the one a container gets (a
     /// privilege it sets counts as the profile that grants it; a copy's or node debug pod's is
     /// read from its spec), and such a container must be an interactive shell
-    /// (--moderated-shells). Empty: no session is moderated.
+    /// (--moderated-shells) that mounts no volume, from an image of --allowed-images (which
+    /// must then be set). Empty: no session is moderated.
     #[arg(long, value_delimiter = ',', value_parser = parse_profile, help_heading = "Sessions")]
     pub moderated_profiles: Vec<Profile>,
     /// The commands a container under a moderated profile may run: debug containers, copies
@@ -511,6 +512,15 @@ impl Options {
                     .to_owned(),
             );
         }
+        if !self.moderated_profiles.is_empty() && self.allowed_images.is_empty() {
+            errs.push(
+                "--allowed-images must name the images shells may come from when \
+                 --moderated-profiles is set: a moderated session trusts the shell its image \
+                 ships, and an image whose shell is a payload would run it with the profile's \
+                 privileges before anyone types"
+                    .to_owned(),
+            );
+        }
         if !self.moderated_profiles.is_empty() && self.moderated_shells.is_empty() {
             errs.push(
                 "--moderated-shells must name at least one shell when --moderated-profiles is set"
@@ -653,6 +663,28 @@ mod tests {
         assert!(
             errs.iter().any(|e| e.contains("--request-timeout")),
             "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn moderated_profiles_need_an_image_allowlist() {
+        let moderated = |extra: &[&str]| {
+            let mut args = vec!["poddebug-apiserver", "--moderated-profiles=sysadmin"];
+            args.extend_from_slice(extra);
+            Options::parse_from(args).validate()
+        };
+        let errs = moderated(&[]);
+        assert!(
+            errs.iter().any(|e| e.starts_with(
+                "--allowed-images must name the images shells may come from when --moderated-profiles is set"
+            )),
+            "{errs:?}"
+        );
+        assert!(moderated(&["--allowed-images=busybox:*"]).is_empty());
+        assert!(
+            Options::parse_from(["poddebug-apiserver"])
+                .validate()
+                .is_empty()
         );
     }
 

@@ -113,6 +113,22 @@ impl std::fmt::Debug for AdmissionCheck {
     }
 }
 
+/// A check of the profiles a debug container amounts to by what its pod lends it
+/// ([`poddebug_types::reach::effective_profiles`] of the container as planned, on the pod as
+/// read), beyond those the [`AdmissionCheck`] already judged from the request alone: called with
+/// them, only when there are some (an ordinary pod lends nothing, and costs no review), before
+/// anything is changed; its refusal is the create's 403.
+#[derive(Clone)]
+pub struct ReachCheck(
+    pub Arc<dyn Fn(Vec<poddebug_types::privilege::Elevation>) -> AdmissionFuture + Send + Sync>,
+);
+
+impl std::fmt::Debug for ReachCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReachCheck")
+    }
+}
+
 /// How a create is carried out, beyond what it adds.
 #[derive(Clone, Debug, Default)]
 pub struct CreateOptions {
@@ -125,6 +141,10 @@ pub struct CreateOptions {
     /// The caller's check: started with the create, beside its reads, and its answer taken
     /// after validation and the server policy.
     pub admission: Option<AdmissionCheck>,
+    /// The profiles the pod lends the container, and the profile named at the create: what the
+    /// [`ReachCheck`] is asked about are those of [`poddebug_types::reach::effective_profiles`]
+    /// that this list does not hold already.
+    pub reach: Option<(ReachCheck, Vec<poddebug_types::privilege::Elevation>)>,
     /// The reason, ticket, debug request and approvers the container carries (its
     /// environment, its Event).
     pub justification: poddebug_types::request::Justification,

@@ -449,6 +449,24 @@ async fn admission_answer(
     }
 }
 
+/// The profiles `pod` lends the container as planned beyond those the caller's check judged
+/// already ([`crate::ReachCheck`]), and the caller's answer about them; `Ok` when it lends
+/// nothing more (no review is asked).
+async fn reach_answer(req: &CreateRequest, pod: &Pod, plan: &Plan) -> Result<(), StorageError> {
+    let Some((check, judged)) = &req.options.reach else {
+        return Ok(());
+    };
+    let more: Vec<_> = poddebug_types::reach::effective_profiles(pod, &plan.ec, Some(req.profile))
+        .into_iter()
+        .filter(|e| !judged.iter().any(|j| j.profile == e.profile))
+        .collect();
+    if more.is_empty() {
+        return Ok(());
+    }
+    let answer = req.options.phases.time(Phase::Admission, (check.0)(more));
+    Ok(answer.await?)
+}
+
 /// Create a debug container (the whole flow described in the module docs).
 pub(crate) async fn create(
     b: &Cluster,
@@ -555,6 +573,14 @@ pub(crate) async fn create(
         if policy_answer.is_ok()
             && let Some(task) = admission.take()
             && let Err(e) = admission_answer(task).await
+        {
+            admission_refused = Some(e);
+        }
+        // What the pod lends the container (its target, the volumes it mounts, the host's
+        // namespaces) is judged on the pod as read, each attempt.
+        if policy_answer.is_ok()
+            && admission_refused.is_none()
+            && let Err(e) = reach_answer(&req, &pod, &plan).await
         {
             admission_refused = Some(e);
         }

@@ -133,8 +133,17 @@ pub(crate) async fn get_pod(
     node: &str,
     name: &str,
 ) -> Result<Pod, StorageError> {
+    // The pod's name joins node and name with a dot, which node names may hold too
+    // (`nodes/a/debug/b.c` and `nodes/a.b/debug/c` name one pod): the pod must be on the node
+    // the path names, with the debug name the path names.
     match pods(cluster).get_opt(&pod_name(node, name)).await? {
-        Some(p) if label(&p, LABEL_KIND) == Some("node") => Ok(p),
+        Some(p)
+            if label(&p, LABEL_KIND) == Some("node")
+                && label(&p, LABEL_NODE_DEBUG) == Some(name)
+                && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) =>
+        {
+            Ok(p)
+        }
         _ => Err(not_found(name)),
     }
 }

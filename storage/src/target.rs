@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use poddebug_types::ApiError;
 use poddebug_types::convert::{newest_for, profile_of};
-use poddebug_types::privilege::{Elevation, elevations};
+use poddebug_types::privilege::Elevation;
+use poddebug_types::reach::effective_profiles;
 
 use crate::cluster::Cluster;
 use crate::state::{EcState, ec_state, ephemeral_container};
@@ -51,23 +52,12 @@ fn attachable(
     }
 }
 
-/// The profiles a debug container runs with: the one recorded at its create, then those its
-/// security context amounts to (for containers made before profiles were recorded, or by other
-/// means), each profile once.
-fn profiles_of(ec: &k8s_openapi::api::core::v1::EphemeralContainer) -> Vec<Elevation> {
-    let mut out: Vec<Elevation> = profile_of(ec)
-        .map(|profile| Elevation {
-            profile,
-            setting: String::new(),
-        })
-        .into_iter()
-        .collect();
-    for e in elevations(ec) {
-        if !out.iter().any(|o| o.profile == e.profile) {
-            out.push(e);
-        }
-    }
-    out
+/// The profiles a debug container of `pod` runs with, judged by what it can reach: the one
+/// recorded at its create, then those its security context and what the pod lends it (its
+/// target, the volumes it mounts, the host's namespaces) amount to — for containers made before
+/// profiles were recorded, or by other means, too — each profile once.
+fn profiles_of(pod: &Pod, ec: &k8s_openapi::api::core::v1::EphemeralContainer) -> Vec<Elevation> {
+    effective_profiles(pod, ec, profile_of(ec))
 }
 
 /// Resolve (and for attach, wait for) a stream target, read with `api`.
@@ -90,7 +80,7 @@ pub(crate) async fn stream_target(
                 namespace: namespace.to_owned(),
                 pod: pod_name.to_owned(),
                 container: ec.name.clone(),
-                profiles: profiles_of(ec),
+                profiles: profiles_of(&pod, ec),
                 owner: poddebug_types::convert::owner_of(ec),
                 server_identity: false,
                 regular_container: false,

@@ -721,17 +721,20 @@ async fn ws_attach(client: &TestClient, path: &str) -> poddebug_tests::UpgradeRe
 async fn a_node_debug_container_is_authorized_and_moderated_on_what_its_pod_gets_not_its_name() {
     // bob holds what poddebug:node-debugger grants: nodes/debug and use on the isolated
     // profiles only. Set before the server's first decision, which it then caches.
-    let e = env_with(&["--moderated-profiles=sysadmin"], |fake| {
-        fake.add_namespace(NODE_NS, &[]);
-        fake.add_node(NODE, &[]);
-        fake.set_policy(|a| {
-            !(a.user == "bob"
-                && a.verb == "use"
-                && a.resource == "debugprofiles"
-                && a.name != "baseline"
-                && a.name != "restricted")
-        });
-    })
+    let e = env_with(
+        &["--moderated-profiles=sysadmin", "--allowed-images=busybox*"],
+        |fake| {
+            fake.add_namespace(NODE_NS, &[]);
+            fake.add_node(NODE, &[]);
+            fake.set_policy(|a| {
+                !(a.user == "bob"
+                    && a.verb == "use"
+                    && a.resource == "debugprofiles"
+                    && a.name != "baseline"
+                    && a.name != "restricted")
+            });
+        },
+    )
     .await;
     let bob = e
         .server
@@ -902,7 +905,7 @@ async fn a_node_debug_container_takes_only_an_ephemeral_containers_fields() {
 
 #[tokio::test]
 async fn moderated_profiles_admit_only_interactive_shells_in_debug_containers_and_copies() {
-    let e = env(&["--moderated-profiles=sysadmin"]).await;
+    let e = env(&["--moderated-profiles=sysadmin", "--allowed-images=busybox*"]).await;
     let debug = |command: Value, sc: Value| {
         json!({"container": {"image": "busybox:1.36", "command": command, "stdin": true,
             "tty": true, "securityContext": sc}, "targetContainerName": "app"})
@@ -1315,4 +1318,43 @@ async fn poddebugcopies_lists_gets_and_watches_every_copy_as_kubectl_get_asks() 
     assert_eq!(st["details"]["kind"], "poddebugcopies", "{st}");
     let (code, one) = bob.get_json(&format!("{coll}/other-copy")).await;
     assert_eq!(code, StatusCode::OK, "{one}");
+}
+
+/// A node debug pod's name joins node and name with a dot, which node names may hold too: the
+/// pod of debug container `c` on node `a.b` is `a.b.c`, which `nodes/a/debug/b.c` also spells.
+/// A path reaches a node debug container only on the node it names, under the name it names.
+#[tokio::test]
+async fn a_node_debug_containers_path_names_its_real_node() {
+    let e = env_with(&[], |fake| {
+        fake.add_namespace(NODE_NS, &[]);
+        fake.add_node("a.b", &[]);
+        fake.add_node("a", &[]);
+    })
+    .await;
+    let body = json!({"profile": "baseline", "container": {"image": "busybox", "command": ["sh"],
+                      "stdin": true, "tty": true}});
+    let (code, made) = e.alice.post_json(&node_path("a.b", Some("c")), &body).await;
+    assert_eq!(code, StatusCode::CREATED, "{made}");
+    let (code, got) = e.alice.get_json(&node_path("a.b", Some("c"))).await;
+    assert_eq!(code, StatusCode::OK, "{got}");
+    // The same pod by another split of its name: not found, for reads, streams and deletes.
+    let (code, st) = e.alice.get_json(&node_path("a", Some("b.c"))).await;
+    assert_ne!(code, StatusCode::OK, "{st}");
+    assert!(code.is_client_error(), "{code} {st}");
+    let (code, _, _) = e
+        .alice
+        .request(
+            http::Method::GET,
+            &format!("{}/log", node_path("a", Some("b.c"))),
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await
+        .expect("answered");
+    assert!(code.is_client_error(), "{code}");
+    let (code, st) = e.alice.delete(&node_path("a", Some("b.c"))).await;
+    assert!(code.is_client_error(), "{code} {st}");
+    // It is still there, on its node.
+    let (code, got) = e.alice.get_json(&node_path("a.b", Some("c"))).await;
+    assert_eq!(code, StatusCode::OK, "{got}");
 }

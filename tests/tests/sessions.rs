@@ -355,7 +355,11 @@ async fn any_replica_lists_watches_and_terminates_a_session_another_relays() {
 #[tokio::test]
 async fn a_moderated_session_takes_input_only_while_a_moderator_is_attached() {
     let fake = fake_with_pod("general").await;
-    let s = server(&fake, &["--moderated-profiles=general"]).await;
+    let s = server(
+        &fake,
+        &["--moderated-profiles=general", "--allowed-images=busybox*"],
+    )
+    .await;
     let (alice, mod_user) = (user(&s, "alice"), user(&s, "mona"));
     let mut owner = open(&alice, TTY).await;
     // Told at once, and listed as waiting.
@@ -482,7 +486,11 @@ fn lease_of(fake: &FakeKube, user: &str) -> Option<Value> {
 #[tokio::test]
 async fn forged_copied_and_replayed_session_records_open_no_gate_and_are_not_listed() {
     let fake = fake_with_pod("general").await;
-    let s = server(&fake, &["--moderated-profiles=general"]).await;
+    let s = server(
+        &fake,
+        &["--moderated-profiles=general", "--allowed-images=busybox*"],
+    )
+    .await;
     let (alice, mona) = (user(&s, "alice"), user(&s, "mona"));
     let mut owner = open(&alice, TTY).await;
     owner
@@ -864,6 +872,7 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
         &fake,
         &[
             "--moderated-profiles=general",
+            "--allowed-images=busybox*",
             "--record-input",
             &recordings,
         ],
@@ -1053,7 +1062,11 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
 #[tokio::test]
 async fn the_owner_or_a_peer_moderating_opens_no_gate() {
     let fake = fake_with_pod("general").await;
-    let s = server(&fake, &["--moderated-profiles=general"]).await;
+    let s = server(
+        &fake,
+        &["--moderated-profiles=general", "--allowed-images=busybox*"],
+    )
+    .await;
     let (alice, bob, mona) = (user(&s, "alice"), user(&s, "bob"), user(&s, "mona"));
     let mut owner = open(&alice, TTY).await;
     owner
@@ -1113,7 +1126,7 @@ async fn streams_a_request_did_not_ask_for_or_a_mode_may_not_use_never_reach_the
     for moderated in [true, false] {
         let fake = fake_with_pod("general").await;
         let flags: &[&str] = if moderated {
-            &["--moderated-profiles=general"]
+            &["--moderated-profiles=general", "--allowed-images=busybox*"]
         } else {
             &[]
         };

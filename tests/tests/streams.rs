@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 const NS: &str = "default";
 const POD: &str = "web";
 const DBG: &str = "dbg";
+const GV: &str = "/apis/poddebug.dev/v1alpha1";
 const T: Duration = Duration::from_secs(10);
 
 use poddebug_tests::fake::{
@@ -1120,6 +1121,135 @@ async fn real_kubectl_attaches_through_poddebug() {
     assert!(
         stderr.contains("attach refused by the fake for pod web"),
         "{stderr}"
+    );
+}
+
+/// A debug container's profile is everything its pod lends it: mounting the pod's `hostPath`
+/// volume, or targeting (joining the PID namespace of) a privileged container, amounts to
+/// `sysadmin` whatever profile it names. One verb less — every verb but `use` on the gated
+/// profiles — refuses the create (403 naming what it reaches) and the streams of such
+/// containers made by others; with `use` they are made, showing `status.effectiveProfile`. A
+/// debug container cannot be added to a node debug pod through `pods/debug`.
+#[tokio::test]
+async fn a_debug_containers_profile_is_what_its_pod_lends_it() {
+    let fake = FakeKube::start_with_pki(TestPki::new()).await;
+    fake.add_pod_json(json!({
+        "metadata": {"name": POD, "namespace": NS},
+        "spec": {
+            "containers": [
+                {"name": "app", "image": "busybox", "command": ["sleep", "3600"]},
+                {"name": "privd", "image": "busybox", "command": ["sleep", "3600"],
+                 "securityContext": {"privileged": true}}],
+            "volumes": [{"name": "root", "hostPath": {"path": "/"}},
+                        {"name": "data", "emptyDir": {}}],
+            "ephemeralContainers": [
+                {"name": "lent-root", "image": "busybox", "stdin": true, "tty": true,
+                 "env": [{"name": "PODDEBUG_PROFILE", "value": "general"},
+                         {"name": "PODDEBUG_OWNER", "value": "alice"}],
+                 "volumeMounts": [{"name": "root", "mountPath": "/r"}]},
+                {"name": "lent-priv", "image": "busybox", "stdin": true, "tty": true,
+                 "targetContainerName": "privd",
+                 "env": [{"name": "PODDEBUG_PROFILE", "value": "general"},
+                         {"name": "PODDEBUG_OWNER", "value": "alice"}]}],
+        },
+    }));
+    fake.add_simple_pod("poddebug-nodes", "localhost.dbg");
+    for c in ["lent-root", "lent-priv"] {
+        assert!(fake.set_ec_state(NS, POD, c, ContainerState::Running));
+    }
+    fake.set_policy(|a| !(a.user == "bob" && a.is("use", "debugprofiles")));
+    let pki = fake.pki().clone();
+    let server = PodDebugServer::start(&fake, &pki, &[]).await;
+    let alice = server.front_proxy_client("alice", &["system:authenticated"]);
+    let bob = server.front_proxy_client("bob", &["system:authenticated"]);
+    let path = |name: &str| format!("{GV}/namespaces/{NS}/pods/{POD}/debug/{name}");
+    let mounting = json!({"profile": "general", "targetContainerName": "app",
+        "container": {"image": "busybox", "command": ["sh"], "stdin": true, "tty": true,
+                      "volumeMounts": [{"name": "root", "mountPath": "/r"}]}});
+    let targeting = json!({"profile": "general", "targetContainerName": "privd",
+        "container": {"image": "busybox", "command": ["sh"], "stdin": true, "tty": true}});
+    for (name, body, reaches) in [
+        ("m", &mounting, "reaches spec.volumes[root].hostPath: /"),
+        (
+            "t",
+            &targeting,
+            "reaches securityContext.privileged: true (container \"privd\")",
+        ),
+    ] {
+        let (code, st) = bob.post_json(&path(name), body).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{name}: {st}");
+        let message = st["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("debugprofiles.poddebug.dev \"sysadmin\" is forbidden")
+                && message.contains(reaches),
+            "{name}: {message}"
+        );
+        let (code, obj) = alice.post_json(&path(name), body).await;
+        assert_eq!(code, StatusCode::CREATED, "{name}: {obj}");
+        assert_eq!(obj["status"]["effectiveProfile"], "sysadmin", "{obj}");
+        assert_eq!(obj["profile"], "general");
+    }
+    // A plain one is what it names.
+    let (code, obj) = bob
+        .post_json(
+            &path("plain"),
+            &json!({"profile": "general", "targetContainerName": "app",
+                    "container": {"image": "busybox", "command": ["sh"], "stdin": true,
+                                  "tty": true,
+                                  "volumeMounts": [{"name": "data", "mountPath": "/d"}]}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{obj}");
+    assert_eq!(obj["status"]["effectiveProfile"], "general", "{obj}");
+
+    // The streams of such containers, made by another route, need the same.
+    for c in ["lent-root", "lent-priv"] {
+        let resp = ws_upgrade(
+            &bob,
+            &format!("container={c}&stdout=true&tty=true&mode=observer"),
+            "v5.channel.k8s.io",
+        )
+        .await;
+        assert_eq!(resp.status, StatusCode::FORBIDDEN, "{c}: {resp:?}");
+        let message = status_of(&resp.body)["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            message.starts_with("debugprofiles.poddebug.dev \"sysadmin\" is forbidden")
+                && message.contains("reaches"),
+            "{c}: {message}"
+        );
+        let (code, _, body) = bob
+            .request(
+                Method::GET,
+                &log_path(&format!("container={c}")),
+                &[],
+                bytes::Bytes::new(),
+            )
+            .await
+            .expect("log");
+        assert_eq!(code, StatusCode::FORBIDDEN, "{c}");
+        assert!(
+            status_of(&body)["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("sysadmin"))
+        );
+    }
+
+    // A node debug pod takes no debug container through pods/debug, whoever asks.
+    let (code, st) = alice
+        .post_json(
+            &format!("{GV}/namespaces/poddebug-nodes/pods/localhost.dbg/debug/x"),
+            &json!({"container": {"image": "busybox"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{st}");
+    assert!(
+        st["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("are node debug pods") && m.contains("nodes/NODE/debug")),
+        "{st}"
     );
 }
 

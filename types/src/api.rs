@@ -178,6 +178,13 @@ pub struct PodDebugContainerStatus {
     /// recorded it, or by other means). Anyone else attaching joins that user's session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
+    /// The most powerful profile the container amounts to by what it can reach: its own
+    /// securityContext and what its pod lends it (the container it targets, the volumes it
+    /// mounts, the host's namespaces), whatever `profile` says (`sysadmin`, then `netadmin`,
+    /// `general`, `legacy`, `baseline`, `restricted`). Attaching to it, reading its log and
+    /// joining or moderating its sessions need `use` on every gated profile it amounts to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_profile: Option<String>,
     /// Who approved the debug request it was made under (see `debugRequest`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvers: Vec<String>,

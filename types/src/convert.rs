@@ -441,6 +441,12 @@ pub fn from_pod(
             stoppable_message: blocker.map(str::to_owned),
             expires_at: expires_at_of(ec).map(Time),
             created_by: owner_of(ec),
+            effective_profile: crate::reach::strongest(&crate::reach::effective_profiles(
+                pod,
+                ec,
+                profile_of(ec),
+            ))
+            .map(|p| p.as_str().to_owned()),
             approvers: why.approvers,
             conditions: None,
         }),

@@ -21,6 +21,7 @@ pub mod pass_through;
 pub mod pod_security;
 pub mod privilege;
 pub mod profile;
+pub mod reach;
 pub mod recording;
 pub mod request;
 pub mod resource;

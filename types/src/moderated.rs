@@ -10,6 +10,15 @@
 //! `ENV`, `BASH_ENV`, `PS1` and `PROMPT_COMMAND` run commands in a shell that starts —,
 //! lifecycle handlers, probes). An empty command runs the image's entrypoint, which the server
 //! cannot see, and is refused too.
+//!
+//! The shell itself must be the image's: a container that mounts a volume may mount it over its
+//! own binaries (`/bin`), its loader and libraries (`/lib`, `/etc/ld.so.preload`) or its shell's
+//! start files (`/etc/profile`, `~/.bashrc`), and every volume of a pod can be written by
+//! something other than the shell (another container writes an `emptyDir`; whoever may update a
+//! ConfigMap or Secret writes those; a volume claim outlives the pod). So under a moderated
+//! profile the container mounts nothing (`volumeMounts`, `volumeDevices`), and the image comes
+//! from the server's `--allowed-images`, which may not be empty while profiles are moderated (the
+//! server refuses to start otherwise): a shell the image ships is trusted, nothing else.
 
 use k8s_openapi::api::core::v1::Container;
 
@@ -71,6 +80,27 @@ pub fn shell_refusals(
     out
 }
 
+/// Why container `c` (at `path`) mounts something its shell could be run from; empty when it
+/// mounts nothing (module docs).
+pub fn mount_refusals(path: &str, c: &Container) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(m) = c.volume_mounts.as_ref().filter(|m| !m.is_empty()) {
+        let at: Vec<&str> = m.iter().map(|m| m.mount_path.as_str()).collect();
+        out.push(format!(
+            "{path}.volumeMounts must be empty: a volume (mounted at {}) can be written by \
+             something other than the shell and mounted over the shell's own files",
+            at.join(", ")
+        ));
+    }
+    if c.volume_devices.as_ref().is_some_and(|d| !d.is_empty()) {
+        out.push(format!(
+            "{path}.volumeDevices must be empty: a device can be written by something other than \
+             the shell"
+        ));
+    }
+    out
+}
+
 /// Why container `c` (at `path`) is not an interactive shell a moderated session may take, each
 /// setting in words; empty when it is.
 pub fn container_refusals(path: &str, c: &Container, shells: &[String]) -> Vec<String> {
@@ -90,6 +120,7 @@ pub fn container_refusals(path: &str, c: &Container, shells: &[String]) -> Vec<S
              names (ENV, BASH_ENV, PS1, PROMPT_COMMAND) before anyone types"
         ));
     }
+    out.extend(mount_refusals(path, c));
     if c.lifecycle.is_some() {
         out.push(format!("{path}.lifecycle runs handlers of its own"));
     }
@@ -127,6 +158,34 @@ mod tests {
             let c = json!({"name": "dbg", "image": "busybox", "command": [sh], "stdin": true,
                            "tty": true, "workingDir": "/tmp", "securityContext": {"privileged": true}});
             assert!(refusals(c).is_empty(), "{sh}");
+        }
+    }
+
+    #[test]
+    fn a_shell_mounts_nothing_it_could_be_run_from() {
+        for (mounts, devices, want) in [
+            (
+                json!([{"name": "scratch", "mountPath": "/bin"}]),
+                json!(null),
+                "container.volumeMounts must be empty: a volume (mounted at /bin)",
+            ),
+            (
+                json!([{"name": "c", "mountPath": "/etc/ld.so.preload", "readOnly": true},
+                       {"name": "d", "mountPath": "/root"}]),
+                json!(null),
+                "(mounted at /etc/ld.so.preload, /root)",
+            ),
+            (
+                json!(null),
+                json!([{"name": "blk", "devicePath": "/dev/xvdb"}]),
+                "container.volumeDevices must be empty",
+            ),
+        ] {
+            let c = json!({"name": "dbg", "image": "busybox", "command": ["sh"], "stdin": true,
+                           "tty": true, "volumeMounts": mounts, "volumeDevices": devices});
+            let r = refusals(c);
+            assert_eq!(r.len(), 1, "{r:?}");
+            assert!(r[0].contains(want), "{r:?}");
         }
     }
 

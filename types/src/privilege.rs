@@ -226,7 +226,7 @@ fn selinux_beyond_baseline(se: &k8s_openapi::api::core::v1::SELinuxOptions) -> b
 
 /// The gated profile a reach needs in a debug container of a pod: none for what ungated
 /// profiles grant; the host itself is no debug container's own setting.
-fn gated_profile(reach: Reach) -> Option<Profile> {
+pub(crate) fn gated_profile(reach: Reach) -> Option<Profile> {
     match reach {
         Reach::NetAdmin => Some(Profile::Netadmin),
         Reach::Node | Reach::Host | Reach::HostFilesystem => Some(Profile::Sysadmin),

@@ -85,8 +85,13 @@ pub(crate) async fn authorize_profiles(
                 "debug container {container:?} was created with the {p} profile, which its streams need too"
             )
         } else {
+            // Its own securityContext, or what its pod lends it (a target's privileges, a
+            // mounted volume, a host namespace).
+            let own = gate.setting.starts_with("securityContext.")
+                && !gate.setting.contains(" (container ");
             format!(
-                "debug container {container:?} sets {}, which only the {p} profile grants, and its streams need that profile too",
+                "debug container {container:?} {} {}, which only the {p} profile grants, and its streams need that profile too",
+                if own { "sets" } else { "reaches" },
                 gate.setting
             )
         };

@@ -137,8 +137,9 @@ pub async fn create(
             .await
             .map_err(Error::from)
     };
+    let own = super::debug::debug_container_profiles(&as_debug, profile);
     let (profiles, create_pods) = futures::join!(
-        super::debug::authorize_profiles(&st, &auth, &as_debug, profile, grant.as_ref(), &phases),
+        super::debug::authorize_profiles(&st, &auth, &own, "", grant.as_ref(), &phases),
         create_pods
     );
     profiles?;
@@ -236,7 +237,7 @@ fn copy_admission(
 /// container, each replaced command, each changed image (the original's command then runs a
 /// program of the caller's image).
 fn copy_refusals(req: &PodDebugCopy, pod: &Pod, shells: &[String]) -> Vec<String> {
-    use poddebug_types::moderated::{container_refusals, shell_refusals};
+    use poddebug_types::moderated::{container_refusals, mount_refusals, shell_refusals};
     let containers = pod
         .spec
         .as_ref()
@@ -267,6 +268,8 @@ fn copy_refusals(req: &PodDebugCopy, pod: &Pod, shells: &[String]) -> Vec<String
                 c.tty == Some(true),
                 shells,
             ));
+            // The original's mounts stay: one may be over the shell's own files.
+            out.extend(mount_refusals(&format!("replace[{name}]"), c));
         }
     }
     for name in req.set_image.keys() {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use http::{HeaderMap, StatusCode, Uri};
 use poddebug_storage::{
     AdmissionCheck, CreateKind, CreateOptions, CreateRequest, ListOptions, Phase, Phases, Prefetch,
-    StopOutcome, StopRequest,
+    ReachCheck, StopOutcome, StopRequest,
 };
 use poddebug_types::field::go_quote;
 use poddebug_types::{ApiError, FieldError, FieldValue, GROUP, Profile};
@@ -167,6 +167,22 @@ async fn create(
         prefetch,
     } = parts;
     let phases = st.metrics.create_phases.phases(CreateKind::DebugContainer);
+    // A pod of the node-debug namespace is a node debug pod: the host's namespaces and its root
+    // filesystem. Its debug containers are made, reached and judged through nodes/NODE/debug,
+    // never by adding another to its pod.
+    if ns == st.config.node_debug_namespace {
+        return Err(ApiError::forbidden(
+            "pods/debug",
+            GROUP,
+            &pod,
+            format!(
+                "pods in {ns:?} are node debug pods: debug the node with \
+                 /apis/{GROUP}/v1alpha1/nodes/NODE/debug/NAME instead of adding a debug \
+                 container to one"
+            ),
+        )
+        .into());
+    }
     // The query first (a bad one is a 400, before anything about the body), as kube-apiserver
     // decodes the options before the object.
     let wait = if flag(&q, "wait") {
@@ -258,41 +274,27 @@ async fn create(
     // The profile permissions and the moderated-shell rule are 403s, answered after the
     // container is known valid (422).
     let unknown_fields = decoded.pass_through.paths();
+    // The profiles the request itself amounts to are judged beside the pod's read; those the pod
+    // lends the container (its target, the volumes it mounts, the host's namespaces) once it is
+    // read ([`ProfileJudge::reach_check`]).
+    let judge = ProfileJudge {
+        st: st.clone(),
+        auth: auth.clone(),
+        pdc: pdc.clone(),
+        pod: pod.clone(),
+        unknown_fields,
+        grant: jit.grant.clone(),
+        phases: phases.clone(),
+    };
+    let own = debug_container_profiles(&pdc, profile);
     let admission = {
-        let (st, auth, pdc, pod) = (st.clone(), auth.clone(), pdc.clone(), pod.clone());
-        let grant = jit.grant.clone();
-        let phases = phases.clone();
+        let (judge, own) = (judge.clone(), own.clone());
         AdmissionCheck(Arc::new(move || {
-            let (st, auth, pdc, pod) = (st.clone(), auth.clone(), pdc.clone(), pod.clone());
-            let (unknown_fields, phases) = (unknown_fields.clone(), phases.clone());
-            let grant = grant.clone();
-            Box::pin(async move {
-                let grant = grant?;
-                authorize_profiles(&st, &auth, &pdc, profile, grant.as_ref(), &phases)
-                    .await
-                    .map_err(|e| e.api_error())?;
-                let mut refusals = poddebug_types::moderated::container_refusals(
-                    "container",
-                    &pdc.container,
-                    &st.config.moderated_shells,
-                );
-                if !unknown_fields.is_empty() {
-                    refusals.push(format!(
-                        "{} unknown to the server, which cannot tell what they run",
-                        unknown_fields.join(", ")
-                    ));
-                }
-                super::moderated::require_interactive_shell(
-                    &st,
-                    &debug_container_profiles(&pdc, profile),
-                    "pods/debug",
-                    &pod,
-                    "the debug container",
-                    refusals,
-                )
-            })
+            let (judge, own) = (judge.clone(), own.clone());
+            Box::pin(async move { judge.judge(own, "").await })
         }))
     };
+    let reach = judge.reach_check();
 
     let (audit_ns, audit_pod) = (ns.clone(), pod.clone());
     let created = st
@@ -310,6 +312,7 @@ async fn create(
                 dry_run,
                 pass_through: decoded.pass_through,
                 admission: Some(admission),
+                reach: Some((reach, own)),
                 justification: jit.justification.clone(),
                 deadline: jit.deadline,
                 prefetch,
@@ -373,27 +376,94 @@ fn not_stoppable_warning(created: &poddebug_types::PodDebugContainer) -> Option<
     http::HeaderValue::from_str(&quoted).ok()
 }
 
-/// The `use` permission on every gated profile the request amounts to: the one it names, and
-/// the one any privilege in its own `securityContext` belongs to (privileged, extra
-/// capabilities, unconfined seccomp…), so an ungated profile cannot smuggle a gated one's
-/// privileges in. The reviews are asked at once; the answer is that of the first refusal in
-/// that order.
+/// What judges the profiles of one debug container's create: the `use` permission on each
+/// gated profile (or the debug request's grant), and, under a moderated profile, the rule that
+/// only an interactive shell is admitted. Asked first about the profiles the request amounts
+/// to, then about those the pod lends the container ([`Self::reach_check`]).
+#[derive(Clone)]
+struct ProfileJudge {
+    st: AppState,
+    auth: Authenticated,
+    pdc: poddebug_types::PodDebugContainer,
+    /// The pod's name, for the Status.
+    pod: String,
+    /// Container fields the server does not know (they may run anything).
+    unknown_fields: Vec<String>,
+    grant: Result<Option<crate::requests::Grant>, ApiError>,
+    phases: Phases,
+}
+
+impl ProfileJudge {
+    /// Judge `profiles`; `lent` says how the container gets them when the pod lends them
+    /// (empty: its own request).
+    async fn judge(
+        &self,
+        profiles: Vec<poddebug_types::privilege::Elevation>,
+        lent: &str,
+    ) -> Result<(), ApiError> {
+        let grant = self.grant.clone()?;
+        authorize_profiles(
+            &self.st,
+            &self.auth,
+            &profiles,
+            lent,
+            grant.as_ref(),
+            &self.phases,
+        )
+        .await
+        .map_err(|e| e.api_error())?;
+        let mut refusals = poddebug_types::moderated::container_refusals(
+            "container",
+            &self.pdc.container,
+            &self.st.config.moderated_shells,
+        );
+        if !self.unknown_fields.is_empty() {
+            refusals.push(format!(
+                "{} unknown to the server, which cannot tell what they run",
+                self.unknown_fields.join(", ")
+            ));
+        }
+        super::moderated::require_interactive_shell(
+            &self.st,
+            &profiles,
+            "pods/debug",
+            &self.pod,
+            "the debug container",
+            refusals,
+        )
+    }
+
+    /// The check of what the pod lends the container, for storage to ask once the pod is read.
+    fn reach_check(self) -> ReachCheck {
+        ReachCheck(Arc::new(move |lent| {
+            let judge = self.clone();
+            Box::pin(async move { judge.judge(lent, "reaches").await })
+        }))
+    }
+}
+
+/// The `use` permission on every gated profile of `profiles` (the one a create names, and the
+/// one any privilege in its own `securityContext` belongs to — privileged, extra capabilities,
+/// unconfined seccomp… —, or, `lent` = `"reaches"`, those its pod lends it), so an ungated
+/// profile cannot smuggle a gated one's privileges in. The reviews are asked at once; the
+/// answer is that of the first refusal in that order.
 pub(crate) async fn authorize_profiles(
     st: &AppState,
     auth: &Authenticated,
-    pdc: &poddebug_types::PodDebugContainer,
-    profile: Profile,
+    profiles: &[poddebug_types::privilege::Elevation],
+    lent: &str,
     grant: Option<&crate::requests::Grant>,
     phases: &Phases,
 ) -> Result<(), Error> {
-    let reviews = debug_container_profiles(pdc, profile)
-        .into_iter()
+    let verb = if lent.is_empty() { "sets" } else { lent };
+    let reviews = profiles
+        .iter()
         .filter(|e| st.config.profile_requires_permission(e.profile))
         .map(|e| {
             let p = e.profile;
             let why = (!e.setting.is_empty()).then(|| {
                 format!(
-                    "the debug container sets {}, which only the {p} profile grants",
+                    "the debug container {verb} {}, which only the {p} profile grants",
                     e.setting
                 )
             });

@@ -38,6 +38,7 @@ mod naming;
 mod nodes;
 mod origins;
 mod portal;
+mod reach;
 mod recordings;
 mod requests;
 mod rotation;

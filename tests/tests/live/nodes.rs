@@ -332,10 +332,10 @@ async fn a_node_debug_container_is_deleted_at_its_time_limit() {
 
 /// A namespace whose Pod Security admission enforces `level` (`pod-security.kubernetes.io/enforce`),
 /// ready for pods (its default ServiceAccount exists); deleted on drop.
-struct PsaNamespace(String);
+pub(crate) struct PsaNamespace(String);
 
 impl PsaNamespace {
-    fn new(level: &str) -> PsaNamespace {
+    pub(crate) fn new(level: &str) -> PsaNamespace {
         let ns = format!("pdlive-psa-{level}-{}", std::process::id());
         ok(&["create", "namespace", &ns], None);
         let guard = PsaNamespace(ns);
@@ -366,7 +366,7 @@ impl PsaNamespace {
 
     /// A server-side dry-run create of `pod` here: `Ok` when admitted, else kube-apiserver's
     /// refusal.
-    fn dry_run(&self, pod: &Value) -> Result<(), String> {
+    pub(crate) fn dry_run(&self, pod: &Value) -> Result<(), String> {
         let mut pod = pod.clone();
         pod["metadata"]["namespace"] = json!(self.0);
         for k in [

@@ -131,7 +131,7 @@ impl Replica {
     }
 
     /// A client of this replica for an administrator (group `system:masters`): `/metrics`.
-    fn admin(&self) -> TestClient {
+    pub(crate) fn admin(&self) -> TestClient {
         TestClient::builder(&self.server.url())
             .ca_pem(self.pki.cluster_ca_pem())
             .client_cert(&self.front_proxy.0, &self.front_proxy.1)
