@@ -39,6 +39,8 @@ command -v kubectl >/dev/null || die "kubectl is not on PATH"
 # What is left of poddebug, one line each; empty when nothing is.
 leftovers() {
   kubectl get apiservice "$APISERVICE" -o name --ignore-not-found
+  kubectl get validatingwebhookconfiguration,validatingadmissionpolicy,validatingadmissionpolicybinding \
+    poddebug-only-way-in -o name --ignore-not-found 2>/dev/null || true
   kubectl get namespace poddebug-system poddebug-nodes -o name --ignore-not-found
   kubectl get clusterroles,clusterrolebindings -o name | grep poddebug || true
   kubectl get roles,rolebindings -A -o custom-columns=KIND:.kind,NS:.metadata.namespace,NAME:.metadata.name --no-headers |
@@ -66,7 +68,12 @@ if [ "$CHECK_ONLY" = 1 ]; then
 fi
 [ -f "$KUSTOMIZATION/kustomization.yaml" ] || die "no kustomization in $KUSTOMIZATION"
 
-# 1. The API first: from here on nothing waits on a poddebug server.
+# 1. The admission of the component only-way-in and the API first: from here on nothing waits
+#    on a poddebug server (the webhook's failurePolicy is Fail: with the server gone, core
+#    attach and exec would be refused cluster-wide until it is removed).
+kubectl delete validatingwebhookconfiguration poddebug-only-way-in --ignore-not-found >&2
+kubectl delete validatingadmissionpolicybinding poddebug-only-way-in --ignore-not-found >&2
+kubectl delete validatingadmissionpolicy poddebug-only-way-in --ignore-not-found >&2
 kubectl delete apiservice "$APISERVICE" --ignore-not-found --wait=true --timeout="${TIMEOUT}s" >&2
 end=$((SECONDS + TIMEOUT))
 while kubectl get --raw /apis/poddebug.dev >/dev/null 2>&1; do

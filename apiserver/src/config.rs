@@ -131,6 +131,8 @@ pub struct Config {
     pub moderated_profiles: Vec<Profile>,
     /// The shells a container under a moderated profile may run (`--moderated-shells`).
     pub moderated_shells: Vec<String>,
+    /// `--break-glass-groups`: who the admission webhook lets connect around poddebug.
+    pub break_glass_groups: Vec<String>,
     /// How long a session's record holds without renewal (`--session-lease-duration`).
     pub session_lease_duration: Duration,
     /// The namespace the session records live in (the server's own).
@@ -249,6 +251,7 @@ impl Config {
             node_debug_namespace: o.node_debug_namespace.clone(),
             moderated_profiles: o.moderated_profiles.clone(),
             moderated_shells: o.moderated_shells.clone(),
+            break_glass_groups: o.break_glass_groups.clone(),
             session_lease_duration: o.session_lease_duration,
             max_sessions_per_user: o.max_sessions_per_user,
             audit_stdout: o.audit_stdout,

@@ -324,7 +324,11 @@ async fn authorize(
     attrs: &Attributes,
     phases: Option<&Phases>,
 ) -> Result<(), ApiError> {
-    if authz::always_allowed_path(&st.config.always_allow_paths, path) {
+    // Admission reviews are answered to anyone: kube-apiserver calls webhooks without
+    // credentials, and an answer only decides the asker's own request (handlers/admission.rs).
+    if authz::always_allowed_path(&st.config.always_allow_paths, path)
+        || path == crate::handlers::admission::PATH
+    {
         return Ok(());
     }
     let mut checks = vec![(attrs.clone(), Phase::ReviewRequest)];

@@ -288,6 +288,12 @@ pub struct Options {
     /// runs before a moderated session; anything else is refused (403).
     #[arg(long, value_delimiter = ',', default_values_t = default_moderated_shells(), help_heading = "Sessions")]
     pub moderated_shells: Vec<String>,
+    /// Groups whose members the server's admission webhook (/admission/v1/connect, used by
+    /// the component only-way-in) lets attach and exec into containers poddebug made around
+    /// poddebug, for emergencies. The component's ValidatingAdmissionPolicy names the same
+    /// groups for pods/ephemeralcontainers: change both together.
+    #[arg(long, value_delimiter = ',', default_values_t = default_break_glass_groups(), help_heading = "Policy")]
+    pub break_glass_groups: Vec<String>,
     /// How long a session's record (a Lease in the server's namespace) holds without renewal;
     /// the relaying replica renews it every third of this. A replica that dies leaves records
     /// that stop being listed after this long.
@@ -370,7 +376,15 @@ pub fn image_allowed(patterns: &[String], image: &str) -> bool {
             .any(|p| poddebug_storage::glob_match(p.trim(), image))
 }
 
-/// The profiles that reach the network or the node (`netadmin`, `sysadmin`).
+/// The default `--break-glass-groups`.
+fn default_break_glass_groups() -> Vec<String> {
+    poddebug_types::only_way_in::DEFAULT_BREAK_GLASS_GROUPS
+        .iter()
+        .map(|g| (*g).to_owned())
+        .collect()
+}
+
+/// The default `--moderated-shells`.
 fn default_moderated_shells() -> Vec<String> {
     poddebug_types::moderated::DEFAULT_MODERATED_SHELLS
         .iter()
@@ -378,6 +392,7 @@ fn default_moderated_shells() -> Vec<String> {
         .collect()
 }
 
+/// The profiles that reach the network or the node (`netadmin`, `sysadmin`).
 fn gated_by_default() -> Vec<Profile> {
     Profile::ALL
         .into_iter()

@@ -6,8 +6,8 @@ use axum::routing::get;
 
 use crate::filters::handler_chain;
 use crate::handlers::{
-    attach, copies, copy_collection, debug, discovery, health, list, log, nodes, not_found, portal,
-    profiles, recording_keys, recordings, requests, sessions,
+    admission, attach, copies, copy_collection, debug, discovery, health, list, log, nodes,
+    not_found, portal, profiles, recording_keys, recordings, requests, sessions,
 };
 use crate::state::AppState;
 
@@ -22,6 +22,7 @@ pub fn app(state: AppState) -> Router {
         .route("/livez", get(health::livez))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
+        .route(admission::PATH, axum::routing::post(admission::connect))
         .route("/apis", get(discovery::apis))
         .route("/apis/poddebug.dev", get(discovery::group))
         .route(GV, get(discovery::resources))

@@ -448,6 +448,11 @@ pub async fn run(config: Config) -> Result<(), StartupError> {
         record_key,
         requests,
         searches: Default::default(),
+        server_identity: {
+            let identity = Arc::new(crate::handlers::admission::ServerIdentity::default());
+            identity.spawn_learn(clients.pods.clone());
+            identity
+        },
     };
     if let Some(r) = &state.recorder {
         r.spawn_sweeper(expiry.leading(), metrics.recordings_deleted.clone());

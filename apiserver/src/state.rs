@@ -77,4 +77,6 @@ pub struct AppState {
     pub requests: Arc<crate::requests::Requests>,
     /// The searches of recordings running here (bounded in all and per user).
     pub searches: Arc<crate::handlers::recording_search::Searches>,
+    /// The server's own identity, for its admission webhook (learned at start).
+    pub server_identity: Arc<crate::handlers::admission::ServerIdentity>,
 }

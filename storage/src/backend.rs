@@ -597,4 +597,16 @@ pub trait DebugBackend: WorkloadBackend + Send + Sync + 'static {
     async fn flush(&self, _within: Duration) -> bool {
         true
     }
+    /// Why a core `CONNECT` (attach, exec) into `container` of pod `namespace/pod` reaches what
+    /// poddebug governs ([`poddebug_types::only_way_in::governed`]), read with the server's
+    /// identity; `None` when it does not, or the pod does not exist. The admission webhook's
+    /// question; storage without pods governs nothing.
+    async fn governed(
+        &self,
+        _namespace: &str,
+        _pod: &str,
+        _container: Option<&str>,
+    ) -> Result<Option<String>, StorageError> {
+        Ok(None)
+    }
 }

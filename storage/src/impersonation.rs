@@ -8,6 +8,11 @@
 //! [`ImpersonationLayer`] over the shared client's `send` (same connection pool, TLS and
 //! credentials); typed `Api` calls, watches and exec upgrades all go through it.
 //!
+//! Besides the caller's identity, every such call carries the extra `poddebug.dev/via:
+//! poddebug-apiserver` (the caller's own value of that key, if any, is dropped): admission tells
+//! the server's calls as the caller from the caller's own by it
+//! (`manifests/components/only-way-in`).
+//!
 //! Only `Impersonate-*` headers are added; the shared client's own credentials (the server's
 //! service account) authenticate the request, and nothing of the original client request (its
 //! `Authorization` in particular) is ever forwarded. RBAC the server's service account needs:
@@ -76,7 +81,12 @@ pub fn impersonation_headers(caller: &Caller) -> Result<Vec<(HeaderName, HeaderV
     if let Some(uid) = caller.uid.as_deref().filter(|u| !u.is_empty()) {
         headers.push((HeaderName::from_static(UID), value("uid", uid)?));
     }
+    let via = poddebug_types::only_way_in::VIA_EXTRA;
     for (key, values) in &caller.extra {
+        // What says "made by poddebug as this caller" is the server's to say, never the caller's.
+        if key.eq_ignore_ascii_case(via) {
+            continue;
+        }
         let name = format!(
             "{EXTRA_PREFIX}{}",
             escape_extra_key(&key.to_ascii_lowercase())
@@ -88,6 +98,15 @@ pub fn impersonation_headers(caller: &Caller) -> Result<Vec<(HeaderName, HeaderV
             headers.push((name.clone(), value("extra value", v)?));
         }
     }
+    // Admission (the component only-way-in) tells the server's calls made as the caller from
+    // the caller's own by this extra, which only the server's account may impersonate.
+    headers.push((
+        HeaderName::from_bytes(format!("{EXTRA_PREFIX}{}", escape_extra_key(via)).as_bytes())
+            .map_err(|_| {
+                ApiError::Internal("cannot impersonate the caller: bad extra key".into())
+            })?,
+        HeaderValue::from_static(poddebug_types::only_way_in::VIA_VALUE),
+    ));
     Ok(headers)
 }
 
@@ -222,7 +241,24 @@ mod tests {
                 ),
                 ("impersonate-extra-scopes".into(), "a".into()),
                 ("impersonate-extra-scopes".into(), "b".into()),
+                (
+                    "impersonate-extra-poddebug.dev%2fvia".into(),
+                    "poddebug-apiserver".into()
+                ),
             ]
+        );
+        // A caller's own value of the server's extra is dropped, never passed on.
+        let mut forged = caller();
+        forged.extra.insert(
+            "poddebug.dev/via".to_owned(),
+            vec!["poddebug-apiserver".to_owned()],
+        );
+        let h = pairs(&impersonation_headers(&forged).expect("valid identity"));
+        assert_eq!(
+            h.iter()
+                .filter(|(n, _)| n.ends_with("poddebug.dev%2fvia"))
+                .count(),
+            1
         );
     }
 
@@ -240,7 +276,7 @@ mod tests {
             ..Default::default()
         };
         let h = impersonation_headers(&c).expect("utf-8 is sent raw");
-        assert_eq!(h.len(), 1);
+        assert_eq!(h.len(), 2, "the user and the server's extra");
         assert_eq!(h[0].1.as_bytes(), "jürgen".as_bytes());
         assert!(impersonation_headers(&Caller::default()).is_err());
         let bad = Caller {

@@ -303,6 +303,21 @@ impl DebugBackend for KubeBackend {
         self.cluster.flush_events(within).await
     }
 
+    async fn governed(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: Option<&str>,
+    ) -> Result<Option<String>, StorageError> {
+        // A consistent read, not the watch cache's: the container the CONNECT names may have
+        // been added a moment ago, and kube-apiserver resolves the CONNECT on the pod as it is.
+        let api: Api<Pod> = Api::namespaced(self.cluster.server_client(), namespace);
+        Ok(api
+            .get_opt(pod)
+            .await?
+            .and_then(|p| poddebug_types::only_way_in::governed(&p, container)))
+    }
+
     fn prefetch(
         &self,
         target: crate::PrefetchTarget,

@@ -17,6 +17,7 @@ pub mod field;
 pub mod moderated;
 pub mod names;
 pub mod node;
+pub mod only_way_in;
 pub mod pass_through;
 pub mod pod_security;
 pub mod privilege;

@@ -2,6 +2,7 @@
 //! storage (or, for attach and log, the stream dialer in [`crate::upstream`] and the relay of
 //! `poddebug-stream`), and encode. No Kubernetes call is made here directly.
 
+pub mod admission;
 pub mod attach;
 pub mod body;
 pub mod copies;

@@ -8,7 +8,9 @@
 //! `<service>.<namespace>.svc` with it (a fresh key at every start, written to `--cert-dir`), and
 //! puts the CA certificate from the Secret into the caBundle of the APIService
 //! `v1alpha1.poddebug.dev`: at start, then every `--cert-reload-interval` if it differs (a `kubectl replace` that
-//! dropped it is repaired). caBundle is never taken from anywhere but the Secret.
+//! dropped it is repaired). caBundle is never taken from anywhere but the Secret. The same goes for
+//! the admission webhook of the component `only-way-in` ([`WEBHOOK`]), when it is installed and
+//! the server may patch it.
 //!
 //! Rotation: delete the Secret and restart the replicas (docs/operator-guide.md, "Certificates").
 
@@ -26,6 +28,9 @@ use crate::serving::tls::CertFiles;
 
 /// The APIService whose caBundle is published.
 pub const APISERVICE: &str = "v1alpha1.poddebug.dev";
+/// The ValidatingWebhookConfiguration of `manifests/components/only-way-in`, whose caBundle is
+/// published too when it exists.
+pub const WEBHOOK: &str = "poddebug-only-way-in";
 /// The CA's common name; also how a serving certificate names its issuer.
 const CA_COMMON_NAME: &str = "poddebug-serving-ca";
 /// How many times the Secret is tried at start before the server gives up (and its pod restarts).
@@ -211,6 +216,48 @@ impl ClusterCa {
         Ok(true)
     }
 
+    /// Put this CA into every caBundle of the admission webhook of `only-way-in`, if it is
+    /// installed and differs. A server not allowed to read it (the component's RBAC is not
+    /// applied) publishes nothing there, quietly: its operator sets the caBundle.
+    pub async fn publish_webhook(&self, client: kube::Client) -> Result<(), kube::Error> {
+        use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+        let api: Api<ValidatingWebhookConfiguration> = Api::all(client);
+        let current = match api.get_opt(WEBHOOK).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 403 => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let stale: Vec<String> = current
+            .webhooks
+            .iter()
+            .flatten()
+            .filter(|w| {
+                w.client_config
+                    .ca_bundle
+                    .as_ref()
+                    .is_none_or(|b| b.0 != self.cert_pem.as_bytes())
+            })
+            .map(|w| w.name.clone())
+            .collect();
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let bundle = base64::engine::general_purpose::STANDARD.encode(&self.cert_pem);
+        let webhooks: Vec<serde_json::Value> = stale
+            .iter()
+            .map(|name| serde_json::json!({"name": name, "clientConfig": {"caBundle": bundle}}))
+            .collect();
+        let patch = serde_json::json!({"webhooks": webhooks});
+        api.patch(WEBHOOK, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await?;
+        tracing::info!(
+            webhook = WEBHOOK,
+            "published the serving CA as the admission webhook's caBundle"
+        );
+        Ok(())
+    }
+
     /// Keep the caBundle published: now, then every `interval` (`--cert-reload-interval`).
     pub fn spawn_publisher(self, client: kube::Client, interval: Duration) {
         tokio::spawn(async move {
@@ -224,6 +271,9 @@ impl ClusterCa {
                     Err(e) => {
                         tracing::warn!(apiservice = APISERVICE, error = %e, "publishing the serving CA")
                     }
+                }
+                if let Err(e) = self.publish_webhook(client.clone()).await {
+                    tracing::warn!(webhook = WEBHOOK, error = %e, "publishing the serving CA");
                 }
                 tokio::time::sleep(interval).await;
             }

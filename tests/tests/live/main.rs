@@ -36,6 +36,7 @@ mod impersonation;
 mod lists;
 mod naming;
 mod nodes;
+mod only_way_in;
 mod origins;
 mod portal;
 mod reach;
