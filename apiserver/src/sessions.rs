@@ -20,13 +20,11 @@
 //! the records of its container ([`poddebug_storage::SessionStore::on_container`]).
 //!
 //! Limits ([`admit`], before the upstream attach): a user holds at most
-//! `--max-sessions-per-user` sessions at once, counted across every replica from the session
-//! records in the cluster, plus the attaches this replica is admitting that have no record yet
-//! (so one replica alone never admits more). Two replicas admitting one user's attaches at the
-//! same moment each see the other's only once its record reaches them (the time of an upstream
-//! attach and one watch event): a user who sends many attaches at once to several replicas
-//! can pass the limit by what the other replicas admitted in that window, at most the limit per
-//! other replica, and can open no more until back under it. Over the limit: 429
+//! `--max-sessions-per-user` sessions at once, across every replica. First a cheap look at this
+//! replica's copy of the records plus the attaches it is admitting; then the attach takes its
+//! place in the cluster's queue of the user's sessions and admissions (an admission Lease, and
+//! one consistent list: `poddebug_storage` sessions' admission), so that replicas admitting one
+//! user at the same instant never together pass the limit. Over the limit: 429
 //! TooManyRequests with `Retry-After`. With recording in strict mode, a user whose recordings
 //! fill their quota in the store is refused too (403, [`poddebug_recording::Recorder::admit`]).
 
@@ -95,6 +93,8 @@ pub const SYNC_WAIT: Duration = Duration::from_secs(5);
 const LIMIT_RETRY_AFTER: i32 = 5;
 /// Local sessions renewed at once.
 const RENEWALS_AT_ONCE: usize = 8;
+/// Every how many renewal rounds the admission Leases dead replicas left are swept.
+const ADMISSION_SWEEP_EVERY: u64 = 24;
 
 /// The sessions of this replica (module docs).
 pub struct Sessions {
@@ -205,22 +205,55 @@ impl Sessions {
             let held = self.store.count_of_user(user, jiff::Timestamp::now());
             let admitting = pending.get(user).copied().unwrap_or(0);
             if held + admitting >= self.max_per_user {
-                return Err(ApiError::TooManyRequests {
-                    message: format!(
-                        "too many sessions: user {user:?} has {held} open (and {admitting} \
-                         being opened), and a user may hold at most {} at once \
-                         (--max-sessions-per-user); end one and retry",
-                        self.max_per_user
-                    ),
-                    retry_after_seconds: LIMIT_RETRY_AFTER,
-                });
+                return Err(self.too_many(user, held, admitting));
             }
         }
         *pending.entry(user.to_owned()).or_default() += 1;
         Ok(Admission {
             sessions: self.clone(),
             user: user.to_owned(),
+            ticket: None,
         })
+    }
+
+    fn too_many(&self, user: &str, held: usize, admitting: usize) -> ApiError {
+        ApiError::TooManyRequests {
+            message: format!(
+                "too many sessions: user {user:?} has {held} open (and {admitting} being \
+                 opened), and a user may hold at most {} at once (--max-sessions-per-user); \
+                 end one and retry",
+                self.max_per_user
+            ),
+            retry_after_seconds: LIMIT_RETRY_AFTER,
+        }
+    }
+
+    /// The limit held across replicas (`poddebug_storage` sessions' admission): the attach
+    /// takes its place in the cluster's queue of the user's sessions and admissions, or is
+    /// refused 429 (503 when the cluster cannot be asked).
+    async fn admit_in_cluster(&self, admission: &mut Admission) -> Result<(), ApiError> {
+        if self.max_per_user == 0 {
+            return Ok(());
+        }
+        match self
+            .store
+            .admit(&admission.user, &self.replica, self.max_per_user)
+            .await
+        {
+            Ok(Ok(ticket)) => {
+                admission.ticket = Some(ticket);
+                Ok(())
+            }
+            Ok(Err(over)) => Err(self.too_many(&admission.user, over.held, 0)),
+            Err(e) => {
+                tracing::warn!(error = %e, "the user's sessions cannot be counted in the cluster");
+                Err(ApiError::ServiceUnavailable(
+                    "the user's sessions cannot be counted in the cluster \
+                     (--max-sessions-per-user); retry"
+                        .to_owned(),
+                ))
+            }
+        }
     }
 
     /// Record a session and look after it until the handle is closed.
@@ -338,6 +371,7 @@ impl Sessions {
         let me = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(me.renew_every);
+            let mut sweeps: u64 = 0;
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
@@ -353,6 +387,11 @@ impl Sessions {
                     })
                     .await;
                 me.store.collect_garbage(jiff::Timestamp::now()).await;
+                // Admissions a dead replica left: rarely, they count only for their TTL anyway.
+                sweeps += 1;
+                if sweeps % ADMISSION_SWEEP_EVERY == 0 {
+                    me.store.sweep_admissions(jiff::Timestamp::now()).await;
+                }
                 // Records that expired without an event (a replica that died) change the
                 // participants and moderators of the sessions here too.
                 me.refresh_all();
@@ -366,6 +405,9 @@ impl Sessions {
 pub struct Admission {
     sessions: Arc<Sessions>,
     user: String,
+    /// Its place in the cluster's count (removed when the admission is dropped, once the
+    /// session has its record or the attach failed).
+    ticket: Option<poddebug_storage::AdmissionTicket>,
 }
 
 impl Drop for Admission {
@@ -400,10 +442,11 @@ pub async fn synced(store: &SessionStore) -> Result<(), Error> {
 /// (403). The attach holds the admission until it has its session record, or fails.
 pub async fn admit(st: &AppState, user: &str) -> Result<Admission, Error> {
     synced(st.sessions.store()).await?;
-    let admission = st.sessions.admit_user(user)?;
+    let mut admission = st.sessions.admit_user(user)?;
     if let Some(recorder) = &st.recorder {
         recorder.admit(user).await?;
     }
+    st.sessions.admit_in_cluster(&mut admission).await?;
     Ok(admission)
 }
 

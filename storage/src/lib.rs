@@ -95,10 +95,10 @@ pub use requests::{
 };
 pub use selector::LabelSelector;
 pub use sessions::{
-    ContainerKey, LiveSession, MAC_ANNOTATION as SESSION_MAC_ANNOTATION,
-    RECORD_ANNOTATION as SESSION_RECORD_ANNOTATION, SESSION_LABEL, SessionEvent, SessionRecord,
-    SessionSelector, SessionStore, Termination, TooOld as SessionHistoryTooOld, label_value,
-    new_session_id, object_of as session_object, second_pair_of_eyes,
+    AdmissionTicket, ContainerKey, LiveSession, MAC_ANNOTATION as SESSION_MAC_ANNOTATION,
+    OverLimit, RECORD_ANNOTATION as SESSION_RECORD_ANNOTATION, SESSION_LABEL, SessionEvent,
+    SessionRecord, SessionSelector, SessionStore, Termination, TooOld as SessionHistoryTooOld,
+    label_value, new_session_id, object_of as session_object, second_pair_of_eyes,
 };
 pub use stop_lease::{
     MAC_ANNOTATION as STOP_RECORD_MAC_ANNOTATION, RECORD_ANNOTATION as STOP_RECORD_ANNOTATION,

@@ -5,7 +5,10 @@
 //! strict decoding errors, naming at most 100 problems, and the server's peak resident memory
 //! (`VmHWM`) grows by a few MiB over all of them (one such body grew it by 60 to 570 MiB when
 //! every key had its path rendered and every repeat its own message). `DeleteOptions` bodies
-//! of the same size on the three delete paths do not make it grow either.
+//! of the same size on the three delete paths do not make it grow either. The server runs as
+//! the Deployment runs it (its `MALLOC_ARENA_MAX`, read from `manifests/deployment.yaml`), and
+//! a last round sends every body with four attackers at once: the peak grows with the bodies in
+//! flight, each bounded, and no more.
 //!
 //! Needs the binary: `cargo build -p poddebug-apiserver` first.
 
@@ -27,6 +30,9 @@ const NODE: &str = "node-1";
 /// the allocator does not reuse the warm-up's memory; 16 MiB leaves that room and some for a
 /// loaded 2-core machine, while one such body cost 60 to 570 MiB before.
 const MAX_GROWTH_KIB: u64 = 16 * 1024;
+/// Hostile bodies in flight at once in the concurrent round: the peak may grow by
+/// [`MAX_GROWTH_KIB`] for each.
+const ATTACKERS: usize = 4;
 
 fn peak(server: &PodDebugServer) -> u64 {
     peak_rss_kib(server.pid()).expect("the server's VmHWM")
@@ -83,6 +89,24 @@ fn check(path: &CreatePath, body: &HostileBody, code: StatusCode, st: &Value) {
     }
 }
 
+/// The value of environment variable `name` of the server's container in
+/// `manifests/deployment.yaml` (the test runs the server as the Deployment runs it).
+fn deployment_env(name: &str) -> String {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/deployment.yaml");
+    let text = std::fs::read_to_string(&path).expect("manifests/deployment.yaml");
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() == format!("- name: {name}") {
+            let value = lines.next().unwrap_or_default().trim();
+            if let Some(v) = value.strip_prefix("value:") {
+                return v.trim().trim_matches('"').to_owned();
+            }
+        }
+    }
+    panic!("{name} is not set in {}", path.display())
+}
+
 #[tokio::test]
 async fn hostile_bodies_are_bounded_on_every_create_and_delete_path() {
     let fake = FakeKube::start().await;
@@ -95,13 +119,13 @@ async fn hostile_bodies_are_bounded_on_every_create_and_delete_path() {
         "spec": {"containers": [{"name": "app", "image": "busybox"}]},
     }));
     fake.allow_all();
-    // One malloc arena: glibc otherwise gives each thread that allocates its own, and which
-    // worker decodes which body is chance, so the peak would grow with the number of cores
-    // (each arena keeping its own copy of a 3 MiB body) instead of with what one body costs.
+    // As the Deployment runs it: its malloc arenas (glibc otherwise gives each thread that
+    // allocates its own, and which worker decodes which body is chance, so the peak would grow
+    // with the number of cores instead of with the bodies in flight).
     let server = PodDebugServer::start_command(
         &[
             "env".to_owned(),
-            "MALLOC_ARENA_MAX=1".to_owned(),
+            format!("MALLOC_ARENA_MAX={}", deployment_env("MALLOC_ARENA_MAX")),
             PodDebugServer::binary().display().to_string(),
         ],
         &fake,
@@ -170,6 +194,37 @@ async fn hostile_bodies_are_bounded_on_every_create_and_delete_path() {
             table.push(format!("{name:<45} DELETE {url} peak +{growth} KiB"));
         }
     }
+    // Attackers at once: every hostile body on every create path, ATTACKERS in flight at a time
+    // (the peak grows with the bodies in flight, each bounded as above, and no more).
+    let before_concurrent = peak(&server);
+    let jobs: Vec<(String, String)> = hostile_bodies()
+        .into_iter()
+        .flat_map(|b| {
+            paths
+                .iter()
+                .filter(|p| !b.debug_only || p.kind == "PodDebugContainer")
+                .map(|p| (p.url.clone(), b.body.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for batch in jobs.chunks(ATTACKERS) {
+        let answers =
+            futures::future::join_all(batch.iter().map(|(url, body)| post(&c, url, body.clone())))
+                .await;
+        for (code, st) in answers {
+            assert_eq!(code, StatusCode::BAD_REQUEST, "{st}");
+        }
+    }
+    let concurrent_growth = peak(&server).saturating_sub(baseline);
+    assert!(
+        concurrent_growth < MAX_GROWTH_KIB * ATTACKERS as u64,
+        "{ATTACKERS} attackers at once grew the server's peak RSS by {concurrent_growth} KiB"
+    );
+    table.push(format!(
+        "{ATTACKERS} attackers at once, every body and path: peak +{concurrent_growth} KiB \
+         (+{} KiB over the bodies one at a time)",
+        peak(&server).saturating_sub(before_concurrent)
+    ));
     eprintln!(
         "server peak RSS {baseline} KiB after warming up, then\n{}",
         table.join("\n")

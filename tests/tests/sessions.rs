@@ -658,6 +658,64 @@ async fn a_user_over_the_session_limit_is_refused_by_every_replica_and_others_ar
     let _third = open(&alice2, WATCHING).await;
 }
 
+/// The limit holds across replicas, however the attaches race: of six attaches of one user sent
+/// at once through two replicas with `--max-sessions-per-user=2`, at most two are admitted (the
+/// cluster orders their admissions), the others are 429; and the default limit is 20.
+#[tokio::test]
+async fn replicas_admitting_one_user_at_once_never_pass_the_limit_together() {
+    let fake = fake_with_pod("general").await;
+    let one = server(&fake, &["--max-sessions-per-user=2"]).await;
+    let two = server(&fake, &["--max-sessions-per-user=2"]).await;
+    let (alice1, alice2) = (user(&one, "alice"), user(&two, "alice"));
+    let attempts = (0..6).map(|i| {
+        let c = if i % 2 == 0 {
+            alice1.clone()
+        } else {
+            alice2.clone()
+        };
+        async move { ws(&c, WATCHING).await }
+    });
+    let answers = futures::future::join_all(attempts).await;
+    let admitted: Vec<_> = answers
+        .into_iter()
+        .filter_map(|r| match r.status {
+            StatusCode::SWITCHING_PROTOCOLS => Some(r),
+            StatusCode::TOO_MANY_REQUESTS => None,
+            other => panic!("neither admitted nor refused: {other} {r:?}"),
+        })
+        .collect();
+    assert!(
+        (1..=2).contains(&admitted.len()),
+        "{} admitted at once through two replicas",
+        admitted.len()
+    );
+    let held = sessions(&alice1)
+        .await
+        .iter()
+        .filter(|s| s["spec"]["user"] == "alice")
+        .count();
+    assert!(held <= 2, "{held} sessions held");
+    drop(admitted);
+
+    // The default: 20 sessions, the 21st refused.
+    let fake = fake_with_pod("general").await;
+    let s = server(&fake, &[]).await;
+    let alice = user(&s, "alice");
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        held.push(open(&alice, WATCHING).await);
+    }
+    let resp = ws(&alice, WATCHING).await;
+    assert_eq!(resp.status, StatusCode::TOO_MANY_REQUESTS, "{resp:?}");
+    let status: Value = serde_json::from_slice(&resp.body).expect("a Status");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("at most 20 at once (--max-sessions-per-user)")),
+        "{status}"
+    );
+}
+
 #[tokio::test]
 async fn the_recording_names_every_participant_and_the_termination() {
     let fake = fake_with_pod("general").await;

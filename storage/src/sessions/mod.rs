@@ -29,6 +29,7 @@
 //! Why Leases: they are the cluster's own kind for "held by a process, renewed, expires", every
 //! cluster has them, and they need no volume, no database and no CRD.
 
+mod admission;
 mod lease;
 mod moderation;
 mod objects;
@@ -51,6 +52,7 @@ use crate::change_log::{ChangeLog, Numbered};
 use crate::StorageError;
 use crate::record_key::{RecordKey, SharedRecordKey};
 use crate::untrusted::{RecordKind, UntrustedRecords};
+pub use admission::{AdmissionTicket, OverLimit};
 pub use lease::{
     ContainerKey, LiveSession, MAC_ANNOTATION, RECORD_ANNOTATION, SESSION_LABEL, SessionRecord,
     TERMINATE_ANNOTATION, TERMINATE_MAC_ANNOTATION, Termination,

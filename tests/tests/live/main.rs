@@ -31,6 +31,7 @@ mod deployment;
 mod discovery;
 mod events;
 mod faults;
+mod forgery;
 mod hardening;
 mod impersonation;
 mod lists;

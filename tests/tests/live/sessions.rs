@@ -157,6 +157,21 @@ impl Replica {
             .unwrap_or(0.0)
     }
 
+    /// `name` (with its labels) in this replica's `/metrics`; 0 when absent.
+    pub(crate) async fn metric(&self, name: &str) -> f64 {
+        let (code, _, body) = self
+            .admin()
+            .request(Method::GET, "/metrics", &[], Bytes::new())
+            .await
+            .expect("metrics");
+        assert_eq!(code, StatusCode::OK);
+        String::from_utf8_lossy(&body)
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
     /// SIGKILL: no chance to close its sessions or delete their records.
     async fn kill9(&mut self) {
         let pid = self.server.pid().to_string();
@@ -1064,6 +1079,28 @@ async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads
         eprintln!("skipped the tampering: the store is no S3 bucket of AWS_ENDPOINT_URL");
         return;
     };
+    // The verdict of a recording no longer written is reused while the store lists the same
+    // objects: read again, it is not hashed again (replica 2's counter).
+    let verifications = |outcome: &'static str| {
+        let two = &two;
+        async move {
+            two.metric(&format!(
+                "poddebug_recording_verifications_total{{outcome=\"{outcome}\"}}"
+            ))
+            .await
+        }
+    };
+    let _ = verification_of(&two.user(ALICE), &sb, &first).await;
+    let (hashed, reused) = (verifications("hashed").await, verifications("reused").await);
+    for _ in 0..2 {
+        let v = verification_of(&two.user(ALICE), &sb, &first).await;
+        assert_eq!(v["result"], "Verified", "{v}");
+    }
+    assert_eq!(verifications("hashed").await, hashed, "hashed again");
+    assert!(
+        verifications("reused").await >= reused + 2.0,
+        "the verdict was not reused"
+    );
     let parts = bucket.parts(&format!("{}/web/{first}/", sb.ns));
     assert!(!parts.is_empty(), "the parts of {first} in the bucket");
     let victim = parts.len() / 2;
@@ -1071,8 +1108,13 @@ async fn recordings_of_one_replica_replay_through_another_and_a_killed_one_reads
     let at = data.len() / 2;
     data[at] ^= 0x01;
     bucket.put(&parts[victim], &data);
+    // An edited part changes the store's listing: hashed again at the next read, Tampered.
     let v = verification_of(&two.user(ALICE), &sb, &first).await;
     assert_eq!(v["result"], "Tampered", "{v}");
+    assert!(
+        verifications("hashed").await > hashed,
+        "not hashed again after the edit"
+    );
     assert_eq!(v["part"], victim, "{v}");
     assert!(
         v["message"]

@@ -170,7 +170,10 @@ async fn a_create_without_a_target_gets_one_and_can_be_stopped_and_expire() {
 
 /// A debug container that replaced its `/bin/sh` with one that exits 0 outlives its time limit:
 /// from the deadline on it is refused to attach through kube-apiserver; past its bound it is
-/// reported unstoppable, and a replica with `--unstoppable-action=evict` evicts its pod.
+/// reported unstoppable, and a replica with `--unstoppable-action=evict` evicts its pod — once
+/// the pod's PodDisruptionBudget allows it: while the budget refuses (kube-apiserver's Eviction
+/// API answers 429), the pod stays and the refusal is said once (`DebugContainerEvictionBlocked`);
+/// when the budget allows a disruption, the pod is evicted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
 async fn a_container_that_fakes_its_stop_is_refused_past_its_time_limit_and_evicted() {
@@ -178,6 +181,11 @@ async fn a_container_that_fakes_its_stop_is_refused_past_its_time_limit_and_evic
         return;
     }
     let sb = Sandbox::new("fakettl");
+    // A budget that refuses every disruption of web (it is the only pod it selects).
+    let budget = serde_json::json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": sb.ns},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}});
+    crate::support::ok(&["apply", "-f", "-"], Some(&budget.to_string()));
     let replica = crate::sessions::Replica::start(&[
         "--leader-elect=false",
         "--debug-ttl-check-interval=1s",
@@ -223,6 +231,41 @@ async fn a_container_that_fakes_its_stop_is_refused_past_its_time_limit_and_evic
             e.first().cloned().ok_or_else(|| "none yet".to_owned())
         },
     );
+    // The budget refuses: the pod stays, and the refusal is said once.
+    let blocked = poll(
+        "DebugContainerEvictionBlocked on pod web",
+        Duration::from_secs(60),
+        Duration::from_secs(1),
+        || {
+            let e = pod_events(&sb.ns, "DebugContainerEvictionBlocked");
+            e.first().cloned().ok_or_else(|| "none yet".to_owned())
+        },
+    );
+    assert!(message(&blocked).contains("disruption budget"), "{blocked}");
+    let pod = crate::support::ok_json(&["get", "pod", "web", "-n", &sb.ns, "-o", "json"]);
+    assert!(
+        pod["metadata"]["deletionTimestamp"].is_null(),
+        "evicted although its budget refuses: {pod}"
+    );
+    assert_eq!(
+        pod_events(&sb.ns, "DebugContainerEvictionBlocked").len(),
+        1,
+        "said once"
+    );
+    // The budget now allows one disruption: evicted.
+    crate::support::ok(
+        &[
+            "patch",
+            "poddisruptionbudget",
+            "web",
+            "-n",
+            &sb.ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec": {"minAvailable": null, "maxUnavailable": 1}}"#,
+        ],
+        None,
+    );
     let evicted = poll(
         "DebugContainerPodEvicted on pod web",
         Duration::from_secs(60),
@@ -256,4 +299,55 @@ async fn a_container_that_fakes_its_stop_is_refused_past_its_time_limit_and_evic
         },
     );
     drop(replica);
+}
+
+/// A time limit ends its own container, never a successor that reuses its debug name: `dbg`
+/// with a 5-second limit is stopped; `dbg` made again (a new ephemeral container under the same
+/// debug name) with an hour's limit keeps running through the expiry loop's rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a live cluster (PODDEBUG_LIVE=1, KUBECONFIG)"]
+async fn the_expiry_of_a_container_leaves_a_successor_of_its_name_running() {
+    if !enabled() {
+        return;
+    }
+    let sb = Sandbox::new("ttlsuccessor");
+    let replica =
+        crate::sessions::Replica::start(&["--leader-elect=false", "--debug-ttl-check-interval=1s"])
+            .await;
+    let mut body = targeted(BUSYBOX, &["sh", "-c", "sleep 3600"]);
+    body["ttlSeconds"] = serde_json::json!(5);
+    let first = sb.create_running("dbg", &body).await;
+    sb.wait_phase("dbg", "Terminated", Duration::from_secs(90))
+        .await;
+    body["ttlSeconds"] = serde_json::json!(3600);
+    let second = sb.create_running("dbg", &body).await;
+    assert_ne!(
+        first["status"]["ephemeralContainerName"], second["status"]["ephemeralContainerName"],
+        "a new container: {second}"
+    );
+    let rounds = replica.metric("poddebug_expiry_rounds_total").await;
+    poll_async(
+        "three more expiry rounds",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async {
+            let now = replica.metric("poddebug_expiry_rounds_total").await;
+            if now >= rounds + 3.0 {
+                Ok(())
+            } else {
+                Err(now.to_string())
+            }
+        },
+    )
+    .await;
+    let (code, got) = sb.get("dbg").await;
+    assert_eq!(code, StatusCode::OK, "{got}");
+    assert_eq!(
+        got["status"]["phase"], "Running",
+        "the successor was ended: {got}"
+    );
+    assert_eq!(
+        got["status"]["ephemeralContainerName"],
+        second["status"]["ephemeralContainerName"]
+    );
 }
