@@ -262,13 +262,15 @@ async fn a_container_that_fakes_its_stop_is_refused_past_its_time_limit_and_evic
             &sb.ns,
             "--type=merge",
             "-p",
-            r#"{"spec": {"minAvailable": null, "maxUnavailable": 1}}"#,
+            // (A bare pod has no controller to scale a maxUnavailable against: the budget
+            // allows the disruption by asking for none.)
+            r#"{"spec": {"minAvailable": 0}}"#,
         ],
         None,
     );
     let evicted = poll(
         "DebugContainerPodEvicted on pod web",
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         Duration::from_secs(1),
         || {
             let e = pod_events(&sb.ns, "DebugContainerPodEvicted");
