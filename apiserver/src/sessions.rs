@@ -389,7 +389,7 @@ impl Sessions {
                 me.store.collect_garbage(jiff::Timestamp::now()).await;
                 // Admissions a dead replica left: rarely, they count only for their TTL anyway.
                 sweeps += 1;
-                if sweeps % ADMISSION_SWEEP_EVERY == 0 {
+                if sweeps.is_multiple_of(ADMISSION_SWEEP_EVERY) {
                     me.store.sweep_admissions(jiff::Timestamp::now()).await;
                 }
                 // Records that expired without an event (a replica that died) change the

@@ -13,7 +13,7 @@ use std::time::Duration;
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::sessions::{Replica, attach};
+use crate::sessions::{Forged, Replica, attach};
 use crate::support::{
     BUSYBOX, GV, Sandbox, as_user, enabled, message, ok, ok_json, poll_async, targeted,
 };
@@ -41,27 +41,6 @@ async fn wait_metric(replica: &Replica, name: &str, at_least: f64) {
         },
     )
     .await;
-}
-
-/// Deletes the Leases named when dropped.
-struct Forged(Vec<String>);
-
-impl Drop for Forged {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            let _ = crate::support::kubectl(
-                &[
-                    "delete",
-                    "lease",
-                    "-n",
-                    SERVER_NS,
-                    name,
-                    "--ignore-not-found",
-                ],
-                None,
-            );
-        }
-    }
 }
 
 /// A stop record no replica signed (made with a key of the forger's own) says a running debug
@@ -96,7 +75,6 @@ async fn a_stop_record_poddebug_did_not_sign_is_ignored() {
         record.as_bytes(),
     );
     let name = poddebug_storage::stop_lease_name(&uid, &ec);
-    let _forged = Forged(vec![name.clone()]);
     let before = metric(&replica, "poddebug_stop_records_rejected_total").await;
     let lease = json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -106,7 +84,8 @@ async fn a_stop_record_poddebug_did_not_sign_is_ignored() {
                             "poddebug.dev/stop-record-mac": mac}},
         "spec": {}
     });
-    ok(&["apply", "-f", "-"], Some(&lease.to_string()));
+    let mut forged = Forged(Vec::new());
+    forged.create(&lease);
     wait_metric(
         &replica,
         "poddebug_stop_records_rejected_total",

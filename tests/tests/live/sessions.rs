@@ -1273,6 +1273,41 @@ impl S3Bucket {
     }
 }
 
+/// Reads the owner's stream (attached all along: it shows everything the shell's terminal
+/// printed) until `marker`, then waits until the container's log (what the terminal printed, as
+/// the kubelet keeps it) has it too; panics if `absent` is in either: input that should have
+/// reached nothing did.
+async fn the_shell_never_printed(
+    owner: &mut ChannelClient<Io>,
+    sb: &Sandbox,
+    marker: &'static str,
+    absent: &str,
+) {
+    let seen = owner.read_until(T, stdout_has(marker)).await.stdout_text();
+    assert!(seen.contains(marker), "{seen:?}");
+    assert!(
+        !seen.contains(absent),
+        "withheld or refused input reached the shell: {seen:?}"
+    );
+    let log = poll(
+        &format!("the container's log has {marker:?}"),
+        T,
+        Duration::from_millis(500),
+        || {
+            let log = sb.container_log("dbg");
+            if log.contains(marker) {
+                Ok(log)
+            } else {
+                Err(log)
+            }
+        },
+    );
+    assert!(
+        !log.contains(absent),
+        "withheld or refused input reached the shell: {log:?}"
+    );
+}
+
 /// The Go SPDY client (tests/go/spdyattach) attached to `path` of `replica` as `user`, opening
 /// `streams` (its `--streams`), when this machine has it (CI always does).
 fn go_client(replica: &Replica, path: &str, user: &str, streams: &str) -> Option<Child> {
@@ -1507,34 +1542,8 @@ async fn moderation_holds_however_stdin_is_framed_or_declared() {
         "input sent while no moderator was attached reached the shell: {seen:?}"
     );
     // The moderator joined after the early input, so its transcript alone cannot show a leak:
-    // the owner's stream, attached all along, and the container's log (everything its terminal
-    // printed) can.
-    let owner_seen = owner
-        .read_until(T, stdout_has("late-alone-12"))
-        .await
-        .stdout_text();
-    assert!(owner_seen.contains("late-alone-12"), "{owner_seen:?}");
-    assert!(
-        !owner_seen.contains("early"),
-        "input sent while no moderator was attached reached the shell: {owner_seen:?}"
-    );
-    let log = poll(
-        "the container's log has the late input",
-        T,
-        Duration::from_millis(500),
-        || {
-            let log = sb.container_log("dbg");
-            if log.contains("late-alone-12") {
-                Ok(log)
-            } else {
-                Err(log)
-            }
-        },
-    );
-    assert!(
-        !log.contains("early"),
-        "input sent while no moderator was attached reached the shell: {log:?}"
-    );
+    // the owner's stream, attached all along, and the container's log can.
+    the_shell_never_printed(&mut owner, &sb, "late-alone-12", "early").await;
     moderator.close().await.expect("close");
     owner.close().await.expect("close");
     owner.finish(T).await;
@@ -1726,32 +1735,7 @@ async fn streams_a_request_did_not_ask_for_and_self_moderation_never_reach_the_s
     .await;
     owner.read_until(T, stdout_has(PASSING)).await;
     owner.stdin(b"echo after-$((5*5))\r").await.expect("type");
-    let seen = owner
-        .read_until(T, stdout_has("after-25"))
-        .await
-        .stdout_text();
-    assert!(seen.contains("after-25"), "{seen:?}");
-    assert!(
-        !seen.contains("unasked"),
-        "refused input reached the shell: {seen:?}"
-    );
-    let log = poll(
-        "the container's log has the owner's line",
-        T,
-        Duration::from_millis(500),
-        || {
-            let log = sb.container_log("dbg");
-            if log.contains("after-25") {
-                Ok(log)
-            } else {
-                Err(log)
-            }
-        },
-    );
-    assert!(
-        !log.contains("unasked"),
-        "refused input reached the shell: {log:?}"
-    );
+    the_shell_never_printed(&mut owner, &sb, "after-25", "unasked").await;
     owner.close().await.expect("close");
 }
 
@@ -1803,11 +1787,11 @@ async fn the_log_of_another_users_debug_container_needs_observe() {
 const SERVER_NS: &str = "poddebug-system";
 
 /// Leases made by a test in the servers' namespace, deleted on drop.
-struct Forged(Vec<String>);
+pub(crate) struct Forged(pub(crate) Vec<String>);
 
 impl Forged {
     /// Create `lease` (a Lease object) in the servers' namespace.
-    fn create(&mut self, lease: &Value) {
+    pub(crate) fn create(&mut self, lease: &Value) {
         let name = lease["metadata"]["name"]
             .as_str()
             .expect("a name")
