@@ -1,5 +1,7 @@
 //! Structured logs with tracing: text or JSON, Kubernetes-style `-v` verbosity.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 use crate::options::LogFormat;
@@ -27,9 +29,14 @@ pub fn init(format: LogFormat, verbosity: u8) {
     });
     // A span that closes is logged with its time (`time.busy`, `time.idle`): at -v=3 and up,
     // the phases of every create (crate::filters).
+    // Colours only on a terminal, and never with NO_COLOR set: a log written to a file or a
+    // pipe (a container's log, `register.sh`'s server.log) carries no escape sequences, as
+    // Kubernetes components' never do.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

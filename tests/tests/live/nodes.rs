@@ -335,8 +335,10 @@ async fn a_node_debug_container_is_deleted_at_its_time_limit() {
 pub(crate) struct PsaNamespace(String);
 
 impl PsaNamespace {
-    pub(crate) fn new(level: &str) -> PsaNamespace {
-        let ns = format!("pdlive-psa-{level}-{}", std::process::id());
+    /// A namespace enforcing Pod Security `level`, named for the test (`tag`): tests running at
+    /// once each have their own.
+    pub(crate) fn new(level: &str, tag: &str) -> PsaNamespace {
+        let ns = format!("pdlive-psa-{tag}-{level}-{}", std::process::id());
         ok(&["create", "namespace", &ns], None);
         let guard = PsaNamespace(ns);
         ok(
@@ -414,8 +416,8 @@ async fn isolated_node_profiles_keep_their_pod_security_level_and_poddebug_agree
     }
     let api = crate::support::cluster();
     let namespaces = [
-        (Profile::Baseline, PsaNamespace::new("baseline")),
-        (Profile::Restricted, PsaNamespace::new("restricted")),
+        (Profile::Baseline, PsaNamespace::new("baseline", "node")),
+        (Profile::Restricted, PsaNamespace::new("restricted", "node")),
     ];
     // What poddebug builds for an isolated profile, as the server made it, passes the Pod
     // Security level the profile is named after.

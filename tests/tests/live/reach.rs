@@ -228,8 +228,11 @@ async fn isolated_debug_profiles_keep_their_level_and_poddebug_agrees_with_pod_s
     let sb = Sandbox::new("reachpsa");
     let pod: Pod = serde_json::from_value(lender(&sb)).expect("a pod");
     let namespaces = [
-        (Profile::Baseline, PsaNamespace::new("baseline")),
-        (Profile::Restricted, PsaNamespace::new("restricted")),
+        (Profile::Baseline, PsaNamespace::new("baseline", "reach")),
+        (
+            Profile::Restricted,
+            PsaNamespace::new("restricted", "reach"),
+        ),
     ];
     let variants = [
         json!({}),
