@@ -199,10 +199,18 @@ fn run_granted(
             Some(&keep),
         );
         let peers = async {
+            // A client's writes fail once the server has ended the session and closed the
+            // connection (a refused stream or message); it then stops, as a real client does.
+            let mut cut = false;
             for piece in client_bytes.chunks(chunk.max(1)) {
-                client_peer.write_all(piece).await.expect("write");
+                if client_peer.write_all(piece).await.is_err() {
+                    cut = true;
+                    break;
+                }
             }
-            client_peer.shutdown().await.expect("shutdown");
+            if !cut {
+                client_peer.shutdown().await.expect("shutdown");
+            }
             let mut got = Vec::new();
             let _ =
                 tokio::time::timeout(Duration::from_secs(10), upstream_peer.read_to_end(&mut got))
@@ -213,9 +221,13 @@ fn run_granted(
             let _ =
                 tokio::time::timeout(Duration::from_secs(10), client_peer.read_to_end(&mut sink))
                     .await;
-            got
+            (got, cut)
         };
-        let ((), got) = tokio::join!(relay, peers);
+        let ((), (got, cut)) = tokio::join!(relay, peers);
+        assert!(
+            !cut || end.current().is_some(),
+            "the client was cut off although the server did not end the session"
+        );
         let recorded = keep.0.lock().map(|k| k.clone()).unwrap_or_default();
         ((got, recorded), end.current().map(|e| e.error.code()))
     })
